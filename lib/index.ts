@@ -1,0 +1,3 @@
+// murphy-native: the public library API.
+// Each area re-exports its public surface here; see README.md for an overview.
+export * from './native.js';

@@ -1,0 +1,2 @@
+// Placeholder: replaced by the typed face of the native addon.
+export {};
