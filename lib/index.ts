@@ -1,3 +1,5 @@
 // murphy-native: the public library API.
 // Each area re-exports its public surface here; see README.md for an overview.
 export * from './native.js';
+export * from './murphy/index.js';
+export * from './prompt/index.js';
