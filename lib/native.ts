@@ -1,2 +1,504 @@
-// Placeholder: replaced by the typed face of the native addon.
-export {};
+// The one typed face of the native addon. Everything else in lib/ reaches native code
+// through this module; nothing else loads the binary.
+//
+// Tensors are plain typed arrays on the host (bf16 values travel as the raw bits in a
+// Uint16Array) or DeviceArrays in GPU memory. Every kernel runs where its arrays live:
+// all host arrays -> the CPU kernels, all device arrays -> the CUDA kernels (needs the
+// CUDA-enabled binary); mixing the two in one call is an error.
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const require = createRequire(import.meta.url);
+
+/** The package root (one level above lib/ or dist/). */
+export const packageRoot: string = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+// ---------------------------------------------------------------------------------------
+// The raw addon surface (internal; typed so that no `any` crosses this module).
+
+type ElemKind = 'f32' | 'bf16' | 'i32' | 'u8' | 'i64';
+
+interface RawDeviceBuffer {
+  readonly length: number;
+  readonly kind: ElemKind;
+  readonly freed: boolean;
+  upload(src: HostArray): RawDeviceBuffer;
+  download<T extends HostArray>(dst: T): T;
+  free(): void;
+}
+
+type RawTensor = HostArray | RawDeviceBuffer;
+
+interface RawAddon {
+  DeviceBuffer: new (kind: ElemKind, length: number) => RawDeviceBuffer;
+  logprobForward(
+    logits: RawTensor, dtype: DType, targets: RawTensor, nRows: number, vocab: number, temperature: number,
+    logp: RawTensor, lse: RawTensor, entropy: RawTensor | null,
+  ): void;
+  logprobBackward(
+    logits: RawTensor, dtype: DType, targets: RawTensor, nRows: number, vocab: number, temperature: number,
+    lse: RawTensor, gradLogp: RawTensor, gradLogits: RawTensor,
+  ): void;
+  grpoLoss(opts: Record<string, RawTensor | number | string | undefined>): RawGrpoStats;
+  adamw(tensors: Record<string, RawTensor | boolean | undefined>[], hyper: Record<string, number | boolean | undefined>): AdamWResult;
+  f32ToBf16(src: RawTensor, dst: RawTensor): void;
+  bf16ToF32(src: RawTensor, dst: RawTensor): void;
+  copy(src: RawTensor, dst: RawTensor): void;
+  buildInfo(): { cuda: boolean; napiVersion: number; compiler?: string };
+  cpuInfo(): CpuInfo;
+  setNumThreads(n: number): void;
+  cudaStatus(): CudaStatus;
+}
+
+interface RawGrpoStats {
+  loss: number;
+  clipLowFrac: number;
+  clipHighFrac: number;
+  dualClipFrac: number;
+  meanRatio: number;
+  meanKl: number;
+  nActive: number;
+}
+
+/** How the addon binary was found. */
+export interface BinaryInfo {
+  /** Absolute path of the loaded .node file. */
+  path: string;
+  /** 'env' (MURPHY_NATIVE_BINARY), 'cuda-build' (build-cuda/), 'prebuild' (prebuilds/), 'local-build' (build/). */
+  source: 'env' | 'cuda-build' | 'prebuild' | 'local-build';
+  /** True when the binary contains the CUDA kernels. */
+  cuda: boolean;
+  napiVersion: number;
+  compiler?: string;
+}
+
+function loadAddon(): { addon: RawAddon; path: string; source: BinaryInfo['source'] } {
+  const fromEnv = process.env.MURPHY_NATIVE_BINARY;
+  if (fromEnv) {
+    if (!existsSync(fromEnv)) {
+      throw new Error(`MURPHY_NATIVE_BINARY points to ${fromEnv}, which does not exist; unset it or fix the path`);
+    }
+    return { addon: require(resolve(fromEnv)) as RawAddon, path: resolve(fromEnv), source: 'env' };
+  }
+  const cudaBuild = join(packageRoot, 'build-cuda', 'Release', 'murphy_native.node');
+  if (existsSync(cudaBuild)) return { addon: require(cudaBuild) as RawAddon, path: cudaBuild, source: 'cuda-build' };
+  const nodeGypBuild = require('node-gyp-build') as { path(dir: string): string };
+  let path: string;
+  try {
+    path = nodeGypBuild.path(packageRoot);
+  } catch (err) {
+    throw new Error(
+      `murphy-native: no native addon found under ${packageRoot} (no prebuild for ${process.platform}-${process.arch} ` +
+        `and no local build). Run \`npm rebuild murphy-native\` (needs a C++ compiler) or \`npm run build:native\` in ` +
+        `the package. Cause: ${(err as Error).message}`,
+    );
+  }
+  const source = path.includes(`${join('prebuilds')}`) ? 'prebuild' : 'local-build';
+  return { addon: require(path) as RawAddon, path, source };
+}
+
+const loaded = loadAddon();
+const addon: RawAddon = loaded.addon;
+
+/** Which binary was loaded and what it contains. */
+export function binaryInfo(): BinaryInfo {
+  const b = addon.buildInfo();
+  return { path: loaded.path, source: loaded.source, cuda: b.cuda, napiVersion: b.napiVersion, compiler: b.compiler };
+}
+
+// ---------------------------------------------------------------------------------------
+// Tensors
+
+/** Element type of logits and gradients. bf16 is carried as raw bits in a Uint16Array. */
+export type DType = 'f32' | 'bf16';
+
+/** Host tensors: typed arrays. */
+export type HostArray = Float32Array | Uint16Array | Int32Array | Uint8Array | BigInt64Array;
+
+type HostOf<K extends ElemKind> = K extends 'f32'
+  ? Float32Array
+  : K extends 'bf16'
+    ? Uint16Array
+    : K extends 'i32'
+      ? Int32Array
+      : K extends 'u8'
+        ? Uint8Array
+        : BigInt64Array;
+
+function kindOf(a: HostArray): ElemKind {
+  if (a instanceof Float32Array) return 'f32';
+  if (a instanceof Uint16Array) return 'bf16';
+  if (a instanceof Int32Array) return 'i32';
+  if (a instanceof Uint8Array) return 'u8';
+  if (a instanceof BigInt64Array) return 'i64';
+  throw new TypeError('expected a Float32Array, Uint16Array (bf16), Int32Array, Uint8Array or BigInt64Array');
+}
+
+function hostAlloc<K extends ElemKind>(kind: K, n: number): HostOf<K> {
+  switch (kind) {
+    case 'f32': return new Float32Array(n) as HostOf<K>;
+    case 'bf16': return new Uint16Array(n) as HostOf<K>;
+    case 'i32': return new Int32Array(n) as HostOf<K>;
+    case 'u8': return new Uint8Array(n) as HostOf<K>;
+    default: return new BigInt64Array(n) as HostOf<K>;
+  }
+}
+
+/** An array in GPU memory. Free it with free() when done (it is also freed when collected). */
+export class DeviceArray<K extends ElemKind = ElemKind> {
+  /** @internal */ readonly raw: RawDeviceBuffer;
+  private constructor(raw: RawDeviceBuffer) {
+    this.raw = raw;
+  }
+  /** A zero-filled device array of `length` elements of `kind`. */
+  static empty<K extends ElemKind>(kind: K, length: number): DeviceArray<K> {
+    return new DeviceArray<K>(new addon.DeviceBuffer(kind, length));
+  }
+  /** Copies a host typed array to a new device array of the same kind. */
+  static from<T extends HostArray>(a: T): DeviceArray {
+    const d = new DeviceArray(new addon.DeviceBuffer(kindOf(a), a.length));
+    d.raw.upload(a);
+    return d;
+  }
+  get length(): number {
+    return this.raw.length;
+  }
+  get kind(): K {
+    return this.raw.kind as K;
+  }
+  get freed(): boolean {
+    return this.raw.freed;
+  }
+  /** Copies the contents back into a new host typed array. */
+  download(): HostOf<K> {
+    return this.raw.download(hostAlloc(this.kind, this.length)) as HostOf<K>;
+  }
+  free(): void {
+    this.raw.free();
+  }
+}
+
+/** A tensor argument: a typed array on the host or a DeviceArray. */
+export type Tensor<K extends ElemKind = ElemKind> = HostOf<K> | DeviceArray<K>;
+
+function raw(t: Tensor | undefined | null): RawTensor | undefined {
+  if (t === undefined || t === null) return undefined;
+  return t instanceof DeviceArray ? t.raw : t;
+}
+
+function likeOf<K extends ElemKind>(ref: Tensor, kind: K, n: number): Tensor<K> {
+  return ref instanceof DeviceArray ? DeviceArray.empty(kind, n) : hostAlloc(kind, n);
+}
+
+function dtypeOf(logits: Tensor, dtype?: DType): DType {
+  if (dtype) return dtype;
+  const k = logits instanceof DeviceArray ? logits.kind : kindOf(logits);
+  return k === 'bf16' ? 'bf16' : 'f32';
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernel 1: log-prob gathering
+
+export interface LogprobForwardInput {
+  /** [nRows, vocab] logits, row-major: Float32Array (f32) or Uint16Array (bf16 bits), or a device array. */
+  logits: Tensor<'f32'> | Tensor<'bf16'>;
+  /** Defaults from the array type: Uint16Array -> 'bf16', Float32Array -> 'f32'. */
+  dtype?: DType;
+  /** [nRows] target token ids; each must lie in [0, vocab). */
+  targets: Tensor<'i32'>;
+  nRows: number;
+  vocab: number;
+  /** Sampling temperature T > 0: logits are divided by T. Default 1. */
+  temperature?: number;
+  /** Also compute the entropy of each row's distribution. */
+  entropy?: boolean;
+}
+
+export interface LogprobForwardOutput<T extends Tensor<'f32'> = Tensor<'f32'>> {
+  /** [nRows] log softmax(z / T)[target]. -inf for a fully masked row. */
+  logp: T;
+  /** [nRows] logsumexp(z / T): keep it for logprobBackward. */
+  lse: T;
+  /** [nRows] entropy (nats) when requested. */
+  entropy?: T;
+}
+
+/**
+ * Batched log-prob gathering: logp[n] = z[n, y_n]/T - logsumexp(z[n, :]/T), without ever
+ * materialising the probabilities. -inf logits are allowed (zero probability); a row of
+ * only -inf gives logp = lse = -inf and entropy 0. NaN in a row and out-of-range targets
+ * throw. Outputs live where the inputs live.
+ */
+export function logprobForward(input: LogprobForwardInput): LogprobForwardOutput {
+  const { logits, targets, nRows, vocab } = input;
+  const t = input.temperature ?? 1;
+  const logp = likeOf(logits, 'f32', nRows);
+  const lse = likeOf(logits, 'f32', nRows);
+  const entropy = input.entropy ? likeOf(logits, 'f32', nRows) : undefined;
+  addon.logprobForward(
+    raw(logits)!, dtypeOf(logits, input.dtype), raw(targets)!, nRows, vocab, t, raw(logp)!, raw(lse)!,
+    raw(entropy) ?? null,
+  );
+  return entropy ? { logp, lse, entropy } : { logp, lse };
+}
+
+export interface LogprobBackwardInput extends Omit<LogprobForwardInput, 'entropy'> {
+  /** [nRows] from logprobForward. */
+  lse: Tensor<'f32'>;
+  /** [nRows] dL/dlogp. */
+  gradLogp: Tensor<'f32'>;
+  /** Optional output array to fill ([nRows * vocab], same dtype and place as logits). */
+  out?: Tensor<'f32'> | Tensor<'bf16'>;
+}
+
+/**
+ * Gradient of the log-probs with respect to the logits:
+ * dlogits[n, j] = g[n] * (1[j = y_n] - softmax(z[n]/T)_j) / T, written in the logits' dtype.
+ * Rows with g = 0 or a fully masked row get zeros.
+ */
+export function logprobBackward(input: LogprobBackwardInput): Tensor<'f32'> | Tensor<'bf16'> {
+  const { logits, targets, nRows, vocab } = input;
+  const dtype = dtypeOf(logits, input.dtype);
+  const out: Tensor<'f32'> | Tensor<'bf16'> = input.out ?? (likeOf(logits, dtype, nRows * vocab) as Tensor<'f32'> | Tensor<'bf16'>);
+  addon.logprobBackward(
+    raw(logits)!, dtype, raw(targets)!, nRows, vocab, input.temperature ?? 1, raw(input.lse)!, raw(input.gradLogp)!,
+    raw(out)!,
+  );
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernel 2: clipped GRPO surrogate + KL
+
+/** TRL's loss_type names. */
+export type LossType = 'dapo' | 'grpo' | 'dr_grpo';
+
+export interface GrpoLossInput {
+  /** [T] log-probs of the sampled tokens under the current policy. */
+  logp: Tensor<'f32'>;
+  /** [T] log-probs under the policy that sampled them (rollout). */
+  oldLogp: Tensor<'f32'>;
+  /** [T] log-probs under the frozen reference policy; required when beta != 0. */
+  refLogp?: Tensor<'f32'>;
+  /** [T] advantage of each token (a sequence's advantage repeated over its tokens). */
+  advantages: Tensor<'f32'>;
+  /** [T] 1 = token is in the loss (completion token), 0 = masked. Default: all 1. */
+  mask?: Tensor<'u8'>;
+  /** [S + 1] sequence boundaries: sequence s is tokens [off[s], off[s+1]). */
+  seqOffsets: Tensor<'i64'>;
+  /** Lower clip: ratio >= 1 - epsLow. Default 0.2. */
+  epsLow?: number;
+  /** Upper clip: ratio <= 1 + epsHigh. Default = epsLow (DAPO's clip-higher uses e.g. 0.28). */
+  epsHigh?: number;
+  /** Dual-clip constant c > 1 for negative advantages (verl's clip_ratio_c); 0 = off (default). */
+  dualClip?: number;
+  /** KL weight (k3 estimator). Default 0. */
+  beta?: number;
+  /** Aggregation: 'dapo' token mean (default), 'grpo' per-sequence mean, 'dr_grpo' constant normaliser. */
+  lossType?: LossType;
+  /** 'dr_grpo' only: the constant length L (TRL: max_completion_length). */
+  normLength?: number;
+  /** Also return the per-token loss l_t. */
+  tokenLoss?: boolean;
+}
+
+export interface GrpoLossStats {
+  /** Fraction of active tokens with A < 0 and ratio < 1 - epsLow. */
+  clipLowFrac: number;
+  /** Fraction of active tokens with A > 0 and ratio > 1 + epsHigh. */
+  clipHighFrac: number;
+  /** Fraction of active tokens where the dual-clip bound applied. */
+  dualClipFrac: number;
+  /** Mean importance ratio over active tokens. */
+  meanRatio: number;
+  /** Mean k3 KL over active tokens (0 without refLogp). */
+  meanKl: number;
+  /** Number of tokens with mask 1. */
+  nActive: number;
+}
+
+export interface GrpoLossOutput {
+  loss: number;
+  /** [T] dL/dlogp (0 on masked tokens); where the inputs live. */
+  gradLogp: Tensor<'f32'>;
+  /** [T] per-token loss when requested. */
+  tokenLoss?: Tensor<'f32'>;
+  stats: GrpoLossStats;
+}
+
+/**
+ * The clipped GRPO surrogate with optional KL (formulas in docs/kernels.md):
+ * l_t = -min(r A, clip(r, 1-epsLow, 1+epsHigh) A) [dual clip] + beta * k3(ref, logp),
+ * aggregated as TRL's loss types. Returns the loss, dL/dlogp and statistics.
+ */
+export function grpoLoss(input: GrpoLossInput): GrpoLossOutput {
+  const n = input.logp.length;
+  const gradLogp = likeOf(input.logp, 'f32', n);
+  const tokenLoss = input.tokenLoss ? likeOf(input.logp, 'f32', n) : undefined;
+  const s = addon.grpoLoss({
+    logp: raw(input.logp),
+    oldLogp: raw(input.oldLogp),
+    refLogp: raw(input.refLogp),
+    advantages: raw(input.advantages),
+    mask: raw(input.mask),
+    seqOffsets: raw(input.seqOffsets),
+    epsLow: input.epsLow,
+    epsHigh: input.epsHigh,
+    dualClip: input.dualClip,
+    beta: input.beta,
+    lossType: input.lossType,
+    normLength: input.normLength,
+    gradLogp: raw(gradLogp),
+    tokenLoss: raw(tokenLoss),
+  });
+  const { loss, ...stats } = s;
+  return tokenLoss ? { loss, gradLogp, tokenLoss, stats } : { loss, gradLogp, stats };
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernel 3: fused AdamW
+
+export interface AdamWTensor {
+  /** fp32 master weights, updated in place. */
+  param: Tensor<'f32'>;
+  /** Gradient: Float32Array or Uint16Array (bf16). */
+  grad: Tensor<'f32'> | Tensor<'bf16'>;
+  /** First and second moments (fp32, start at zero), updated in place. */
+  m: Tensor<'f32'>;
+  v: Tensor<'f32'>;
+  /** Optional bf16 copy of the updated weights, written in the same pass. */
+  paramBf16?: Tensor<'bf16'>;
+  /** Apply weight decay to this tensor (default true; usually false for norms and biases). */
+  decay?: boolean;
+}
+
+export interface AdamWOptions {
+  lr: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  /** Decoupled weight decay (torch.optim.AdamW's weight_decay). Default 0.01. */
+  weightDecay?: number;
+  /** The 1-based number of this step (for bias correction). */
+  step: number;
+  /** Clip the global gradient L2 norm to this value first; <= 0 or absent: no clipping. */
+  maxGradNorm?: number;
+  /** Round the bf16 copy stochastically (unbiased) instead of to nearest even. */
+  stochasticRounding?: boolean;
+  /** Seed for stochastic rounding. */
+  seed?: number;
+}
+
+export interface AdamWResult {
+  /** Global L2 norm of the gradients before clipping. */
+  gradNorm: number;
+  /** Factor the gradients were scaled by (1 when not clipped). */
+  clipCoef: number;
+  /** True when clipping was on and the norm was not finite: nothing was updated. */
+  skipped: boolean;
+}
+
+/**
+ * One AdamW step over many tensors in one call, as torch.optim.AdamW preceded by
+ * torch.nn.utils.clip_grad_norm_(max_norm). See docs/kernels.md.
+ */
+export function adamw(tensors: AdamWTensor[], opts: AdamWOptions): AdamWResult {
+  return addon.adamw(
+    tensors.map((t) => ({
+      param: raw(t.param),
+      grad: raw(t.grad),
+      m: raw(t.m),
+      v: raw(t.v),
+      paramBf16: raw(t.paramBf16),
+      decay: t.decay,
+    })),
+    {
+      lr: opts.lr,
+      beta1: opts.beta1,
+      beta2: opts.beta2,
+      eps: opts.eps,
+      weightDecay: opts.weightDecay,
+      step: opts.step,
+      maxGradNorm: opts.maxGradNorm,
+      stochasticRounding: opts.stochasticRounding,
+      seed: opts.seed,
+    },
+  );
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernel 4: support
+
+/** f32 -> bf16 bits, round to nearest even. */
+export function toBf16<T extends Tensor<'f32'>>(src: T, out?: Tensor<'bf16'>): Tensor<'bf16'> {
+  const dst = out ?? likeOf(src, 'bf16', src.length);
+  addon.f32ToBf16(raw(src)!, raw(dst)!);
+  return dst;
+}
+
+/** bf16 bits -> f32 (exact). */
+export function fromBf16(src: Tensor<'bf16'>, out?: Tensor<'f32'>): Tensor<'f32'> {
+  const dst = out ?? likeOf(src, 'f32', src.length);
+  addon.bf16ToF32(raw(src)!, raw(dst)!);
+  return dst;
+}
+
+/** Copies src into dst (same length); the bandwidth probe of the benchmarks. */
+export function copyBuffer(src: Tensor<'f32'>, dst: Tensor<'f32'>): Tensor<'f32'> {
+  addon.copy(raw(src)!, raw(dst)!);
+  return dst;
+}
+
+// ---------------------------------------------------------------------------------------
+// System
+
+export interface CpuInfo {
+  /** Threads the CPU kernels use (MURPHY_NUM_THREADS or the CPUs this process may use). */
+  threads: number;
+  hardwareConcurrency: number;
+  /** The SIMD level the kernels dispatch to: 'avx512', 'avx2' or 'baseline'. */
+  simd: string;
+  avx512bf16: boolean;
+}
+
+export interface CudaDevice {
+  index: number;
+  name: string;
+  totalMemory: number;
+  freeMemory: number;
+  computeCapability: string;
+  multiprocessors: number;
+}
+
+export interface CudaStatus {
+  /** The binary contains the CUDA kernels. */
+  built: boolean;
+  /** A usable device exists. */
+  available: boolean;
+  /** Why not, e.g. "no CUDA device: ..."; empty when available. */
+  reason: string;
+  runtimeVersion: number;
+  driverVersion: number;
+  devices: CudaDevice[];
+}
+
+export function cpuInfo(): CpuInfo {
+  return addon.cpuInfo();
+}
+
+/** Sets the number of CPU threads the kernels use. */
+export function setNumThreads(n: number): void {
+  addon.setNumThreads(n);
+}
+
+/** GPU helpers: status and moving arrays. */
+export const cuda = {
+  status(): CudaStatus {
+    return addon.cudaStatus();
+  },
+  upload<T extends HostArray>(a: T): DeviceArray {
+    return DeviceArray.from(a);
+  },
+};

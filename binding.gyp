@@ -1,0 +1,22 @@
+{
+  "targets": [
+    {
+      "target_name": "murphy_native",
+      "sources": [
+        "<!@(node -p \"require('fs').readdirSync('native/cpu').filter(f => f.endsWith('.cc')).map(f => 'native/cpu/' + f).join(' ')\")",
+        "<!@(node -p \"require('fs').readdirSync('native/addon').filter(f => f.endsWith('.cc')).map(f => 'native/addon/' + f).join(' ')\")",
+        "native/dispatch.cc"
+      ],
+      "include_dirs": [
+        "<!@(node -p \"require('node-addon-api').include\")",
+        "native/include"
+      ],
+      "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED"],
+      "cflags!": ["-fno-exceptions", "-O2", "-O3"],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-O2", "-O3", "-std=gnu++17"],
+      "cflags": ["-O3", "-fopenmp-simd", "-fno-math-errno"],
+      "cflags_cc": ["-O3", "-std=c++17", "-fexceptions", "-fopenmp-simd", "-fno-math-errno", "-Wall", "-Wno-unknown-pragmas"],
+      "ldflags": ["-pthread"]
+    }
+  ]
+}

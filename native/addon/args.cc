@@ -1,0 +1,116 @@
+#include "args.h"
+
+#include <cmath>
+
+#include "device_buffer.h"
+
+namespace murphy {
+namespace addon {
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::F32: return "Float32Array (f32)";
+    case Kind::BF16: return "Uint16Array (bf16 bits)";
+    case Kind::I32: return "Int32Array";
+    case Kind::U8: return "Uint8Array";
+    case Kind::I64: return "BigInt64Array";
+  }
+  return "?";
+}
+
+size_t kind_size(Kind k) {
+  switch (k) {
+    case Kind::F32: case Kind::I32: return 4;
+    case Kind::BF16: return 2;
+    case Kind::U8: return 1;
+    case Kind::I64: return 8;
+  }
+  return 1;
+}
+
+static bool matches(napi_typedarray_type t, Kind k) {
+  switch (k) {
+    case Kind::F32: return t == napi_float32_array;
+    case Kind::BF16: return t == napi_uint16_array;
+    case Kind::I32: return t == napi_int32_array;
+    case Kind::U8: return t == napi_uint8_array;
+    case Kind::I64: return t == napi_bigint64_array;
+  }
+  return false;
+}
+
+static std::string s(const char* name) { return std::string("'") + name + "'"; }
+
+Buf tensor(const Napi::Value& v, const char* name, Kind kind, int64_t expect, bool optional) {
+  Buf b;
+  if (v.IsUndefined() || v.IsNull()) {
+    if (optional) return b;
+    throw Error(s(name) + " is required: pass a " + kind_name(kind));
+  }
+  if (v.IsTypedArray()) {
+    Napi::TypedArray ta = v.As<Napi::TypedArray>();
+    if (ta.ArrayBuffer().IsDetached())
+      throw Error(s(name) + " is a detached buffer (it was transferred or its ArrayBuffer was detached); pass a live array");
+    if (!matches(ta.TypedArrayType(), kind))
+      throw Error(s(name) + " must be a " + kind_name(kind));
+    b.ptr = static_cast<uint8_t*>(ta.ArrayBuffer().Data()) + ta.ByteOffset();
+    b.count = ta.ElementLength();
+    b.device = Device::Host;
+  } else if (DeviceBuffer::Is(v)) {
+    DeviceBuffer* d = DeviceBuffer::Unwrap(v.As<Napi::Object>());
+    if (d->freed()) throw Error(s(name) + " is a device array that was already freed");
+    if (d->kind() != kind)
+      throw Error(s(name) + " is a device array of " + kind_name(d->kind()) + " but must hold " + kind_name(kind));
+    b.ptr = d->ptr();
+    b.count = d->count();
+    b.device = Device::Cuda;
+  } else {
+    throw Error(s(name) + " must be a " + kind_name(kind) + " or a device array of that kind");
+  }
+  b.kind = kind;
+  b.present = true;
+  if (expect >= 0 && b.count != size_t(expect))
+    throw Error(s(name) + " has " + std::to_string(b.count) + " elements but " + std::to_string(expect) +
+                " are needed");
+  return b;
+}
+
+Device same_device(std::initializer_list<const Buf*> bufs, const char* op) {
+  bool any = false;
+  Device d = Device::Host;
+  for (const Buf* b : bufs) {
+    if (!b->present) continue;
+    if (!any) {
+      d = b->device;
+      any = true;
+    } else if (b->device != d) {
+      throw Error(std::string(op) +
+                  ": all arrays of one call must live in the same place (all host typed arrays or all device arrays)");
+    }
+  }
+  return d;
+}
+
+double to_number(const Napi::Value& v, const char* name) {
+  if (!v.IsNumber()) throw Error(s(name) + " must be a number");
+  double x = v.As<Napi::Number>().DoubleValue();
+  if (std::isnan(x)) throw Error(s(name) + " is NaN");
+  return x;
+}
+
+int64_t to_int(const Napi::Value& v, const char* name, int64_t lo, int64_t hi) {
+  double x = to_number(v, name);
+  if (x != std::floor(x) || x < double(lo) || x > double(hi))
+    throw Error(s(name) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                std::to_string(x));
+  return int64_t(x);
+}
+
+double opt_number(const Napi::Object& o, const char* key, double fallback) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined() || v.IsNull()) return fallback;
+  return to_number(v, key);
+}
+
+}  // namespace addon
+}  // namespace murphy

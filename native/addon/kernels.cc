@@ -1,0 +1,248 @@
+// Bindings of the four kernel families: argument checks and conversion only.
+#include <napi.h>
+
+#include <limits>
+
+#include "args.h"
+#include "murphy/dispatch.h"
+
+namespace murphy {
+namespace addon {
+namespace {
+
+constexpr int64_t kMaxRows = int64_t(1) << 40;
+constexpr int64_t kMaxVocab = std::numeric_limits<int32_t>::max();
+
+DType parse_dtype(const Napi::Value& v) {
+  std::string d = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
+  if (d == "f32") return DType::F32;
+  if (d == "bf16") return DType::BF16;
+  throw Error("'dtype' must be 'f32' or 'bf16'");
+}
+
+Kind kind_of(DType d) { return d == DType::F32 ? Kind::F32 : Kind::BF16; }
+
+int64_t checked_elems(int64_t rows, int64_t vocab) {
+  if (rows > 0 && vocab > std::numeric_limits<int64_t>::max() / rows)
+    throw Error("nRows * vocab overflows 64 bits");
+  return rows * vocab;
+}
+
+// logprobForward(logits, dtype, targets, nRows, vocab, temperature, logpOut, lseOut, entropyOut?)
+Napi::Value LogprobForward(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    LogprobForwardArgs a;
+    a.dtype = parse_dtype(info[1]);
+    a.n_rows = to_int(info[3], "nRows", 0, kMaxRows);
+    a.vocab = to_int(info[4], "vocab", 1, kMaxVocab);
+    a.temperature = float(to_number(info[5], "temperature"));
+    const int64_t nv = checked_elems(a.n_rows, a.vocab);
+    Buf logits = tensor(info[0], "logits", kind_of(a.dtype), nv);
+    Buf targets = tensor(info[2], "targets", Kind::I32, a.n_rows);
+    Buf logp = tensor(info[6], "logp", Kind::F32, a.n_rows);
+    Buf lse = tensor(info[7], "lse", Kind::F32, a.n_rows);
+    Buf ent = tensor(info[8], "entropy", Kind::F32, a.n_rows, true);
+    Device d = same_device({&logits, &targets, &logp, &lse, &ent}, "logprobForward");
+    a.logits = logits.ptr;
+    a.targets = static_cast<const int32_t*>(targets.ptr);
+    a.logp = static_cast<float*>(logp.ptr);
+    a.lse = static_cast<float*>(lse.ptr);
+    a.entropy = ent.present ? static_cast<float*>(ent.ptr) : nullptr;
+    logprob_forward(a, d);
+    return info.Env().Undefined();
+  });
+}
+
+// logprobBackward(logits, dtype, targets, nRows, vocab, temperature, lse, gradLogp, gradLogitsOut)
+Napi::Value LogprobBackward(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    LogprobBackwardArgs a;
+    a.dtype = parse_dtype(info[1]);
+    a.n_rows = to_int(info[3], "nRows", 0, kMaxRows);
+    a.vocab = to_int(info[4], "vocab", 1, kMaxVocab);
+    a.temperature = float(to_number(info[5], "temperature"));
+    const int64_t nv = checked_elems(a.n_rows, a.vocab);
+    Buf logits = tensor(info[0], "logits", kind_of(a.dtype), nv);
+    Buf targets = tensor(info[2], "targets", Kind::I32, a.n_rows);
+    Buf lse = tensor(info[6], "lse", Kind::F32, a.n_rows);
+    Buf g = tensor(info[7], "gradLogp", Kind::F32, a.n_rows);
+    Buf out = tensor(info[8], "gradLogits", kind_of(a.dtype), nv);
+    Device d = same_device({&logits, &targets, &lse, &g, &out}, "logprobBackward");
+    a.logits = logits.ptr;
+    a.targets = static_cast<const int32_t*>(targets.ptr);
+    a.lse = static_cast<const float*>(lse.ptr);
+    a.grad_logp = static_cast<const float*>(g.ptr);
+    a.grad_logits = out.ptr;
+    logprob_backward(a, d);
+    return info.Env().Undefined();
+  });
+}
+
+LossAgg parse_agg(const Napi::Value& v) {
+  std::string s = v.IsUndefined() ? "dapo" : (v.IsString() ? v.As<Napi::String>().Utf8Value() : "");
+  if (s == "dapo") return LossAgg::TokenMean;
+  if (s == "grpo") return LossAgg::SeqMean;
+  if (s == "dr_grpo") return LossAgg::ConstNorm;
+  throw Error("'lossType' must be 'dapo' (token mean), 'grpo' (sequence mean) or 'dr_grpo' (constant normaliser)");
+}
+
+// grpoLoss({ logp, oldLogp, refLogp?, advantages, mask?, seqOffsets, epsLow, epsHigh, dualClip,
+//            beta, lossType, normLength, gradLogp?, tokenLoss? }) -> stats
+Napi::Value GrpoLoss(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    if (!info[0].IsObject()) throw Error("grpoLoss: pass one options object");
+    Napi::Object o = info[0].As<Napi::Object>();
+    Buf logp = tensor(o.Get("logp"), "logp", Kind::F32, -1);
+    const int64_t n = int64_t(logp.count);
+    Buf old = tensor(o.Get("oldLogp"), "oldLogp", Kind::F32, n);
+    Buf ref = tensor(o.Get("refLogp"), "refLogp", Kind::F32, n, true);
+    Buf adv = tensor(o.Get("advantages"), "advantages", Kind::F32, n);
+    Buf mask = tensor(o.Get("mask"), "mask", Kind::U8, n, true);
+    Buf offs = tensor(o.Get("seqOffsets"), "seqOffsets", Kind::I64, -1);
+    Buf grad = tensor(o.Get("gradLogp"), "gradLogp", Kind::F32, n, true);
+    Buf tok = tensor(o.Get("tokenLoss"), "tokenLoss", Kind::F32, n, true);
+    Device d = same_device({&logp, &old, &ref, &adv, &mask, &offs, &grad, &tok}, "grpoLoss");
+    if (offs.count < 2) throw Error("'seqOffsets' must hold at least two entries: [0, nTokens]");
+    GrpoLossArgs a;
+    a.n_tokens = n;
+    a.logp = static_cast<const float*>(logp.ptr);
+    a.old_logp = static_cast<const float*>(old.ptr);
+    a.ref_logp = ref.present ? static_cast<const float*>(ref.ptr) : nullptr;
+    a.advantages = static_cast<const float*>(adv.ptr);
+    a.mask = mask.present ? static_cast<const uint8_t*>(mask.ptr) : nullptr;
+    a.seq_offsets = static_cast<const int64_t*>(offs.ptr);
+    a.n_seqs = int64_t(offs.count) - 1;
+    a.eps_low = float(opt_number(o, "epsLow", 0.2));
+    a.eps_high = float(opt_number(o, "epsHigh", a.eps_low));
+    a.dual_clip = float(opt_number(o, "dualClip", 0.0));
+    a.beta = float(opt_number(o, "beta", 0.0));
+    a.agg = parse_agg(o.Get("lossType"));
+    a.norm_length = float(opt_number(o, "normLength", 0.0));
+    a.grad_logp = grad.present ? static_cast<float*>(grad.ptr) : nullptr;
+    a.token_loss = tok.present ? static_cast<float*>(tok.ptr) : nullptr;
+    GrpoLossStats st = grpo_loss(a, d);
+    Napi::Env env = info.Env();
+    Napi::Object r = Napi::Object::New(env);
+    r.Set("loss", st.loss);
+    r.Set("clipLowFrac", st.clip_low_frac);
+    r.Set("clipHighFrac", st.clip_high_frac);
+    r.Set("dualClipFrac", st.dual_clip_frac);
+    r.Set("meanRatio", st.mean_ratio);
+    r.Set("meanKl", st.mean_kl);
+    r.Set("nActive", double(st.n_active));
+    return r;
+  });
+}
+
+// adamw([{ param, grad, m, v, paramBf16?, decay? }], { lr, beta1, beta2, eps, weightDecay, step,
+//        maxGradNorm, stochasticRounding, seed }) -> { gradNorm, clipCoef, skipped }
+Napi::Value AdamW(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    if (!info[0].IsArray()) throw Error("adamw: the first argument must be an array of tensors");
+    if (!info[1].IsObject()) throw Error("adamw: the second argument must be the hyper-parameters object");
+    Napi::Array arr = info[0].As<Napi::Array>();
+    Napi::Object h = info[1].As<Napi::Object>();
+    std::vector<AdamWTensor> ts(arr.Length());
+    std::vector<Buf> all;
+    all.reserve(ts.size() * 5);
+    for (uint32_t i = 0; i < arr.Length(); ++i) {
+      Napi::Value e = arr.Get(i);
+      if (!e.IsObject()) throw Error("adamw: tensors[" + std::to_string(i) + "] must be an object");
+      Napi::Object t = e.As<Napi::Object>();
+      const std::string at = "tensors[" + std::to_string(i) + "].";
+      Buf p = tensor(t.Get("param"), (at + "param").c_str(), Kind::F32, -1);
+      const int64_t n = int64_t(p.count);
+      Napi::Value gv = t.Get("grad");
+      const bool g_bf16 = gv.IsTypedArray() ? gv.As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array
+                                            : (gv.IsObject() && gv.As<Napi::Object>().Get("kind").IsString() &&
+                                               gv.As<Napi::Object>().Get("kind").As<Napi::String>().Utf8Value() == "bf16");
+      Buf g = tensor(gv, (at + "grad").c_str(), g_bf16 ? Kind::BF16 : Kind::F32, n);
+      Buf m = tensor(t.Get("m"), (at + "m").c_str(), Kind::F32, n);
+      Buf v = tensor(t.Get("v"), (at + "v").c_str(), Kind::F32, n);
+      Buf pb = tensor(t.Get("paramBf16"), (at + "paramBf16").c_str(), Kind::BF16, n, true);
+      all.insert(all.end(), {p, g, m, v, pb});
+      AdamWTensor& x = ts[i];
+      x.param = static_cast<float*>(p.ptr);
+      x.grad = g.ptr;
+      x.grad_dtype = g_bf16 ? DType::BF16 : DType::F32;
+      x.m = static_cast<float*>(m.ptr);
+      x.v = static_cast<float*>(v.ptr);
+      x.param_bf16 = pb.present ? static_cast<uint16_t*>(pb.ptr) : nullptr;
+      x.numel = n;
+      Napi::Value dv = t.Get("decay");
+      x.decay = dv.IsUndefined() ? true : dv.ToBoolean().Value();
+    }
+    Device d = Device::Host;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (!all[i].present) continue;
+      if (all[i].device != all[0].device)
+        throw Error("adamw: all arrays must live in the same place (all host typed arrays or all device arrays)");
+      d = all[i].device;
+    }
+    AdamWArgs a;
+    a.tensors = ts.data();
+    a.n_tensors = int64_t(ts.size());
+    a.lr = float(to_number(h.Get("lr"), "lr"));
+    a.beta1 = float(opt_number(h, "beta1", 0.9));
+    a.beta2 = float(opt_number(h, "beta2", 0.999));
+    a.eps = float(opt_number(h, "eps", 1e-8));
+    a.weight_decay = float(opt_number(h, "weightDecay", 0.01));
+    a.step = to_int(h.Get("step"), "step", 1, int64_t(1) << 50);
+    a.max_grad_norm = float(opt_number(h, "maxGradNorm", 0.0));
+    Napi::Value sr = h.Get("stochasticRounding");
+    a.stochastic_rounding = !sr.IsUndefined() && sr.ToBoolean().Value();
+    a.seed = uint64_t(opt_number(h, "seed", 0.0));
+    AdamWResult r = adamw(a, d);
+    Napi::Object out = Napi::Object::New(info.Env());
+    out.Set("gradNorm", r.grad_norm);
+    out.Set("clipCoef", r.clip_coef);
+    out.Set("skipped", r.skipped);
+    return out;
+  });
+}
+
+Napi::Value F32ToBf16(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Buf src = tensor(info[0], "source", Kind::F32, -1);
+    Buf dst = tensor(info[1], "destination", Kind::BF16, int64_t(src.count));
+    Device d = same_device({&src, &dst}, "toBf16");
+    f32_to_bf16(static_cast<const float*>(src.ptr), static_cast<uint16_t*>(dst.ptr), int64_t(src.count), d);
+    return info[1];
+  });
+}
+
+Napi::Value Bf16ToF32(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Buf src = tensor(info[0], "source", Kind::BF16, -1);
+    Buf dst = tensor(info[1], "destination", Kind::F32, int64_t(src.count));
+    Device d = same_device({&src, &dst}, "fromBf16");
+    bf16_to_f32(static_cast<const uint16_t*>(src.ptr), static_cast<float*>(dst.ptr), int64_t(src.count), d);
+    return info[1];
+  });
+}
+
+// copy(src, dst): byte copy between two arrays of one kind and length (f32 arrays).
+Napi::Value Copy(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    Buf src = tensor(info[0], "source", Kind::F32, -1);
+    Buf dst = tensor(info[1], "destination", Kind::F32, int64_t(src.count));
+    Device d = same_device({&src, &dst}, "copy");
+    copy(src.ptr, dst.ptr, int64_t(src.count * 4), d);
+    return info[1];
+  });
+}
+
+}  // namespace
+
+void register_kernels(Napi::Env env, Napi::Object exports) {
+  exports.Set("logprobForward", Napi::Function::New(env, LogprobForward));
+  exports.Set("logprobBackward", Napi::Function::New(env, LogprobBackward));
+  exports.Set("grpoLoss", Napi::Function::New(env, GrpoLoss));
+  exports.Set("adamw", Napi::Function::New(env, AdamW));
+  exports.Set("f32ToBf16", Napi::Function::New(env, F32ToBf16));
+  exports.Set("bf16ToF32", Napi::Function::New(env, Bf16ToF32));
+  exports.Set("copy", Napi::Function::New(env, Copy));
+}
+
+}  // namespace addon
+}  // namespace murphy

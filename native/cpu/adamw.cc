@@ -1,0 +1,197 @@
+// Kernel family 3 on the CPU: fused multi-tensor AdamW with global-norm clipping.
+// Formulas: see native/include/murphy/adamw.h (torch.optim.AdamW after
+// torch.nn.utils.clip_grad_norm_).
+//
+// Reference, per element (after the global norm and coef are known):
+//   g  = coef * grad
+//   p  = p * (1 - lr wd)                      if the tensor decays
+//   m  = m + (1 - b1) (g - m)                 (torch's lerp form of b1 m + (1-b1) g)
+//   v  = b2 v + (1 - b2) g^2
+//   p  = p - lr/(1 - b1^t) * m / (sqrt(v)/sqrt(1 - b2^t) + eps)
+//   p_bf16 = bf16(p)
+// Fast path: work is cut into chunks of up to 64K elements across all tensors and run in
+// parallel; the per-element loop is vectorized (MURPHY_SIMD_CLONES). With clipping the
+// gradients are read twice (norm pass, update pass); without, the norm is accumulated
+// during the update pass.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "murphy/adamw.h"
+#include "simd.h"
+#include "threads.h"
+
+namespace murphy {
+namespace cpu_detail {
+
+struct AdamWScalars {
+  float coef, decay_mul, b1, b2, one_minus_b1, one_minus_b2, step_size, inv_bc2_sqrt, eps;
+};
+
+MURPHY_SIMD_CLONES float sumsq_f32(const float* g, int64_t n) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += g[i] * g[i];
+  return s;
+}
+
+MURPHY_SIMD_CLONES float sumsq_bf16(const uint16_t* g, int64_t n) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) {
+    float x = bf16_bits_to_f32(g[i]);
+    s += x * x;
+  }
+  return s;
+}
+
+template <typename LoadG>
+inline __attribute__((always_inline)) float update(const LoadG& load_g, float* p, float* m, float* v, uint16_t* pb,
+                                                   int64_t n, const AdamWScalars& k) {
+  float ss = 0;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t i = 0; i < n; ++i) {
+    const float graw = load_g(i);
+    ss += graw * graw;
+    const float g = k.coef * graw;
+    float pi = p[i] * k.decay_mul;
+    float mi = m[i] + k.one_minus_b1 * (g - m[i]);
+    float vi = k.b2 * v[i] + k.one_minus_b2 * g * g;
+    const float denom = std::sqrt(vi) * k.inv_bc2_sqrt + k.eps;
+    pi = pi - k.step_size * (mi / denom);
+    p[i] = pi;
+    m[i] = mi;
+    v[i] = vi;
+    if (pb) {
+      uint32_t u;
+      std::memcpy(&u, &pi, 4);
+      const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+      pb[i] = uint16_t(nan ? ((u >> 16) | 0x40u) : rounded);
+    }
+  }
+  return ss;
+}
+
+MURPHY_SIMD_CLONES float update_f32(const float* g, float* p, float* m, float* v, uint16_t* pb, int64_t n,
+                                    const AdamWScalars& k) {
+  return update([g](int64_t i) { return g[i]; }, p, m, v, pb, n, k);
+}
+
+MURPHY_SIMD_CLONES float update_bf16(const uint16_t* g, float* p, float* m, float* v, uint16_t* pb, int64_t n,
+                                     const AdamWScalars& k) {
+  return update([g](int64_t i) { return bf16_bits_to_f32(g[i]); }, p, m, v, pb, n, k);
+}
+
+}  // namespace cpu_detail
+
+namespace {
+
+struct Chunk {
+  int64_t tensor, begin, end;
+};
+
+std::vector<Chunk> make_chunks(const AdamWArgs& a) {
+  const int64_t size = 1 << 16;
+  std::vector<Chunk> out;
+  for (int64_t t = 0; t < a.n_tensors; ++t)
+    for (int64_t b = 0; b < a.tensors[t].numel; b += size)
+      out.push_back({t, b, std::min(a.tensors[t].numel, b + size)});
+  return out;
+}
+
+void validate(const AdamWArgs& a) {
+  auto bad = [](const std::string& what) { throw Error("adamw: " + what); };
+  if (a.n_tensors < 0 || (a.n_tensors > 0 && !a.tensors)) bad("tensors are required");
+  if (!(a.lr >= 0.0f) || !std::isfinite(a.lr)) bad("lr must be a finite number >= 0, got " + std::to_string(a.lr));
+  if (!(a.beta1 >= 0.0f && a.beta1 < 1.0f)) bad("beta1 must be in [0, 1), got " + std::to_string(a.beta1));
+  if (!(a.beta2 >= 0.0f && a.beta2 < 1.0f)) bad("beta2 must be in [0, 1), got " + std::to_string(a.beta2));
+  if (!(a.eps > 0.0f)) bad("eps must be > 0, got " + std::to_string(a.eps));
+  if (!(a.weight_decay >= 0.0f) || !std::isfinite(a.weight_decay)) bad("weightDecay must be a finite number >= 0");
+  if (a.step < 1) bad("step must be >= 1 (the 1-based index of the step being taken), got " + std::to_string(a.step));
+  if (!std::isfinite(a.max_grad_norm)) bad("maxGradNorm must be finite (<= 0 disables clipping)");
+  for (int64_t t = 0; t < a.n_tensors; ++t) {
+    const AdamWTensor& x = a.tensors[t];
+    if (x.numel < 0) bad("tensor " + std::to_string(t) + " has a negative size");
+    if (x.numel > 0 && (!x.param || !x.grad || !x.m || !x.v))
+      bad("tensor " + std::to_string(t) + " needs param, grad, m and v");
+  }
+}
+
+cpu_detail::AdamWScalars scalars(const AdamWArgs& a, double coef, bool decay) {
+  const double bc1 = 1.0 - std::pow(double(a.beta1), double(a.step));
+  const double bc2 = 1.0 - std::pow(double(a.beta2), double(a.step));
+  cpu_detail::AdamWScalars k;
+  k.coef = float(coef);
+  k.decay_mul = decay ? float(1.0 - double(a.lr) * double(a.weight_decay)) : 1.0f;
+  k.b1 = a.beta1;
+  k.b2 = a.beta2;
+  k.one_minus_b1 = 1.0f - a.beta1;
+  k.one_minus_b2 = 1.0f - a.beta2;
+  k.step_size = float(double(a.lr) / bc1);
+  k.inv_bc2_sqrt = float(1.0 / std::sqrt(bc2));
+  k.eps = a.eps;
+  return k;
+}
+
+}  // namespace
+
+AdamWResult adamw_cpu(const AdamWArgs& a) {
+  validate(a);
+  const std::vector<Chunk> chunks = make_chunks(a);
+  const int64_t nc = int64_t(chunks.size());
+  std::vector<double> sq(size_t(nc), 0.0);
+  AdamWResult res;
+  const bool clip = a.max_grad_norm > 0.0f;
+  if (clip) {
+    parallel_for(nc, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const Chunk& ch = chunks[size_t(c)];
+        const AdamWTensor& x = a.tensors[ch.tensor];
+        const int64_t n = ch.end - ch.begin;
+        sq[size_t(c)] = x.grad_dtype == DType::F32
+                            ? cpu_detail::sumsq_f32(static_cast<const float*>(x.grad) + ch.begin, n)
+                            : cpu_detail::sumsq_bf16(static_cast<const uint16_t*>(x.grad) + ch.begin, n);
+      }
+    });
+    double total = 0;
+    for (double s : sq) total += s;
+    res.grad_norm = std::sqrt(total);
+    if (!std::isfinite(res.grad_norm)) {
+      res.skipped = true;
+      res.clip_coef = 0;
+      return res;
+    }
+    res.clip_coef = std::min(1.0, double(a.max_grad_norm) / (res.grad_norm + 1e-6));
+  }
+  parallel_for(nc, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      const Chunk& ch = chunks[size_t(c)];
+      const AdamWTensor& x = a.tensors[ch.tensor];
+      const int64_t n = ch.end - ch.begin, o = ch.begin;
+      const cpu_detail::AdamWScalars k = scalars(a, res.clip_coef, x.decay);
+      // stochastic rounding writes the bf16 copy itself, below
+      uint16_t* pb = (x.param_bf16 && !a.stochastic_rounding) ? x.param_bf16 + o : nullptr;
+      const float ss = x.grad_dtype == DType::F32
+                           ? cpu_detail::update_f32(static_cast<const float*>(x.grad) + o, x.param + o, x.m + o,
+                                                    x.v + o, pb, n, k)
+                           : cpu_detail::update_bf16(static_cast<const uint16_t*>(x.grad) + o, x.param + o,
+                                                     x.m + o, x.v + o, pb, n, k);
+      if (!clip) sq[size_t(c)] = ss;
+      if (x.param_bf16 && a.stochastic_rounding) {
+        const uint64_t seed = a.seed ^ (uint64_t(ch.tensor) * 0x9E3779B97F4A7C15ull);
+        for (int64_t i = o; i < ch.end; ++i)
+          x.param_bf16[i] = f32_to_bf16_stochastic(x.param[i], hash_u32(seed, uint64_t(i)));
+      }
+    }
+  });
+  if (!clip) {
+    double total = 0;
+    for (double s : sq) total += s;
+    res.grad_norm = std::sqrt(total);
+  }
+  return res;
+}
+
+}  // namespace murphy
