@@ -14,8 +14,8 @@
 // then the triples are merged across the warp with shuffles and across warps through
 // shared memory. fp32 accumulation, 64-bit indexing, 16-byte loads for the aligned
 // body of each row (scalar head and tail). Entries equal to -inf contribute 0; a row
-// of all -inf gives lse = logp = -inf, H = 0 and a zero gradient row. NaN in a row or a
-// target outside [0, vocab) sets an error slot (the smallest such row, by atomicMin)
+// of all -inf gives lse = logp = -inf, H = 0 and a zero gradient row. NaN (or +inf, which
+// makes the CPU's lse NaN) in a row or a target outside [0, vocab) sets an error slot (the smallest such row, by atomicMin)
 // that the host reads back after the kernel and turns into murphy::Error.
 //
 // Backward: one block per row, recomputes p_j = 2^(x_j - lse log2 e) on the fly and
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK)
     const int64_t tail0 = head + nvec * N;
     for (int64_t j = tid; j < head; j += BLOCK) {
       float x[1] = {E::get(r, j)};
-      nan |= x[0] != x[0];
+      nan |= !(x[0] < INFINITY);
       x[0] *= scale2;
       st.add<1, ENT>(x);
     }
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK)
         E::unpack(u[k], x);
 #pragma unroll
         for (int q = 0; q < N; ++q) {
-          nan |= x[q] != x[q];
+          nan |= !(x[q] < INFINITY);
           x[q] *= scale2;
         }
         st.add<N, ENT>(x);
@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK)
     }
     for (int64_t j = tail0 + tid; j < V; j += BLOCK) {
       float x[1] = {E::get(r, j)};
-      nan |= x[0] != x[0];
+      nan |= !(x[0] < INFINITY);
       x[0] *= scale2;
       st.add<1, ENT>(x);
     }
@@ -261,13 +261,15 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK)
     const int32_t y = targets[row];
     if (tid == 0 && (y < 0 || int64_t(y) >= V)) atomicMin(&err[1], (unsigned long long)row);
     const float l = lse[row];
-    // A fully masked row (lse = -inf) has a zero gradient.
-    const float coef = l == -INFINITY ? 0.f : grad_logp[row] * inv_t;
-    const float l2 = l == -INFINITY ? 0.f : l * kLog2e;
+    // As on the CPU: a fully masked row (lse = -inf) or g = 0 gives an all-zero row.
+    const float g = grad_logp[row];
+    const bool zero_row = g == 0.f || isinf(l);
+    const float coef = zero_row ? 0.f : g * inv_t;
+    const float l2 = zero_row ? 0.f : l * kLog2e;
     // grad_j = coef (1[j = y] - 2^(z_j scale2 - lse log2 e))
     auto grad_at = [&](float z, int64_t j) -> float {
       const float p = ex2(fmaf(z, scale2, -l2));
-      return coef * ((j == y ? 1.f : 0.f) - p);
+      return zero_row ? 0.f : coef * ((j == y ? 1.f : 0.f) - p);
     };
 
     int64_t head = 0, nvec = 0;
@@ -308,12 +310,12 @@ int row_grid(int64_t n_rows) { return int(std::min<int64_t>(n_rows, int64_t(1) <
 
 void check_common(const char* fn, const void* logits, int64_t n_rows, int64_t vocab, const int32_t* targets,
                   float temperature) {
-  std::string f(fn);
-  if (n_rows < 0) throw Error(f + ": n_rows must be >= 0, got " + std::to_string(n_rows));
-  if (vocab < 1) throw Error(f + ": vocab must be >= 1, got " + std::to_string(vocab));
+  (void)fn;  // messages as on the CPU (native/cpu/logprob.cc)
+  if (n_rows < 0) throw Error("logprob: nRows must be >= 0, got " + std::to_string(n_rows));
+  if (vocab < 1) throw Error("logprob: vocab must be >= 1, got " + std::to_string(vocab));
   if (!(temperature > 0.f) || !std::isfinite(temperature))
-    throw Error(f + ": temperature must be a finite number > 0, got " + std::to_string(temperature));
-  if (n_rows > 0 && (!logits || !targets)) throw Error(f + ": logits and targets are required");
+    throw Error("logprob: temperature must be a finite number > 0, got " + std::to_string(temperature));
+  if (n_rows > 0 && (!logits || !targets)) throw Error("logprob: logits and targets are required");
 }
 
 // Read back the error slots; throw for a bad target first, then for NaN.
@@ -324,11 +326,13 @@ void report(const char* fn, const unsigned long long* err_dev, const int32_t* ta
   if (e[1] != none) {
     int32_t y = 0;
     CUDA_CHECK(cudaMemcpy(&y, targets + e[1], sizeof(y), cudaMemcpyDeviceToHost));
-    throw Error(std::string(fn) + ": target id " + std::to_string(y) + " at row " + std::to_string(e[1]) +
-                " is outside [0, " + std::to_string(vocab) + ")");
+    throw Error("logprob: target id " + std::to_string(y) + " at row " + std::to_string(e[1]) +
+                " is outside the vocabulary [0, " + std::to_string(vocab) + "); check the token ids");
   }
   if (e[0] != none)
-    throw Error(std::string(fn) + ": row " + std::to_string(e[0]) + " of the logits contains NaN");
+    throw Error("logprob: NaN in the logits of row " + std::to_string(e[0]) +
+                "; the model produced NaN (check the learning rate and the inputs)");
+  (void)fn;
 }
 
 template <typename T, int BLOCK>
@@ -359,7 +363,7 @@ constexpr int64_t kBigRow = 4096;
 void logprob_forward_cuda(const LogprobForwardArgs& a) {
   const char* fn = "logprob_forward_cuda";
   check_common(fn, a.logits, a.n_rows, a.vocab, a.targets, a.temperature);
-  if (a.n_rows > 0 && (!a.logp || !a.lse)) throw Error(std::string(fn) + ": logp and lse outputs are required");
+  if (a.n_rows > 0 && (!a.logp || !a.lse)) throw Error("logprob: the logp and lse outputs are required");
   if (a.n_rows == 0) return;
   Scratch err(2 * sizeof(unsigned long long));
   CUDA_CHECK(cudaMemset(err.get(), 0xff, 2 * sizeof(unsigned long long)));
@@ -378,7 +382,7 @@ void logprob_backward_cuda(const LogprobBackwardArgs& a) {
   const char* fn = "logprob_backward_cuda";
   check_common(fn, a.logits, a.n_rows, a.vocab, a.targets, a.temperature);
   if (a.n_rows > 0 && (!a.lse || !a.grad_logp || !a.grad_logits))
-    throw Error(std::string(fn) + ": lse, grad_logp and grad_logits are required");
+    throw Error("logprob backward: lse, gradLogp and the gradLogits output are required");
   if (a.n_rows == 0) return;
   Scratch err(2 * sizeof(unsigned long long));
   CUDA_CHECK(cudaMemset(err.get(), 0xff, 2 * sizeof(unsigned long long)));
