@@ -192,9 +192,20 @@ function likeOf<K extends ElemKind>(ref: Tensor, kind: K, n: number): Tensor<K> 
   return ref instanceof DeviceArray ? DeviceArray.empty(kind, n) : hostAlloc(kind, n);
 }
 
+// Sizes are checked before any output array is allocated, so that a bad size reports
+// itself instead of failing inside the typed-array constructor.
+function checkCount(name: string, v: number, lo: number, hi: number): void {
+  if (!Number.isInteger(v) || v < lo || v > hi) {
+    throw new RangeError(`murphy-native: '${name}' must be an integer in [${lo}, ${hi}], got ${v}`);
+  }
+}
+const MAX_ROWS = 2 ** 40;
+const MAX_VOCAB = 2 ** 31 - 1;
+
 function dtypeOf(logits: Tensor, dtype?: DType): DType {
   if (dtype) return dtype;
-  const k = logits instanceof DeviceArray ? logits.kind : kindOf(logits);
+  // anything else is reported by the addon with the argument's name
+  const k = logits instanceof DeviceArray ? logits.kind : logits instanceof Uint16Array ? 'bf16' : 'f32';
   return k === 'bf16' ? 'bf16' : 'f32';
 }
 
@@ -233,6 +244,8 @@ export interface LogprobForwardOutput<T extends Tensor<'f32'> = Tensor<'f32'>> {
  */
 export function logprobForward(input: LogprobForwardInput): LogprobForwardOutput {
   const { logits, targets, nRows, vocab } = input;
+  checkCount('nRows', nRows, 0, MAX_ROWS);
+  checkCount('vocab', vocab, 1, MAX_VOCAB);
   const t = input.temperature ?? 1;
   const logp = likeOf(logits, 'f32', nRows);
   const lse = likeOf(logits, 'f32', nRows);
@@ -260,6 +273,8 @@ export interface LogprobBackwardInput extends Omit<LogprobForwardInput, 'entropy
  */
 export function logprobBackward(input: LogprobBackwardInput): Tensor<'f32'> | Tensor<'bf16'> {
   const { logits, targets, nRows, vocab } = input;
+  checkCount('nRows', nRows, 0, MAX_ROWS);
+  checkCount('vocab', vocab, 1, MAX_VOCAB);
   const dtype = dtypeOf(logits, input.dtype);
   const out: Tensor<'f32'> | Tensor<'bf16'> = input.out ?? (likeOf(logits, dtype, nRows * vocab) as Tensor<'f32'> | Tensor<'bf16'>);
   addon.logprobBackward(

@@ -25,8 +25,8 @@ namespace cpu_detail {
 
 struct RowStats {
   float max;
-  float sum;      // sum_j exp(d_j)
-  float sum_ed;   // sum_j exp(d_j) * d_j
+  double sum;     // sum_j exp(d_j)
+  double sum_ed;  // sum_j exp(d_j) * d_j
   int nan;
 };
 
@@ -41,21 +41,31 @@ inline __attribute__((always_inline)) RowStats row_stats(const Load& load, int64
     nan |= (z != z);
     m = z > m ? z : m;
   }
-  RowStats st{m, 0.0f, 0.0f, nan};
+  RowStats st{m, 0.0, 0.0, nan};
   if (nan || m == -std::numeric_limits<float>::infinity()) return st;
-  float s = 0.0f, sed = 0.0f;
-  if (want_entropy) {
-#pragma omp simd reduction(+ : s, sed)
-    for (int64_t j = 0; j < V; ++j) {
-      float d = (load(j) - m) * inv_t;
-      d = d < -88.0f ? -88.0f : d;  // keeps 0 * (-inf) out of sed; exp underflows to 0 anyway
-      float e = vexp(d);
-      s += e;
-      sed += e * d;
+  // Blocked sums: fp32 lane-partial sums within a block of 1024, fp64 across blocks.
+  // A single fp32 accumulator per lane would drop the many terms far below its ulp
+  // (at V = 151,936 that biases lse by ~1e-4).
+  constexpr int64_t kBlock = 1024;
+  double s = 0.0, sed = 0.0;
+  for (int64_t b = 0; b < V; b += kBlock) {
+    const int64_t e = b + kBlock < V ? b + kBlock : V;
+    float bs = 0.0f, bsed = 0.0f;
+    if (want_entropy) {
+#pragma omp simd reduction(+ : bs, bsed)
+      for (int64_t j = b; j < e; ++j) {
+        float d = (load(j) - m) * inv_t;
+        d = d < -88.0f ? -88.0f : d;  // keeps 0 * (-inf) out of sed; exp underflows to 0 anyway
+        float x = vexp(d);
+        bs += x;
+        bsed += x * d;
+      }
+    } else {
+#pragma omp simd reduction(+ : bs)
+      for (int64_t j = b; j < e; ++j) bs += vexp((load(j) - m) * inv_t);
     }
-  } else {
-#pragma omp simd reduction(+ : s)
-    for (int64_t j = 0; j < V; ++j) s += vexp((load(j) - m) * inv_t);
+    s += bs;
+    sed += bsed;
   }
   st.sum = s;
   st.sum_ed = sed;
@@ -135,10 +145,11 @@ void logprob_forward_cpu(const LogprobForwardArgs& a) {
         lse = logp = -std::numeric_limits<float>::infinity();
         ent = 0.0f;
       } else {
-        const float log_s = std::log(st.sum);
-        lse = st.max * inv_t + log_s;
-        logp = load_logit(a.logits, a.dtype, off + a.targets[n]) * inv_t - lse;
-        ent = log_s - st.sum_ed / st.sum;
+        const double log_s = std::log(st.sum);
+        lse = float(double(st.max) * inv_t + log_s);
+        // relative to the max, so that large logits keep their precision
+        logp = float(double(load_logit(a.logits, a.dtype, off + a.targets[n]) - st.max) * inv_t - log_s);
+        ent = float(log_s - st.sum_ed / st.sum);
       }
       a.logp[n] = logp;
       if (a.lse) a.lse[n] = lse;
