@@ -56,9 +56,22 @@ export function maxVarianceSubset(values: readonly number[], m: number): number[
       bestK = k;
     }
   }
+  const lo = m - bestK;
   const picked: number[] = [];
-  for (let i = 0; i < m - bestK; i++) picked.push(order[i]!);
-  for (let i = n - bestK; i < n; i++) picked.push(order[i]!);
+  for (let i = 0; i < lo; i++) picked.push(order[i]!);
+  if (bestK > 0) {
+    // Highest bestK, preferring lower indices among equal values: the tie block at the
+    // boundary is taken from its start (after any members the low side already took).
+    const hi = n - bestK;
+    const v = values[order[hi]!]!;
+    let bs = hi;
+    while (bs > 0 && values[order[bs - 1]!]! === v) bs--;
+    let be = hi;
+    while (be < n && values[order[be]!]! === v) be++;
+    const from = Math.max(lo, bs);
+    for (let i = from; i < from + (be - hi); i++) picked.push(order[i]!);
+    for (let i = be; i < n; i++) picked.push(order[i]!);
+  }
   return picked.sort((a, b) => a - b);
 }
 
