@@ -1,0 +1,1151 @@
+"""murphy-native executor: the warm harness.
+
+One server process per pool worker. It reads one JSON request per line on stdin, runs the
+candidate program in a *fresh forked child* per program (or per stdin/stdout test case),
+and writes one JSON response per line on stdout. The server itself runs inside the
+bubblewrap sandbox when bwrap is available (see docs/executor.md), so its children inherit
+the sandbox's namespaces (no network, private /tmp, read-only view of the interpreter
+only). Per child it adds:
+
+- a fresh temporary directory (removed afterwards), made the working directory;
+- a new session and process group (os.setsid);
+- setrlimit: CPU time, address space, file size, process count, open files, no core;
+- a dedicated unprivileged uid when the server runs as root (distinct per worker);
+- an empty environment apart from what Python needs; stdin /dev/null or the test's input;
+- stdout/stderr captured through pipes, capped in bytes;
+- wall-clock timeouts per test and per program enforced *here*, outside the child: the
+  child's process tree is SIGKILLed (the server is a child subreaper, so even daemons that
+  left the process group are found and killed).
+
+Results come back over a separate pipe with a per-run random token; the program's own
+exit status and its stdout never count as a pass. A test passes only when the child
+reports the end of that test, and a run succeeds only when the child reports that every
+test ran.
+"""
+
+import ast
+import ctypes
+import errno
+import io
+import json
+import os
+import resource
+import secrets
+import select
+import shutil
+import signal
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Warm modules: imported once in the server so children do not pay for them.
+import bisect  # noqa: F401,E402
+import collections  # noqa: F401,E402
+import copy  # noqa: F401,E402
+import dataclasses  # noqa: F401,E402
+import datetime  # noqa: F401,E402
+import decimal  # noqa: F401,E402
+import fractions  # noqa: F401,E402
+import functools  # noqa: F401,E402
+import heapq  # noqa: F401,E402
+import itertools  # noqa: F401,E402
+import math  # noqa: F401,E402
+import operator  # noqa: F401,E402
+import random  # noqa: F401,E402
+import re  # noqa: F401,E402
+import reprlib  # noqa: E402
+import statistics  # noqa: F401,E402
+import string  # noqa: F401,E402
+import types  # noqa: E402
+import typing  # noqa: F401,E402
+import unittest  # noqa: F401,E402
+import hashlib  # noqa: F401,E402
+import enum  # noqa: F401,E402
+import abc  # noqa: F401,E402
+import array  # noqa: F401,E402
+import textwrap  # noqa: F401,E402
+
+sys.path.insert(0, HERE)
+import pytest_shim  # noqa: E402
+
+SOL_FILE = "solution.py"
+TEST_FILE = "test.py"
+CHILD_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+_libc = None
+
+
+def libc():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def try_unshare(flags):
+    try:
+        return libc().unshare(ctypes.c_int(flags)) == 0
+    except Exception:
+        return False
+
+
+def set_subreaper():
+    try:
+        return libc().prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        return False
+
+
+# --------------------------------------------------------------------------- planning
+# The server (trusted) parses the tests and decides the list of test units; the child
+# only executes unit i. Each unit: {"name", "source", "code" (for assert kinds)}.
+
+
+def _segment(src, node):
+    seg = ast.get_source_segment(src, node)
+    return seg if seg is not None else ast.unparse(node)
+
+
+def _contains_assert(node):
+    return any(isinstance(n, ast.Assert) for n in ast.walk(node))
+
+
+def plan_humaneval(req):
+    test = req["test"]
+    tree = ast.parse(test, TEST_FILE)
+    check = None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check":
+            check = node
+    if check is None or not check.args.args:
+        return {"mode": "whole"}, [{"name": "check", "source": "check(%s)" % req["entryPoint"]}]
+    param = check.args.args[0].arg
+    units = []
+    pending = []  # statements that set up later asserts
+    for stmt in check.body:
+        if isinstance(stmt, ast.Expr) and isinstance(getattr(stmt, "value", None), ast.Constant) and isinstance(stmt.value.value, str):
+            continue  # docstring
+        if _contains_assert(stmt):
+            units.append({"name": "test %d" % (len(units) + 1), "source": _segment(test, stmt), "pre": pending, "stmt": stmt})
+            pending = []
+        else:
+            pending = pending + [stmt]
+    if not units:
+        return {"mode": "whole"}, [{"name": "check", "source": "check(%s)" % req["entryPoint"]}]
+    if pending:
+        # Trailing non-assert statements (e.g. a loop calling a helper) run as part of the last unit.
+        units[-1]["post"] = pending
+    for u in units:
+        u["lineno"] = u["stmt"].lineno
+    return {"mode": "units", "param": param, "check": check}, units
+
+
+def plan(req):
+    kind = req["kind"]
+    if kind == "humaneval":
+        return plan_humaneval(req)
+    if kind == "assert":
+        return {}, [{"name": "test %d" % (i + 1), "source": a} for i, a in enumerate(req["asserts"])]
+    if kind == "pytest":
+        tree = ast.parse(req["testCode"], TEST_FILE)
+        units = []
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                units.append({"name": node.name, "source": "def %s(...)" % node.name, "fn": node.name, "lineno": node.lineno})
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                for sub in node.body:
+                    if isinstance(sub, ast.FunctionDef) and sub.name.startswith("test"):
+                        units.append({"name": "%s.%s" % (node.name, sub.name), "source": "def %s(...)" % sub.name,
+                                      "cls": node.name, "fn": sub.name, "lineno": sub.lineno})
+        return {}, units
+    if kind in ("stdio", "functional"):
+        units = []
+        for i, c in enumerate(req["cases"]):
+            if kind == "stdio":
+                src = "stdin: " + _short(c["input"], 200)
+            else:
+                src = "%s(%s)" % (req["fnName"], ", ".join(_short(x, 100) for x in c["input"].split("\n") if x.strip()))
+            units.append({"name": "test %d" % (i + 1), "source": src})
+        return {}, units
+    raise ValueError("unknown kind %r" % kind)
+
+
+def _short(s, n):
+    s = s.replace("\n", "\\n") if "\n" in s.strip() else s.strip()
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+# --------------------------------------------------------------------------- the child
+
+
+class _Capped(io.TextIOBase):
+    """A text sink keeping at most `cap` characters (the rest is counted, not stored)."""
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.parts = []
+        self.size = 0
+        self.dropped = 0
+
+    def writable(self):
+        return True
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str")
+        room = self.cap - self.size
+        if room > 0:
+            self.parts.append(s[:room])
+            self.size += min(room, len(s))
+        if len(s) > room:
+            self.dropped += len(s) - max(room, 0)
+        return len(s)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def getvalue(self):
+        v = "".join(self.parts)
+        if self.dropped:
+            v += "\n... [%d more characters]" % self.dropped
+        return v
+
+
+class _FailInfo:
+    __slots__ = ("left", "right", "set")
+
+    def __init__(self):
+        self.set = False
+
+
+class _EqRewriter(ast.NodeTransformer):
+    """`assert L == R, msg` -> `assert __murphy_eq(L, R), msg`, so that both sides are
+    recorded (evaluated once, in order) when the comparison fails."""
+
+    def visit_Assert(self, node):
+        t = node.test
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
+            call = ast.Call(func=ast.Name(id="__murphy_eq", ctx=ast.Load()), args=[t.left, t.comparators[0]], keywords=[])
+            node.test = ast.copy_location(call, t)
+        return node
+
+
+def child_main(req, pl, units, start, chan_fd, token, cfg):
+    # Captured before any untrusted code runs: later monkey-patching cannot reach these.
+    _write = os.write
+    _dumps = json.dumps
+    _exit = os._exit
+    _repr = reprlib.Repr()
+    _repr.maxstring = 300
+    _repr.maxother = 300
+    _repr.maxlist = 30
+    _repr.maxdict = 20
+    _repr.maxlevel = 4
+    _saferepr = _repr.repr
+    _exc_info = sys.exc_info
+    _extract_tb = traceback.extract_tb
+    _time = time.perf_counter
+    _isinstance = isinstance
+    _str = str
+    _type = type
+    _BaseException = BaseException
+    _Outcome = pytest_shim._Outcome
+    _Skipped = pytest_shim.Skipped
+    out_cap = int(cfg["outBytes"])
+    sol_lines = req["solution"].split("\n")
+
+    def send(obj):
+        obj["t"] = token
+        data = (_dumps(obj) + "\n").encode("utf-8", "replace")
+        while data:
+            n = _write(chan_fd, data)
+            data = data[n:]
+
+    def repr_value(v):
+        try:
+            return _saferepr(v)
+        except _BaseException:
+            return "<unrepresentable %s>" % _type(v).__name__
+
+    def trimmed_tb(tb):
+        frames = []
+        try:
+            for fr in _extract_tb(tb):
+                if fr.filename == SOL_FILE:
+                    line = fr.line
+                    if not line and 0 < fr.lineno <= len(sol_lines):
+                        line = sol_lines[fr.lineno - 1].strip()
+                    frames.append('  File "%s", line %d, in %s\n    %s' % (SOL_FILE, fr.lineno, fr.name, line or ""))
+        except _BaseException:
+            pass
+        if len(frames) > 12:
+            frames = frames[:4] + ["  ... %d frames omitted (recursion?) ..." % (len(frames) - 8)] + frames[-4:]
+        return "\n".join(frames)
+
+    def exc_record(e, tb):
+        rec = {"errorType": _type(e).__name__}
+        try:
+            rec["message"] = _str(e)[:2000]
+        except _BaseException:
+            rec["message"] = "<unprintable>"
+        if _isinstance(e, SyntaxError):
+            rec["lineno"] = e.lineno
+            rec["text"] = (e.text or "").rstrip("\n")
+            rec["message"] = e.msg
+            rec["file"] = e.filename
+        rec["traceback"] = trimmed_tb(tb)
+        return rec
+
+    fail = _FailInfo()
+
+    def murphy_eq(a, b):
+        r = a == b
+        if not r:
+            fail.left = a
+            fail.right = b
+            fail.set = True
+        return r
+
+    sys.modules["pytest"] = pytest_shim
+    sys.argv = [SOL_FILE]
+    kind = req["kind"]
+
+    # ---- compile the candidate (syntax errors are reported with their line)
+    try:
+        sol_code = compile(req["solution"], SOL_FILE, "exec", dont_inherit=True)
+    except _BaseException as e:
+        send({"m": "S", "err": exc_record(e, None)})
+        _exit(0)
+
+    def new_module(name):
+        mod = types.ModuleType(name)
+        mod.__file__ = os.path.join(os.getcwd(), SOL_FILE)
+        mod.__builtins__ = __builtins__
+        return mod
+
+    def run_setup(fn):
+        """Run module-level code; on failure report it as a setup error and stop."""
+        try:
+            fn()
+        except _BaseException as e:
+            tb = _exc_info()[2]
+            if _isinstance(e, SystemExit):
+                send({"m": "X", "err": {"errorType": "SystemExit", "message": "the program called exit(%s) before the tests ran" % repr_value(e.code), "traceback": trimmed_tb(tb)}})
+            else:
+                send({"m": "X", "err": exc_record(e, tb)})
+            _exit(0)
+
+    def run_unit(i, body):
+        """Run one test: body() raises on failure."""
+        send({"m": "B", "i": i})
+        buf = _Capped(out_cap)
+        old = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = buf
+        fail.set = False
+        t0 = _time()
+        res = {"m": "E", "i": i, "passed": True}
+        try:
+            body()
+        except _BaseException as e:
+            tb = _exc_info()[2]
+            res["passed"] = False
+            if _isinstance(e, _Skipped):
+                res["status"] = "skipped"
+            rec = exc_record(e, tb)
+            if _isinstance(e, SystemExit):
+                rec["message"] = "the program called exit(%s) during the test" % repr_value(e.code)
+            res.update(rec)
+            if _isinstance(e, AssertionError) and fail.set:
+                res["actual"] = repr_value(fail.left)
+                res["expected"] = repr_value(fail.right)
+        finally:
+            sys.stdout, sys.stderr = old
+        res["ms"] = (_time() - t0) * 1000.0
+        res["output"] = buf.getvalue()
+        send(res)
+
+    rewriter = _EqRewriter()
+
+    def compile_stmts(stmts, filename=TEST_FILE):
+        mod = ast.Module(body=[rewriter.visit(s) for s in stmts], type_ignores=[])
+        ast.fix_missing_locations(mod)
+        return compile(mod, filename, "exec", dont_inherit=True)
+
+    if kind in ("humaneval", "assert"):
+        mod = new_module("__main__")
+        sys.modules["__main__"] = mod
+        g = mod.__dict__
+        g["__murphy_eq"] = murphy_eq
+        if kind == "assert" and req.get("imports"):
+            run_setup(lambda: exec(compile(req["imports"], TEST_FILE, "exec", dont_inherit=True), g))
+        run_setup(lambda: exec(sol_code, g))
+        if kind == "assert":
+            if req.get("setup"):
+                run_setup(lambda: exec(compile(req["setup"], TEST_FILE, "exec", dont_inherit=True), g))
+            codes = []
+            for u in units:
+                try:
+                    codes.append(compile_stmts(ast.parse(u["source"], TEST_FILE).body))
+                except SyntaxError as e:
+                    codes.append(e)
+            send({"m": "R"})
+            for i in range(start, len(units)):
+                c = codes[i]
+
+                def body(c=c):
+                    if _isinstance(c, SyntaxError):
+                        raise c
+                    exec(c, g)
+
+                run_unit(i, body)
+        else:
+            entry = req["entryPoint"]
+            tg = g
+            run_setup(lambda: exec(compile(req["test"], TEST_FILE, "exec", dont_inherit=True), tg))
+            if entry not in g:
+                send({"m": "X", "err": {"errorType": "NameError", "message": "name '%s' is not defined: the program must define %s" % (entry, entry), "traceback": ""}})
+                _exit(0)
+            cand = g[entry]
+            if pl["mode"] == "whole":
+                send({"m": "R"})
+                run_unit(0, lambda: g["check"](cand))
+            else:
+                g[pl["param"]] = cand
+                send({"m": "R"})
+                for i in range(start, len(units)):
+                    u = units[i]
+                    pre = compile_stmts(list(u["pre"])) if u["pre"] else None
+                    main = compile_stmts([u["stmt"]])
+                    post = compile_stmts(list(u["post"])) if u.get("post") else None
+
+                    def body(pre=pre, main=main, post=post):
+                        if pre is not None:
+                            exec(pre, g)
+                        exec(main, g)
+                        if post is not None:
+                            exec(post, g)
+
+                    if start > 0 and i == start:
+                        # Re-run setup statements of the skipped units (they may define names).
+                        for j in range(0, start):
+                            if units[j]["pre"]:
+                                try:
+                                    exec(compile_stmts(list(units[j]["pre"])), g)
+                                except _BaseException:
+                                    pass
+                    run_unit(i, body)
+    elif kind == "pytest":
+        smod = new_module("solution")
+        sys.modules["solution"] = smod
+        run_setup(lambda: exec(sol_code, smod.__dict__))
+        tmod = new_module("test_solution")
+        sys.modules["test_solution"] = tmod
+        tg = tmod.__dict__
+        tg["__murphy_eq"] = murphy_eq
+        test_tree = ast.parse(req["testCode"], TEST_FILE)
+        test_code = compile_stmts(test_tree.body)
+
+        def load_tests():
+            exec("from solution import *", tg)
+            exec(test_code, tg)
+
+        run_setup(load_tests)
+        send({"m": "R"})
+        fixtures = {}
+
+        def call_test(fn):
+            import inspect
+
+            marks = list(getattr(fn, "pytestmark", []))
+            for mk in marks:
+                if mk.name == "skip":
+                    raise pytest_shim.Skipped(mk.kwargs.get("reason", ""))
+                if mk.name == "skipif" and mk.args and mk.args[0]:
+                    raise pytest_shim.Skipped(mk.kwargs.get("reason", ""))
+            param_sets = [{}]
+            for mk in marks:
+                if mk.name == "parametrize":
+                    names, values = mk.args[0], mk.args[1]
+                    if isinstance(names, str):
+                        names = [n.strip() for n in names.split(",") if n.strip()]
+                    new = []
+                    for base in param_sets:
+                        for v in values:
+                            if isinstance(v, pytest_shim._ParamSet):
+                                v = v.values
+                            if len(names) == 1:
+                                v = (v,)
+                            d = dict(base)
+                            d.update(zip(names, v))
+                            new.append(d)
+                    param_sets = new
+            try:
+                params = list(inspect.signature(fn).parameters)
+            except (TypeError, ValueError):
+                params = []
+            for ps in param_sets:
+                kwargs = {}
+                cleanup = []
+                for p in params:
+                    if p in ps:
+                        kwargs[p] = ps[p]
+                    elif p == "tmp_path" or p == "tmpdir":
+                        import pathlib
+                        import tempfile
+
+                        kwargs[p] = pathlib.Path(tempfile.mkdtemp(dir=os.getcwd()))
+                    elif p == "monkeypatch":
+                        mp = pytest_shim.MonkeyPatch()
+                        kwargs[p] = mp
+                        cleanup.append(mp.undo)
+                    elif p == "capsys" or p == "capfd":
+                        cf = pytest_shim.CaptureFixture()
+                        kwargs[p] = cf
+                        cleanup.append(cf.close)
+                    elif p in tg and callable(tg[p]) and getattr(tg[p], "_murphy_fixture", False):
+                        if p not in fixtures or True:
+                            val = tg[p]()
+                            if isinstance(val, types.GeneratorType):
+                                gen = val
+                                val = next(gen)
+                                cleanup.append(lambda gen=gen: next(gen, None))
+                        kwargs[p] = val
+                    elif p == "self":
+                        continue
+                    else:
+                        raise pytest_shim.Failed("fixture '%s' not found (the executor supports tmp_path, monkeypatch, capsys and module-level @pytest.fixture functions)" % p)
+                try:
+                    r = fn(**kwargs)
+                    if hasattr(r, "__await__"):
+                        import asyncio
+
+                        asyncio.run(r)
+                finally:
+                    for c in reversed(cleanup):
+                        c()
+
+        for i in range(start, len(units)):
+            u = units[i]
+
+            def body(u=u):
+                if "cls" in u:
+                    inst = tg[u["cls"]]()
+                    if hasattr(inst, "setup_method"):
+                        inst.setup_method(getattr(inst, u["fn"]))
+                    call_test(getattr(inst, u["fn"]))
+                else:
+                    call_test(tg[u["fn"]])
+
+            run_unit(i, body)
+    elif kind == "functional":
+        mod = new_module("__main__")
+        sys.modules["__main__"] = mod
+        g = mod.__dict__
+        run_setup(lambda: exec(sol_code, g))
+        fn_name = req["fnName"]
+        send({"m": "R"})
+        for i in range(start, len(units)):
+            case = req["cases"][i]
+
+            def body(case=case, i=i):
+                args = [json.loads(line) for line in case["input"].split("\n") if line.strip()]
+                if "Solution" in g and isinstance(g["Solution"], type):
+                    target = getattr(g["Solution"](), fn_name)
+                elif fn_name in g:
+                    target = g[fn_name]
+                else:
+                    raise NameError("the program defines neither class Solution nor %s" % fn_name)
+                value = target(*args)
+                try:
+                    enc = _dumps(value)
+                except (TypeError, ValueError):
+                    enc = _dumps(repr_value(value))
+                send({"m": "V", "i": i, "v": enc[: 1 << 20]})
+
+            run_unit(i, body)
+    elif kind == "stdio":
+        # One child per case: run the program as __main__; the server compares stdout.
+        mod = new_module("__main__")
+        sys.modules["__main__"] = mod
+        g = mod.__dict__
+        send({"m": "B", "i": start})
+        try:
+            exec(sol_code, g)
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                send({"m": "X", "err": {"errorType": "SystemExit", "message": "exit status %s" % repr_value(e.code), "traceback": ""}})
+        except _BaseException as e:
+            send({"m": "X", "err": exc_record(e, _exc_info()[2])})
+        try:
+            sys.stdout.flush()
+        except _BaseException:
+            pass
+        send({"m": "E", "i": start, "passed": True})
+    send({"m": "D"})
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        pass
+    _exit(0)
+
+
+# --------------------------------------------------------------------------- server side
+
+
+class Server:
+    def __init__(self, args):
+        self.args = args
+        self.root = os.geteuid() == 0
+        self.child_uid = args.get("childUid")
+        self.base = args["workBase"]
+        os.makedirs(self.base, exist_ok=True)
+        self.info = {"pid": os.getpid(), "root": self.root, "python": sys.version.split()[0]}
+        self.info["subreaper"] = set_subreaper()
+        if args.get("unshareNet"):
+            flags = 0x40000000  # CLONE_NEWNET
+            if not self.root:
+                flags |= 0x10000000  # CLONE_NEWUSER
+            self.info["netns"] = try_unshare(flags)
+        self.info["childUid"] = self.child_uid if self.root else os.getuid()
+        self.info["nprocEnforced"] = not self.root or self.child_uid is not None
+        self.seq = 0
+
+    # -- process tree cleanup
+    def descendants(self):
+        me = os.getpid()
+        parent = {}
+        uids = {}
+        try:
+            names = os.listdir("/proc")
+        except OSError:
+            return []
+        for n in names:
+            if not n.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % n, "rb") as f:
+                    st = f.read().decode("latin-1")
+                ppid = int(st[st.rindex(")") + 2:].split()[1])
+                parent[int(n)] = ppid
+                if self.child_uid is not None:
+                    with open("/proc/%s/status" % n, "rb") as f:
+                        for line in f:
+                            if line.startswith(b"Uid:"):
+                                uids[int(n)] = int(line.split()[1])
+                                break
+            except (OSError, ValueError, IndexError):
+                continue
+        out = set()
+        for pid in parent:
+            p = pid
+            seen = 0
+            while p in parent and seen < 4096:
+                if parent[p] == me:
+                    out.add(pid)
+                    break
+                p = parent[p]
+                seen += 1
+        if self.child_uid is not None:
+            for pid, uid in uids.items():
+                if uid == self.child_uid and pid != me:
+                    out.add(pid)
+        out.discard(me)
+        return sorted(out)
+
+    def kill_all(self):
+        for _ in range(50):
+            pids = self.descendants()
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            self.reap()
+            if not pids:
+                return True
+            time.sleep(0.002)
+        return False
+
+    def reap(self):
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+    # -- one child
+    def spawn(self, req, pl, units, start, workdir, stdin_data, cfg):
+        token = secrets.token_hex(16)
+        r_chan, w_chan = os.pipe()
+        r_out, w_out = os.pipe()
+        r_err, w_err = os.pipe()
+        in_path = None
+        if stdin_data is not None:
+            in_path = os.path.join(workdir, ".stdin")
+            with open(in_path, "w", encoding="utf-8") as f:
+                f.write(stdin_data)
+            if self.root and self.child_uid is not None:
+                os.chown(in_path, self.child_uid, self.child_uid)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setsid()
+                # high, unguessable-ish fd for the result channel
+                chan = 200 + secrets.randbelow(700)
+                os.dup2(w_chan, chan)
+                fd0 = os.open(in_path if in_path else os.devnull, os.O_RDONLY)
+                os.dup2(fd0, 0)
+                os.dup2(w_out, 1)
+                os.dup2(w_err, 2)
+                os.closerange(3, chan)
+                os.closerange(chan + 1, 65536)
+                os.chdir(workdir)
+                cpu = max(1, int(cfg["cpuSeconds"]))
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+                resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+                resource.setrlimit(resource.RLIMIT_FSIZE, (int(cfg["fileBytes"]), int(cfg["fileBytes"])))
+                resource.setrlimit(resource.RLIMIT_NOFILE, (int(cfg["maxOpenFiles"]), int(cfg["maxOpenFiles"])))
+                if self.root and self.child_uid is not None:
+                    os.setgroups([])
+                    os.setgid(self.child_uid)
+                    os.setuid(self.child_uid)
+                resource.setrlimit(resource.RLIMIT_NPROC, (int(cfg["maxProcs"]), int(cfg["maxProcs"])))
+                resource.setrlimit(resource.RLIMIT_AS, (int(cfg["memoryBytes"]), int(cfg["memoryBytes"])))
+                os.environ.clear()
+                os.environ.update(CHILD_ENV)
+                os.environ["HOME"] = workdir
+                os.environ["TMPDIR"] = workdir
+                import tempfile
+
+                tempfile.tempdir = workdir
+                sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
+                sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace", write_through=False)
+                sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace", write_through=True)
+                sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
+                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                child_main(req, pl, units, start, chan, token, cfg)
+            except BaseException:
+                try:
+                    os.write(2, traceback.format_exc().encode())
+                finally:
+                    os._exit(70)
+            os._exit(0)
+        os.close(w_chan)
+        os.close(w_out)
+        os.close(w_err)
+        return pid, token, r_chan, r_out, r_err
+
+    def run_child(self, req, pl, units, start, workdir, cfg, per_test, deadline, stdin_data=None):
+        """Run one child; returns (messages, stdout bytes, stderr bytes, ended_by, cur)."""
+        pid, token, r_chan, r_out, r_err = self.spawn(req, pl, units, start, workdir, stdin_data, cfg)
+        out_cap = int(cfg["stdoutBytes"]) if req["kind"] == "stdio" else int(cfg["outBytes"])
+        err_cap = int(cfg["outBytes"])
+        bufs = {r_chan: bytearray(), r_out: bytearray(), r_err: bytearray()}
+        caps = {r_chan: 64 << 20, r_out: out_cap, r_err: err_cap}
+        over = {r_out: 0, r_err: 0, r_chan: 0}
+        msgs = []
+        open_fds = [r_chan, r_out, r_err]
+        test_deadline = min(time.monotonic() + per_test, deadline)
+        ended_by = "exit"
+        cur = None
+        pending = b""
+        while open_fds:
+            now = time.monotonic()
+            if now >= test_deadline:
+                ended_by = "timeout"
+                break
+            try:
+                ready, _, _ = select.select(open_fds, [], [], test_deadline - now)
+            except InterruptedError:
+                continue
+            for fd in ready:
+                try:
+                    data = os.read(fd, 1 << 16)
+                except OSError:
+                    data = b""
+                if not data:
+                    open_fds.remove(fd)
+                    continue
+                if fd == r_chan:
+                    pending += data
+                    while b"\n" in pending:
+                        line, pending = pending.split(b"\n", 1)
+                        try:
+                            m = json.loads(line)
+                        except ValueError:
+                            continue
+                        if not isinstance(m, dict) or m.get("t") != token:
+                            continue
+                        msgs.append(m)
+                        kindm = m.get("m")
+                        if kindm == "B":
+                            cur = m["i"]
+                            test_deadline = min(time.monotonic() + per_test, deadline)
+                        elif kindm == "E":
+                            cur = None
+                            test_deadline = min(time.monotonic() + per_test, deadline)
+                        elif kindm == "R":
+                            test_deadline = min(time.monotonic() + per_test, deadline)
+                else:
+                    b = bufs[fd]
+                    room = caps[fd] - len(b)
+                    if room > 0:
+                        b += data[:room]
+                    over[fd] += max(0, len(data) - max(room, 0))
+        status = None
+        if ended_by == "timeout":
+            self.kill_all()
+        # Wait for the direct child (it may still be alive: EOF on pipes but not exited).
+        t_end = time.monotonic() + 0.5
+        while True:
+            try:
+                wpid, st = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if wpid == pid:
+                status = st
+                break
+            if time.monotonic() > t_end:
+                self.kill_all()
+                t_end = time.monotonic() + 5
+            time.sleep(0.0005)
+        self.kill_all()
+        for fd in (r_chan, r_out, r_err):
+            os.close(fd)
+        sig = None
+        if status is not None and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+        return {
+            "msgs": msgs,
+            "stdout": bytes(bufs[r_out]),
+            "stderr": bytes(bufs[r_err]),
+            "stdoutDropped": over[r_out],
+            "stderrDropped": over[r_err],
+            "endedBy": ended_by,
+            "cur": cur,
+            "signal": sig,
+            "exitCode": os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None,
+        }
+
+    def new_workdir(self):
+        self.seq += 1
+        d = os.path.join(self.base, "run-%d-%d" % (os.getpid(), self.seq))
+        os.mkdir(d, 0o700)
+        if self.root and self.child_uid is not None:
+            os.chown(d, self.child_uid, self.child_uid)
+        return d
+
+    def remove_workdir(self, d):
+        def onerror(func, path, exc):
+            try:
+                os.chmod(os.path.dirname(path), 0o700)
+                os.chmod(path, 0o700)
+                func(path)
+            except OSError:
+                pass
+
+        for _ in range(3):
+            shutil.rmtree(d, onerror=onerror)
+            if not os.path.exists(d):
+                return True
+        return not os.path.exists(d)
+
+    def handle(self, req):
+        t0 = time.monotonic()
+        cfg = req["limits"]
+        per_test = float(cfg["testTimeout"])
+        deadline = t0 + float(cfg["programTimeout"])
+        try:
+            pl, units = plan(req)
+        except SyntaxError as e:
+            return {"id": req["id"], "error": "the problem's tests do not parse: %s (line %s)" % (e.msg, e.lineno)}
+        n = len(units)
+        results = [None] * n
+        resp = {"id": req["id"], "n": n, "names": [u["name"] for u in units], "sources": [u["source"] for u in units]}
+        workdir = self.new_workdir()
+        stdout_all = bytearray()
+        stderr_all = bytearray()
+        timed_out = False
+        setup_error = None
+        syntax_error = None
+        notes = []
+        try:
+            if req["kind"] == "stdio":
+                for i, case in enumerate(req["cases"]):
+                    if time.monotonic() >= deadline:
+                        results[i] = {"passed": False, "status": "timeout", "errorType": "Timeout", "message": "not run: the program's time budget was spent"}
+                        timed_out = True
+                        continue
+                    r = self.run_child(req, pl, units, i, workdir, cfg, per_test, deadline, stdin_data=case["input"])
+                    stderr_all += r["stderr"][: max(0, int(cfg["outBytes"]) - len(stderr_all))]
+                    res = {"passed": False}
+                    errs = [m for m in r["msgs"] if m["m"] in ("X", "S")]
+                    done = any(m["m"] == "D" for m in r["msgs"])
+                    got = r["stdout"].decode("utf-8", "replace")
+                    res["output"] = got[: int(cfg["outBytes"])]
+                    res["expected"] = case["output"]
+                    res["actual"] = got
+                    if r["endedBy"] == "timeout":
+                        res.update({"status": "timeout", "errorType": "Timeout", "message": "timed out after %g s" % per_test})
+                        timed_out = True
+                        if not req.get("continueAfterTimeout"):
+                            results[i] = res
+                            for j in range(i + 1, n):
+                                results[j] = dict(NOT_RUN)
+                            break
+                    elif errs:
+                        res.update(errs[0]["err"])
+                        if errs[0]["m"] == "S":
+                            syntax_error = errs[0]["err"]
+                    elif not done:
+                        res.update(crash_reason(r))
+                    elif r["stdoutDropped"]:
+                        res.update({"errorType": "OutputLimit", "message": "output exceeded %d bytes" % int(cfg["stdoutBytes"])})
+                    elif outputs_match(got, case["output"]):
+                        res["passed"] = True
+                    else:
+                        res.update({"errorType": "WrongAnswer", "message": "wrong answer"})
+                    results[i] = res
+                    self.remove_workdir(workdir)
+                    workdir = self.new_workdir()
+                    if syntax_error:
+                        for j in range(i + 1, n):
+                            results[j] = dict(syntax_error, passed=False)
+                        break
+            else:
+                start = 0
+                while start < n:
+                    if time.monotonic() >= deadline:
+                        for j in range(start, n):
+                            results[j] = {"passed": False, "status": "timeout", "errorType": "Timeout", "message": "not run: the program's time budget was spent"}
+                        timed_out = True
+                        break
+                    r = self.run_child(req, pl, units, start, workdir, cfg, per_test, deadline)
+                    stdout_all += r["stdout"][: max(0, int(cfg["outBytes"]) - len(stdout_all))]
+                    stderr_all += r["stderr"][: max(0, int(cfg["outBytes"]) - len(stderr_all))]
+                    ready = False
+                    done = False
+                    values = {}
+                    for m in r["msgs"]:
+                        k = m["m"]
+                        if k == "S":
+                            syntax_error = m["err"]
+                        elif k == "X":
+                            setup_error = m["err"]
+                        elif k == "R":
+                            ready = True
+                        elif k == "V":
+                            values[m["i"]] = m["v"]
+                        elif k == "E":
+                            i = m["i"]
+                            res = {kk: vv for kk, vv in m.items() if kk not in ("m", "t", "i")}
+                            if req["kind"] == "functional" and res.get("passed"):
+                                exp = req["cases"][i]["output"]
+                                got = values.get(i)
+                                res["expected"] = exp
+                                res["actual"] = got
+                                if got is None or not values_match(got, exp):
+                                    res["passed"] = False
+                                    res["errorType"] = "WrongAnswer"
+                                    res["message"] = "returned %s, expected %s" % (_short(got or "nothing", 300), _short(exp, 300))
+                            if 0 <= i < n and results[i] is None:
+                                results[i] = res
+                        elif k == "D":
+                            done = True
+                    if syntax_error or setup_error or not ready:
+                        err = syntax_error or setup_error
+                        if err is None:
+                            if r["endedBy"] == "timeout":
+                                err = {"status": "timeout", "errorType": "Timeout", "message": "timed out after %g s before the tests ran (module-level code)" % per_test}
+                                timed_out = True
+                            else:
+                                err = crash_reason(r, before=True)
+                        for j in range(start, n):
+                            if results[j] is None:
+                                results[j] = dict(err, passed=False)
+                        break
+                    if done:
+                        break
+                    # The child stopped mid-way: timeout, crash or exit during test `cur`.
+                    cur = r["cur"]
+                    if cur is None:
+                        # between tests: the next unreported test is the culprit
+                        cur = next((j for j in range(start, n) if results[j] is None), None)
+                        if cur is None:
+                            break
+                    if r["endedBy"] == "timeout":
+                        results[cur] = {"passed": False, "status": "timeout", "errorType": "Timeout", "message": "timed out after %g s" % per_test}
+                        timed_out = True
+                        if not req.get("continueAfterTimeout"):
+                            for j in range(cur + 1, n):
+                                if results[j] is None:
+                                    results[j] = dict(NOT_RUN)
+                            break
+                    else:
+                        results[cur] = dict(crash_reason(r), passed=False)
+                    start = cur + 1
+                    self.remove_workdir(workdir)
+                    workdir = self.new_workdir()
+        finally:
+            clean = self.kill_all()
+            removed = self.remove_workdir(workdir)
+            if not clean:
+                notes.append("could not kill every process of the program")
+            if not removed:
+                notes.append("could not remove the temporary directory")
+        for i in range(n):
+            if results[i] is None:
+                results[i] = {"passed": False, "errorType": "NotRun", "message": "the test did not run"}
+            results[i]["name"] = units[i]["name"]
+            results[i]["source"] = units[i]["source"]
+        resp.update({
+            "tests": results,
+            "timedOut": timed_out,
+            "syntaxError": syntax_error,
+            "setupError": setup_error,
+            "stdout": stdout_all.decode("utf-8", "replace"),
+            "stderr": stderr_all.decode("utf-8", "replace"),
+            "wallMs": (time.monotonic() - t0) * 1000.0,
+            "notes": notes,
+        })
+        return resp
+
+
+NOT_RUN = {"passed": False, "status": "notrun", "errorType": "NotRun", "message": "not run: an earlier test timed out"}
+
+
+def crash_reason(r, before=False):
+    when = "before the tests ran" if before else "during the test"
+    if r["signal"] is not None:
+        name = signal.Signals(r["signal"]).name if r["signal"] in signal.Signals._value2member_map_ else str(r["signal"])
+        extra = ""
+        if r["signal"] == signal.SIGXCPU or r["signal"] == signal.SIGKILL:
+            extra = " (CPU-time limit?)" if r["signal"] == signal.SIGXCPU else ""
+        if r["signal"] == signal.SIGXFSZ:
+            extra = " (file-size limit)"
+        return {"errorType": "Crash", "message": "the program was killed by %s %s%s" % (name, when, extra)}
+    code = r["exitCode"]
+    err = r["stderr"].decode("utf-8", "replace").strip()
+    if "MemoryError" in err:
+        return {"errorType": "MemoryError", "message": "out of memory " + when}
+    return {"errorType": "Exit", "message": "the program exited (status %s) %s" % (code, when)}
+
+
+def normalize_output(s):
+    lines = [" ".join(l.split()) for l in s.strip().splitlines()]
+    while lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def outputs_match(got, expected):
+    a, b = normalize_output(got), normalize_output(expected)
+    if a == b:
+        return True
+    if len(a) != len(b):
+        return False
+    for la, lb in zip(a, b):
+        if la == lb:
+            continue
+        ta, tb = la.split(), lb.split()
+        if len(ta) != len(tb):
+            return False
+        for x, y in zip(ta, tb):
+            if x == y:
+                continue
+            try:
+                fx, fy = float(x), float(y)
+            except ValueError:
+                return False
+            if not math.isclose(fx, fy, rel_tol=1e-6, abs_tol=1e-6):
+                return False
+    return True
+
+
+def _canon(v):
+    if isinstance(v, tuple):
+        return [_canon(x) for x in v]
+    if isinstance(v, list):
+        return [_canon(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _canon(x) for k, x in v.items()}
+    return v
+
+
+def _eq(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-9)
+        except (TypeError, ValueError):
+            return False
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_eq(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_eq(a[k], b[k]) for k in a)
+    return a == b
+
+
+def values_match(got_json, exp_json):
+    try:
+        got = _canon(json.loads(got_json))
+        exp = _canon(json.loads(exp_json))
+    except ValueError:
+        return got_json.strip() == exp_json.strip()
+    return _eq(got, exp)
+
+
+def main():
+    args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    args.setdefault("workBase", "/tmp/murphy-exec")
+    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    # Anything else printed by the server goes to stderr, never into the response stream.
+    os.dup2(2, 1)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    server = Server(args)
+    out.write(json.dumps({"ready": True, "info": server.info}) + "\n")
+    out.flush()
+    stdin = sys.stdin.buffer
+    while True:
+        line = stdin.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+        except ValueError as e:
+            out.write(json.dumps({"id": None, "error": "bad request: %s" % e}) + "\n")
+            continue
+        try:
+            resp = server.handle(req)
+        except Exception:
+            resp = {"id": req.get("id"), "error": "harness error: " + traceback.format_exc()[-2000:]}
+            server.kill_all()
+        out.write(json.dumps(resp) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
