@@ -5,7 +5,7 @@
 // Uint16Array) or DeviceArrays in GPU memory. Every kernel runs where its arrays live:
 // all host arrays -> the CPU kernels, all device arrays -> the CUDA kernels (needs the
 // CUDA-enabled binary); mixing the two in one call is an error.
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -82,20 +82,31 @@ function loadAddon(): { addon: RawAddon; path: string; source: BinaryInfo['sourc
     }
     return { addon: require(resolve(fromEnv)) as RawAddon, path: resolve(fromEnv), source: 'env' };
   }
-  const cudaBuild = join(packageRoot, 'build-cuda', 'Release', 'murphy_native.node');
-  if (existsSync(cudaBuild)) return { addon: require(cudaBuild) as RawAddon, path: cudaBuild, source: 'cuda-build' };
   const nodeGypBuild = require('node-gyp-build') as { path(dir: string): string };
-  let path: string;
+  let path: string | undefined;
+  let cause = '';
   try {
     path = nodeGypBuild.path(packageRoot);
   } catch (err) {
+    cause = (err as Error).message;
+  }
+  // `npm run build:cuda` writes build-cuda/; it wins over a prebuild, and over a CPU build
+  // in build/ unless that one is newer (so the last build made is the one used).
+  const cudaBuild = join(packageRoot, 'build-cuda', 'Release', 'murphy_native.node');
+  if (existsSync(cudaBuild)) {
+    const local = path !== undefined && !path.includes(join(packageRoot, 'prebuilds'));
+    if (!local || statSync(cudaBuild).mtimeMs >= statSync(path!).mtimeMs) {
+      return { addon: require(cudaBuild) as RawAddon, path: cudaBuild, source: 'cuda-build' };
+    }
+  }
+  if (path === undefined) {
     throw new Error(
       `murphy-native: no native addon found under ${packageRoot} (no prebuild for ${process.platform}-${process.arch} ` +
         `and no local build). Run \`npm rebuild murphy-native\` (needs a C++ compiler) or \`npm run build:native\` in ` +
-        `the package. Cause: ${(err as Error).message}`,
+        `the package. Cause: ${cause}`,
     );
   }
-  const source = path.includes(`${join('prebuilds')}`) ? 'prebuild' : 'local-build';
+  const source = path.includes(join(packageRoot, 'prebuilds')) ? 'prebuild' : 'local-build';
   return { addon: require(path) as RawAddon, path, source };
 }
 

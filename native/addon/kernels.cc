@@ -182,11 +182,11 @@ Napi::Value AdamW(const Napi::CallbackInfo& info) {
     AdamWArgs a;
     a.tensors = ts.data();
     a.n_tensors = int64_t(ts.size());
-    a.lr = float(to_number(h.Get("lr"), "lr"));
-    a.beta1 = float(opt_number(h, "beta1", 0.9));
-    a.beta2 = float(opt_number(h, "beta2", 0.999));
-    a.eps = float(opt_number(h, "eps", 1e-8));
-    a.weight_decay = float(opt_number(h, "weightDecay", 0.01));
+    a.lr = to_number(h.Get("lr"), "lr");
+    a.beta1 = opt_number(h, "beta1", 0.9);
+    a.beta2 = opt_number(h, "beta2", 0.999);
+    a.eps = opt_number(h, "eps", 1e-8);
+    a.weight_decay = opt_number(h, "weightDecay", 0.01);
     a.step = to_int(h.Get("step"), "step", 1, int64_t(1) << 50);
     a.max_grad_norm = float(opt_number(h, "maxGradNorm", 0.0));
     Napi::Value sr = h.Get("stochasticRounding");

@@ -8,6 +8,7 @@
 //   m  = m + (1 - b1) (g - m)                 (torch's lerp form of b1 m + (1-b1) g)
 //   v  = b2 v + (1 - b2) g^2
 //   p  = p - lr/(1 - b1^t) * m / (sqrt(v)/sqrt(1 - b2^t) + eps)
+// Scalars are formed in double and rounded to fp32 once, as torch does.
 //   p_bf16 = bf16(p)
 // Fast path: work is cut into chunks of up to 64K elements across all tensors and run in
 // parallel; the per-element loop is vectorized (MURPHY_SIMD_CLONES). With clipping the
@@ -26,7 +27,7 @@ namespace murphy {
 namespace cpu_detail {
 
 struct AdamWScalars {
-  float coef, decay_mul, b1, b2, one_minus_b1, one_minus_b2, step_size, inv_bc2_sqrt, eps;
+  float coef, decay_mul, b1, b2, one_minus_b1, one_minus_b2, step_size, bc2_sqrt, eps;
 };
 
 MURPHY_SIMD_CLONES float sumsq_f32(const float* g, int64_t n) {
@@ -58,7 +59,7 @@ inline __attribute__((always_inline)) float update(const LoadG& load_g, float* p
     float pi = p[i] * k.decay_mul;
     float mi = m[i] + k.one_minus_b1 * (g - m[i]);
     float vi = k.b2 * v[i] + k.one_minus_b2 * g * g;
-    const float denom = std::sqrt(vi) * k.inv_bc2_sqrt + k.eps;
+    const float denom = std::sqrt(vi) / k.bc2_sqrt + k.eps;
     pi = pi - k.step_size * (mi / denom);
     p[i] = pi;
     m[i] = mi;
@@ -104,7 +105,7 @@ std::vector<Chunk> make_chunks(const AdamWArgs& a) {
 void validate(const AdamWArgs& a) {
   auto bad = [](const std::string& what) { throw Error("adamw: " + what); };
   if (a.n_tensors < 0 || (a.n_tensors > 0 && !a.tensors)) bad("tensors are required");
-  if (!(a.lr >= 0.0f) || !std::isfinite(a.lr)) bad("lr must be a finite number >= 0, got " + std::to_string(a.lr));
+  if (!(a.lr >= 0.0) || !std::isfinite(a.lr)) bad("lr must be a finite number >= 0, got " + std::to_string(a.lr));
   if (!(a.beta1 >= 0.0f && a.beta1 < 1.0f)) bad("beta1 must be in [0, 1), got " + std::to_string(a.beta1));
   if (!(a.beta2 >= 0.0f && a.beta2 < 1.0f)) bad("beta2 must be in [0, 1), got " + std::to_string(a.beta2));
   if (!(a.eps > 0.0f)) bad("eps must be > 0, got " + std::to_string(a.eps));
@@ -120,18 +121,18 @@ void validate(const AdamWArgs& a) {
 }
 
 cpu_detail::AdamWScalars scalars(const AdamWArgs& a, double coef, bool decay) {
-  const double bc1 = 1.0 - std::pow(double(a.beta1), double(a.step));
-  const double bc2 = 1.0 - std::pow(double(a.beta2), double(a.step));
+  const double bc1 = 1.0 - std::pow(a.beta1, double(a.step));
+  const double bc2 = 1.0 - std::pow(a.beta2, double(a.step));
   cpu_detail::AdamWScalars k;
   k.coef = float(coef);
-  k.decay_mul = decay ? float(1.0 - double(a.lr) * double(a.weight_decay)) : 1.0f;
-  k.b1 = a.beta1;
-  k.b2 = a.beta2;
-  k.one_minus_b1 = 1.0f - a.beta1;
-  k.one_minus_b2 = 1.0f - a.beta2;
-  k.step_size = float(double(a.lr) / bc1);
-  k.inv_bc2_sqrt = float(1.0 / std::sqrt(bc2));
-  k.eps = a.eps;
+  k.decay_mul = decay ? float(1.0 - a.lr * a.weight_decay) : 1.0f;
+  k.b1 = float(a.beta1);
+  k.b2 = float(a.beta2);
+  k.one_minus_b1 = float(1.0 - a.beta1);
+  k.one_minus_b2 = float(1.0 - a.beta2);
+  k.step_size = float(a.lr / bc1);
+  k.bc2_sqrt = float(std::sqrt(bc2));
+  k.eps = float(a.eps);
   return k;
 }
 

@@ -102,7 +102,9 @@ inline __attribute__((always_inline)) SegSums segment(const float* logp, const f
       dkl = 1.0f - ed;
     }
     const float l = pg + q.beta * kl;
-    const bool finite = (l - l) == 0.0f;  // false for NaN and +-inf
+    // false for NaN and +-inf in the loss or the ratio (an infinite ratio times a zero
+    // advantage would otherwise hide behind the clipped branch)
+    const bool finite = (l - l) == 0.0f && (r - r) == 0.0f;
     if (grad) grad[t] = on ? q.w * (dpg + q.beta * dkl) : 0.0f;
     if (tok) tok[t] = on ? l : 0.0f;
     loss += on ? l : 0.0f;

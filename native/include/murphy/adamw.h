@@ -9,6 +9,7 @@
 //   m     = b1 m + (1 - b1) g'
 //   v     = b2 v + (1 - b2) g'^2
 //   p     = p - (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// (m is updated in torch's lerp form m + (1 - b1)(g - m), which equals b1 m + (1 - b1) g.)
 //   p_bf16 = round(p)    (nearest-even, or stochastic with a seed)
 // fp32 master weights and moments; gradients fp32 or bf16.
 #pragma once
@@ -30,7 +31,10 @@ struct AdamWTensor {
 struct AdamWArgs {
   const AdamWTensor* tensors = nullptr;
   int64_t n_tensors = 0;
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
+  // Hyper-parameters in double, as PyTorch keeps them in Python floats: the derived
+  // scalars (1 - beta, lr / (1 - beta1^t), 1 - lr wd) are formed in double, then rounded
+  // to fp32 once, exactly as torch does before its fp32 tensor ops.
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
   int64_t step = 1;              // t, 1-based, the step being taken
   float max_grad_norm = 0.0f;    // <= 0: no clipping
   bool stochastic_rounding = false;

@@ -10,7 +10,9 @@
 //   TokenMean ("dapo", default): L = sum_t m_t l_t / sum_t m_t
 //   SeqMean   ("grpo"):          L = (1/S) sum_s [ sum_{t in s} m_t l_t / sum_{t in s} m_t ]
 //   ConstNorm ("dr_grpo"):       L = sum_t m_t l_t / (S * norm_length)
-// Outputs dL/dlogp_t for every token (0 where masked) and statistics.
+// Outputs dL/dlogp_t for every token (0 where masked) and statistics. A non-finite loss
+// or ratio on an active token (NaN or infinite inputs) is an error naming the token;
+// masked tokens are never read for the loss.
 #pragma once
 #include "common.h"
 

@@ -1,0 +1,147 @@
+// Kernel 2 (clipped GRPO surrogate + KL) against a float64 reference written as TRL computes
+// it, finite differences, and bad input.
+//
+// Tolerances: the kernel computes each token in fp32 (exp via a polynomial, rel. error < 2e-7)
+// and sums in fp32 within runs of up to 64K tokens, fp64 across runs. Per-token loss and
+// gradient: relative 1e-5 (+1e-7 absolute scaled by the weight); total loss: 1e-5 relative to
+// the sum of |terms|.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { grpoLoss, type GrpoLossInput, type LossType } from '../../lib/native.js';
+import { Rng, testSeed, worstRatio } from '../helpers/random.js';
+import { grpoRef } from '../helpers/reference.js';
+
+const rng = new Rng(testSeed('grpo_loss'));
+
+interface Case {
+  input: GrpoLossInput;
+  offsets: number[];
+}
+
+function makeCase(nSeqs: number, maxLen: number, opts: { ref?: boolean; mask?: boolean; advScale?: number; drift?: number } = {}): Case {
+  const offsets = [0];
+  for (let s = 0; s < nSeqs; s++) offsets.push(offsets[s] + rng.int(maxLen + 1));
+  const T = offsets[nSeqs];
+  const logp = new Float32Array(T), oldLogp = new Float32Array(T), adv = new Float32Array(T), ref = new Float32Array(T);
+  const mask = new Uint8Array(T);
+  for (let s = 0; s < nSeqs; s++) {
+    const a = rng.normal() * (opts.advScale ?? 1);
+    for (let t = offsets[s]; t < offsets[s + 1]; t++) {
+      oldLogp[t] = -Math.abs(rng.normal()) * 2;
+      logp[t] = oldLogp[t] + rng.normal() * (opts.drift ?? 0.3);
+      ref[t] = logp[t] + rng.normal() * 0.2;
+      adv[t] = a;
+      mask[t] = rng.next() < 0.8 ? 1 : 0;
+    }
+  }
+  const input: GrpoLossInput = {
+    logp, oldLogp, advantages: adv, seqOffsets: BigInt64Array.from(offsets, BigInt),
+    ...(opts.ref ? { refLogp: ref } : {}), ...(opts.mask ? { mask } : {}),
+  };
+  return { input, offsets };
+}
+
+function check(c: Case, params: { epsLow: number; epsHigh: number; dualClip: number; beta: number; lossType: LossType; normLength: number }, label: string) {
+  const out = grpoLoss({ ...c.input, ...params, tokenLoss: true });
+  const ref = grpoRef({
+    logp: c.input.logp as Float32Array, oldLogp: c.input.oldLogp as Float32Array, refLogp: c.input.refLogp as Float32Array | undefined,
+    advantages: c.input.advantages as Float32Array, mask: c.input.mask as Uint8Array | undefined, offsets: c.offsets, ...params,
+  });
+  let absSum = 0, wmax = 0;
+  for (let t = 0; t < ref.tokenLoss.length; t++) absSum += Math.abs(ref.tokenLoss[t]);
+  for (const g of ref.grad) wmax = Math.max(wmax, Math.abs(g));
+  const scale = params.lossType === 'dapo' ? 1 / Math.max(1, ref.nActive) : 1;
+  assert.ok(Math.abs(out.loss - ref.loss) <= 1e-5 * (absSum * scale + 1e-3), `${label}: loss ${out.loss} vs ${ref.loss}`);
+  const tl = worstRatio(out.tokenLoss as Float32Array, ref.tokenLoss, 1e-6, 1e-5);
+  assert.ok(tl.ratio <= 1, `${label}: token loss ${tl.index}: ${(out.tokenLoss as Float32Array)[tl.index]} vs ${ref.tokenLoss[tl.index]}`);
+  const gr = worstRatio(out.gradLogp as Float32Array, ref.grad, 1e-7 * wmax + 1e-30, 1e-5);
+  assert.ok(gr.ratio <= 1, `${label}: grad ${gr.index}: ${(out.gradLogp as Float32Array)[gr.index]} vs ${ref.grad[gr.index]}`);
+  assert.equal(out.stats.nActive, ref.nActive);
+  for (const k of ['clipLowFrac', 'clipHighFrac', 'dualClipFrac'] as const) assert.ok(Math.abs(out.stats[k] - ref[k]) <= 1e-12 + 2 / Math.max(1, ref.nActive), `${label}: ${k}`);
+  assert.ok(Math.abs(out.stats.meanRatio - ref.meanRatio) <= 1e-5 * (1 + ref.meanRatio), `${label}: meanRatio`);
+  assert.ok(Math.abs(out.stats.meanKl - ref.meanKl) <= 1e-5 * (1 + ref.meanKl), `${label}: meanKl ${out.stats.meanKl} vs ${ref.meanKl}`);
+  return out;
+}
+
+const base = { epsLow: 0.2, epsHigh: 0.28, dualClip: 0, beta: 0, lossType: 'dapo' as LossType, normLength: 64 };
+
+describe('grpoLoss vs float64 (TRL formulas)', () => {
+  for (const lossType of ['dapo', 'grpo', 'dr_grpo'] as LossType[]) {
+    it(`aggregation '${lossType}', with masks, KL and dual clip`, () => {
+      for (let k = 0; k < 6; k++) {
+        const c = makeCase(1 + rng.int(30), 80, { ref: k % 2 === 0, mask: k % 3 !== 0 });
+        check(c, { ...base, lossType, beta: k % 2 === 0 ? rng.uniform(0, 0.2) : 0, dualClip: k % 2 ? 3 : 0, epsLow: rng.uniform(0.05, 0.3) }, `${lossType} #${k}`);
+      }
+    });
+  }
+  it('large batch crossing the 64K-token chunking, all modes', () => {
+    const c = makeCase(400, 700, { ref: true, mask: true });
+    for (const lossType of ['dapo', 'grpo', 'dr_grpo'] as LossType[]) check(c, { ...base, lossType, beta: 0.05, normLength: 700 }, `large ${lossType}`);
+  });
+  it('extreme advantages and ratios', () => {
+    const c = makeCase(20, 50, { advScale: 1e4, drift: 3 });
+    const out = check(c, { ...base, dualClip: 3 }, 'extreme');
+    assert.ok(out.stats.clipHighFrac > 0 && out.stats.clipLowFrac > 0, 'both clips are exercised');
+    assert.ok(out.stats.dualClipFrac > 0, 'the dual clip is exercised');
+  });
+  it('one token, empty sequences, all tokens masked', () => {
+    check({ input: { logp: new Float32Array([-1]), oldLogp: new Float32Array([-1.5]), advantages: new Float32Array([2]), seqOffsets: new BigInt64Array([0n, 1n]) }, offsets: [0, 1] }, base, 'one token');
+    check({ input: { logp: new Float32Array([-1, -2]), oldLogp: new Float32Array([-1, -2]), advantages: new Float32Array([1, 1]), seqOffsets: new BigInt64Array([0n, 0n, 2n, 2n]) }, offsets: [0, 0, 2, 2] }, { ...base, lossType: 'grpo' }, 'empty seqs');
+    const out = grpoLoss({ logp: new Float32Array(3), oldLogp: new Float32Array(3), advantages: new Float32Array(3), mask: new Uint8Array(3), seqOffsets: new BigInt64Array([0n, 3n]) });
+    assert.equal(out.loss, 0);
+    assert.equal(out.stats.nActive, 0);
+  });
+  it('hand-computed example', () => {
+    // r = (e^0.1, 1, e^-0.5); A = (1, 1, -1); eps 0.2:
+    // l = (-e^0.1, -1, -(max(e^-0.5, 0.8) * -1) = 0.8) -> mean = (-1.10517 - 1 + 0.8) / 3
+    const out = grpoLoss({ logp: new Float32Array([-1, -2, -3]), oldLogp: new Float32Array([-1.1, -2, -2.5]), advantages: new Float32Array([1, 1, -1]), seqOffsets: new BigInt64Array([0n, 2n, 3n]) });
+    assert.ok(Math.abs(out.loss - (-Math.exp(0.1) - 1 + 0.8) / 3) < 1e-6);
+    const g = out.gradLogp as Float32Array;
+    assert.ok(Math.abs(g[0] + Math.exp(0.1) / 3) < 1e-6 && Math.abs(g[1] + 1 / 3) < 1e-6 && g[2] === 0);
+    assert.ok(Math.abs(out.stats.clipLowFrac - 1 / 3) < 1e-12);
+  });
+});
+
+describe('grpoLoss gradient by finite differences', () => {
+  for (const lossType of ['dapo', 'grpo', 'dr_grpo'] as LossType[]) {
+    it(lossType, () => {
+      // small drift keeps ratios away from the clip kinks, where the loss is not differentiable
+      const c = makeCase(4, 6, { ref: true, mask: true, drift: 0.05 });
+      const p = { ...base, lossType, beta: 0.1, epsLow: 0.5, epsHigh: 0.5, normLength: 8 };
+      const out = grpoLoss({ ...c.input, ...p });
+      const logp = c.input.logp as Float32Array;
+      const h = 1e-3;
+      for (let t = 0; t < logp.length; t++) {
+        const lp = logp.slice(), lm = logp.slice();
+        lp[t] += h;
+        lm[t] -= h;
+        const fd = (grpoLoss({ ...c.input, ...p, logp: lp }).loss - grpoLoss({ ...c.input, ...p, logp: lm }).loss) / (2 * h);
+        const g = (out.gradLogp as Float32Array)[t];
+        assert.ok(Math.abs(fd - g) <= 1e-3 * (Math.abs(g) + 0.05), `token ${t}: fd ${fd} vs ${g}`);
+      }
+    });
+  }
+});
+
+describe('grpoLoss bad input', () => {
+  const ok = { logp: new Float32Array(3), oldLogp: new Float32Array(3), advantages: new Float32Array(3), seqOffsets: new BigInt64Array([0n, 3n]) };
+  it('NaN and infinity are reported with the token', () => {
+    const lp = new Float32Array([0, NaN, 0]);
+    assert.throws(() => grpoLoss({ ...ok, logp: lp }), /non-finite loss at token 1 \(logp=nan/);
+    assert.throws(() => grpoLoss({ ...ok, oldLogp: new Float32Array([0, 0, -Infinity]) }), /non-finite loss at token 2/);
+    // a NaN on a masked token is ignored
+    assert.doesNotThrow(() => grpoLoss({ ...ok, logp: lp, mask: new Uint8Array([1, 0, 1]) }));
+  });
+  it('bad sequence offsets, lengths and parameters', () => {
+    assert.throws(() => grpoLoss({ ...ok, seqOffsets: new BigInt64Array([0n, 2n]) }), /seqOffsets must start at 0 and end at nTokens = 3/);
+    assert.throws(() => grpoLoss({ ...ok, seqOffsets: new BigInt64Array([0n, 2n, 1n, 3n]) }), /non-decreasing/);
+    assert.throws(() => grpoLoss({ ...ok, seqOffsets: new BigInt64Array([0n]) }), /at least two entries/);
+    assert.throws(() => grpoLoss({ ...ok, advantages: new Float32Array(2) }), /'advantages' has 2 elements but 3 are needed/);
+    assert.throws(() => grpoLoss({ ...ok, mask: new Float32Array(3) as unknown as Uint8Array }), /'mask' must be a Uint8Array/);
+    assert.throws(() => grpoLoss({ ...ok, beta: 0.1 }), /needs refLogp/);
+    assert.throws(() => grpoLoss({ ...ok, dualClip: 0.5 }), /dualClip must be > 1/);
+    assert.throws(() => grpoLoss({ ...ok, lossType: 'dr_grpo' }), /needs normLength > 0/);
+    assert.throws(() => grpoLoss({ ...ok, lossType: 'ppo' as LossType }), /'lossType' must be 'dapo'/);
+    assert.throws(() => grpoLoss({ ...ok, epsLow: 1.5 }), /epsLow must be in \[0, 1\)/);
+  });
+});
