@@ -44,17 +44,17 @@ export function up<T extends HostArray>(a: T): DeviceArray | T {
 
 type Kind = 'f32' | 'bf16' | 'i32' | 'u8' | 'i64';
 /** A zero-filled device array (a host array in a dry run). */
-export function empty(kind: Kind, n: number): Tensor {
+export function empty<K extends Kind>(kind: K, n: number): Tensor<K> {
   if (dryRun) {
     switch (kind) {
-      case 'f32': return new Float32Array(n);
-      case 'bf16': return new Uint16Array(n);
-      case 'i32': return new Int32Array(n);
-      case 'u8': return new Uint8Array(n);
-      default: return new BigInt64Array(n);
+      case 'f32': return new Float32Array(n) as Tensor<K>;
+      case 'bf16': return new Uint16Array(n) as Tensor<K>;
+      case 'i32': return new Int32Array(n) as Tensor<K>;
+      case 'u8': return new Uint8Array(n) as Tensor<K>;
+      default: return new BigInt64Array(n) as Tensor<K>;
     }
   }
-  return DeviceArray.empty(kind, n);
+  return DeviceArray.empty(kind, n) as Tensor<K>;
 }
 
 /** True when t is where the "device" arrays live (a DeviceArray, or anything in a dry run). */
