@@ -7,6 +7,8 @@
 //   m  = m + (1 - b1) (g - m)                     (torch's lerp form, as on the CPU)
 //   v  = b2 v + (1 - b2) g^2
 //   p  = p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+//   (scalars formed in double from the double hyper-parameters, rounded to fp32 once,
+//   exactly as the CPU and torch do)
 //   p_bf16 = RNE(p), or stochastic: f32_to_bf16_stochastic(p, hash_u32(seed ^ (tensor *
 //            0x9E3779B97F4A7C15), element index in the tensor))  -- the CPU's exact bits
 //
@@ -52,7 +54,7 @@ struct ChunkRef {
 };
 
 struct Scalars {
-  float b2, one_minus_b1, one_minus_b2, step_size, inv_bc2_sqrt, eps;
+  float b2, one_minus_b1, one_minus_b2, step_size, bc2_sqrt, eps;
   bool stochastic;
 };
 
@@ -145,7 +147,7 @@ __device__ __forceinline__ uint16_t adam_elem(float graw, float coef, float deca
   float pi = p * decay_mul;
   const float mi = m + k.one_minus_b1 * (g - m);
   const float vi = k.b2 * v + k.one_minus_b2 * g * g;
-  const float denom = sqrtf(vi) * k.inv_bc2_sqrt + k.eps;
+  const float denom = sqrtf(vi) / k.bc2_sqrt + k.eps;
   pi = pi - k.step_size * (mi / denom);
   p = pi;
   m = mi;
@@ -214,7 +216,7 @@ __global__ void __launch_bounds__(kBlock) k_adamw(const Desc* __restrict__ descs
 void validate(const AdamWArgs& a) {
   auto bad = [](const std::string& what) { throw Error("adamw: " + what); };
   if (a.n_tensors < 0 || (a.n_tensors > 0 && !a.tensors)) bad("tensors are required");
-  if (!(a.lr >= 0.0f) || !std::isfinite(a.lr)) bad("lr must be a finite number >= 0, got " + std::to_string(a.lr));
+  if (!(a.lr >= 0.0) || !std::isfinite(a.lr)) bad("lr must be a finite number >= 0, got " + std::to_string(a.lr));
   if (!(a.beta1 >= 0.0f && a.beta1 < 1.0f)) bad("beta1 must be in [0, 1), got " + std::to_string(a.beta1));
   if (!(a.beta2 >= 0.0f && a.beta2 < 1.0f)) bad("beta2 must be in [0, 1), got " + std::to_string(a.beta2));
   if (!(a.eps > 0.0f)) bad("eps must be > 0, got " + std::to_string(a.eps));
@@ -248,7 +250,7 @@ AdamWResult adamw_cuda(const AdamWArgs& a) {
     d.v = x.v;
     d.pb = x.param_bf16;
     d.sr_seed = a.seed ^ (uint64_t(t) * 0x9E3779B97F4A7C15ull);
-    d.decay_mul = x.decay ? float(1.0 - double(a.lr) * double(a.weight_decay)) : 1.0f;
+    d.decay_mul = x.decay ? float(1.0 - a.lr * a.weight_decay) : 1.0f;
     d.grad_bf16 = x.grad_dtype == DType::BF16;
     d.vec = aligned(x.param, 16) && aligned(x.m, 16) && aligned(x.v, 16) &&
             aligned(x.grad, d.grad_bf16 ? 8 : 16) && (!x.param_bf16 || aligned(x.param_bf16, 8));
@@ -272,15 +274,15 @@ AdamWResult adamw_cuda(const AdamWArgs& a) {
   CUDA_CHECK(cudaMemcpy(d_chunk, chunks.data(), chunks.size() * sizeof(ChunkRef), cudaMemcpyHostToDevice));
 
   // The scalars exactly as the CPU computes them.
-  const double bc1 = 1.0 - std::pow(double(a.beta1), double(a.step));
-  const double bc2 = 1.0 - std::pow(double(a.beta2), double(a.step));
+  const double bc1 = 1.0 - std::pow(a.beta1, double(a.step));
+  const double bc2 = 1.0 - std::pow(a.beta2, double(a.step));
   Scalars k;
-  k.b2 = a.beta2;
-  k.one_minus_b1 = 1.0f - a.beta1;
-  k.one_minus_b2 = 1.0f - a.beta2;
-  k.step_size = float(double(a.lr) / bc1);
-  k.inv_bc2_sqrt = float(1.0 / std::sqrt(bc2));
-  k.eps = a.eps;
+  k.b2 = float(a.beta2);
+  k.one_minus_b1 = float(1.0 - a.beta1);
+  k.one_minus_b2 = float(1.0 - a.beta2);
+  k.step_size = float(a.lr / bc1);
+  k.bc2_sqrt = float(std::sqrt(bc2));
+  k.eps = float(a.eps);
   k.stochastic = a.stochastic_rounding;
 
   if (clip) {

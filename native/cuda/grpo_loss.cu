@@ -14,7 +14,7 @@
 // token's loss, gradient and statistics, fp32 per thread (flushed to fp64 at sequence
 // boundaries, as the CPU does per run), fp64 per block into a partial array; (3) one
 // block sums the partials in a fixed order (deterministic) and writes the result.
-// A non-finite l on an active token is an error, reported with the token index.
+// A non-finite l or ratio on an active token is an error, reported with the token index.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -149,7 +149,9 @@ __global__ void __launch_bounds__(kBlock) k_grpo_tokens(
       dkl = 1.f - ed;
     }
     const float l = pg + q.beta * kl;
-    const bool finite = (l - l) == 0.f;
+    // NaN / inf in the loss or the ratio (an infinite ratio times a zero advantage would
+    // otherwise hide behind the clipped branch), as on the CPU
+    const bool finite = (l - l) == 0.f && (r - r) == 0.f;
     if (grad) grad[t] = on ? w * (dpg + q.beta * dkl) : 0.f;
     if (tok) tok[t] = on ? l : 0.f;
     if (on) {

@@ -19,7 +19,9 @@ export const skipReason: string | false = st.available || dryRun
   ? false
   : st.built
     ? st.reason || 'no CUDA device: unknown reason'
-    : `no CUDA device: the loaded murphy-native binary was built without CUDA (${st.reason || 'CPU-only build'}); build it with .ci/cuda-build.sh`;
+    : /^no CUDA device/.test(st.reason)
+      ? st.reason
+      : `no CUDA device: the loaded binary was built without CUDA (${st.reason || 'CPU-only build'}); build one with .ci/cuda-build.sh`;
 
 /** Prints the device (or why the tests do not run); call once per test file. */
 export function announce(file: string): void {
