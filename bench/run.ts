@@ -1,0 +1,248 @@
+// Kernel benchmarks: `npm run bench [-- --json FILE] [--quick] [--no-torch] [--gpu]`.
+//
+// Each kernel runs at a realistic size under tinybench; the table shows the median time, the
+// bytes the kernel must move, the achieved GB/s, the ratio to this machine's copy bandwidth
+// measured in the same run (floor_ratio), the speedup over a plain TypeScript implementation
+// (baseline_ratio) and over PyTorch CPU on the same shapes (torch_ratio, when Debian's
+// python3-torch is installed).
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { Bench } from 'tinybench';
+import {
+  adamw, copyBuffer, cpuInfo, grpoLoss, logprobBackward, logprobForward, toBf16, type AdamWTensor,
+} from '../lib/native.js';
+
+interface Row {
+  name: string;
+  shape: string;
+  median_ms: number;
+  bytes: number;
+  gbps: number;
+  floor_ratio: number;
+  baseline_ratio: number | null;
+  torch_ratio: number | null;
+  note?: string;
+}
+
+const argv = process.argv.slice(2);
+const flag = (f: string) => argv.includes(f);
+const opt = (f: string) => {
+  const i = argv.indexOf(f);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+
+if (flag('--gpu')) {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', new URL('./gpu.bench.ts', import.meta.url).pathname, ...argv.filter((a) => a !== '--gpu')], { stdio: 'inherit' });
+  process.exit(r.status ?? 1);
+}
+
+const quick = flag('--quick');
+const SIZES = quick
+  ? { n: 256, v: 151936, tokens: 1 << 20, params: 10_000_000, copy: 1 << 26 }
+  : { n: 4096, v: 151936, tokens: 4 << 20, params: 100_000_000, copy: 1 << 27 };
+const threads = cpuInfo().threads;
+
+function log(msg: string) {
+  process.stderr.write(`${msg}\n`);
+}
+
+/** Fills quickly with realistic values: a block of normals, tiled. */
+function filled(n: number, scale: number, seed = 1): Float32Array {
+  const block = new Float32Array(Math.min(n, 1 << 20));
+  let s = seed >>> 0;
+  const u = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) + 0.5) / 4294967296;
+  for (let i = 0; i < block.length; i++) block[i] = Math.sqrt(-2 * Math.log(u())) * Math.cos(2 * Math.PI * u()) * scale;
+  const a = new Float32Array(n);
+  for (let o = 0; o < n; o += block.length) a.set(block.subarray(0, Math.min(block.length, n - o)), o);
+  return a;
+}
+
+async function median(name: string, fn: () => void, iterations: number): Promise<number> {
+  const bench = new Bench({ iterations, time: 0, warmupIterations: 1, warmupTime: 0 });
+  bench.add(name, fn);
+  await bench.run();
+  const r = bench.tasks[0].result;
+  if (r.state !== 'completed') throw new Error(`benchmark ${name} did not complete: ${r.state}`);
+  return r.latency.p50;
+}
+
+function timeOnce(fn: () => void): number {
+  const t0 = performance.now();
+  fn();
+  return performance.now() - t0;
+}
+
+// ---- plain TypeScript baselines (what one would write without the addon) ----
+function tsLogprobFwd(z: Float32Array, y: Int32Array, rows: number, v: number, out: Float32Array) {
+  for (let r = 0; r < rows; r++) {
+    let m = -Infinity;
+    for (let j = 0; j < v; j++) if (z[r * v + j] > m) m = z[r * v + j];
+    let s = 0;
+    for (let j = 0; j < v; j++) s += Math.exp(z[r * v + j] - m);
+    out[r] = z[r * v + y[r]] - m - Math.log(s);
+  }
+}
+function tsLogprobBwd(z: Float32Array, y: Int32Array, lse: Float32Array, g: Float32Array, rows: number, v: number, out: Float32Array) {
+  for (let r = 0; r < rows; r++) {
+    for (let j = 0; j < v; j++) out[r * v + j] = -g[r] * Math.exp(z[r * v + j] - lse[r]);
+    out[r * v + y[r]] += g[r];
+  }
+}
+function tsGrpo(logp: Float32Array, old: Float32Array, adv: Float32Array, mask: Uint8Array, grad: Float32Array) {
+  let loss = 0, n = 0;
+  for (let t = 0; t < logp.length; t++) if (mask[t]) n++;
+  for (let t = 0; t < logp.length; t++) {
+    if (!mask[t]) { grad[t] = 0; continue; }
+    const r = Math.exp(logp[t] - old[t]);
+    const rc = Math.min(Math.max(r, 0.8), 1.28);
+    const u = -r * adv[t], c = -rc * adv[t];
+    loss += Math.max(u, c) / n;
+    grad[t] = (u >= c ? -r * adv[t] : 0) / n;
+  }
+  return loss;
+}
+function tsAdamw(p: Float32Array, g: Float32Array, m: Float32Array, v: Float32Array, step: number) {
+  const lr = 1e-5, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
+  const bc1 = 1 - b1 ** step, bc2 = Math.sqrt(1 - b2 ** step);
+  for (let i = 0; i < p.length; i++) {
+    p[i] *= 1 - lr * wd;
+    m[i] = b1 * m[i] + (1 - b1) * g[i];
+    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    p[i] -= (lr / bc1) * m[i] / (Math.sqrt(v[i]) / bc2 + eps);
+  }
+}
+
+// ---- PyTorch ----
+function runTorch(): Record<string, number> | null {
+  if (flag('--no-torch')) return null;
+  const py = process.env.MURPHY_TORCH_PYTHON ?? '/usr/bin/python3';
+  const spec = {
+    threads, reps: quick ? 2 : 3,
+    logprob: [{ n: SIZES.n, v: SIZES.v, dtype: 'f32' }, { n: SIZES.n, v: SIZES.v, dtype: 'bf16' }],
+    grpo: [{ tokens: SIZES.tokens, seqlen: 1024 }],
+    adamw: [{ params: SIZES.params, clip: true }],
+    copy: [{ n: SIZES.copy }],
+  };
+  log(`running PyTorch (${py}) on the same shapes ...`);
+  const r = spawnSync(py, [new URL('./torch_kernels.py', import.meta.url).pathname, JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  if (r.status !== 0) {
+    log(`PyTorch not available (${(r.stderr || r.error?.message || '').trim().split('\n').pop()}); torch_ratio left empty. apt-get install python3-torch adds it.`);
+    return null;
+  }
+  const out = JSON.parse(r.stdout) as { torch_version: string; threads: number; cases: Record<string, number> };
+  log(`PyTorch ${out.torch_version}, ${out.threads} threads`);
+  return out.cases;
+}
+
+async function main() {
+  const rows: Row[] = [];
+  const its = quick ? 3 : 5;
+  log(`murphy-native kernel benchmarks: ${threads} threads, SIMD ${cpuInfo().simd}${quick ? ' (quick sizes)' : ''}`);
+
+  // copy bandwidth: read + write of 4 * copy bytes
+  const ca = filled(SIZES.copy, 1), cb = new Float32Array(SIZES.copy);
+  const copyMs = await median('copy', () => copyBuffer(ca, cb), its * 2);
+  const copyBytes = 2 * 4 * SIZES.copy;
+  const copyGbps = copyBytes / copyMs / 1e6;
+  log(`copy bandwidth: ${copyGbps.toFixed(1)} GB/s (read + write)`);
+  const torch = runTorch();
+  const push = (r: Omit<Row, 'gbps' | 'floor_ratio'>) => {
+    const gbps = r.bytes / r.median_ms / 1e6;
+    rows.push({ ...r, gbps, floor_ratio: gbps / copyGbps });
+    log(`  ${r.name}: ${r.median_ms.toFixed(2)} ms`);
+  };
+  push({ name: 'copy', shape: `${SIZES.copy} f32`, median_ms: copyMs, bytes: copyBytes, baseline_ratio: null, torch_ratio: torch?.copy ? torch.copy / copyMs : null });
+
+  // log-probs
+  const { n, v } = SIZES;
+  const z32 = filled(n * v, 3);
+  const y = Int32Array.from({ length: n }, (_, i) => (i * 7919) % v);
+  const g = filled(n, 1, 7);
+  const tsRows = 16;
+  const tsOut = new Float32Array(tsRows);
+  const tsFwdMs = (timeOnce(() => tsLogprobFwd(z32, y, tsRows, v, tsOut)) * n) / tsRows;
+  for (const dtype of ['f32', 'bf16'] as const) {
+    const logits = dtype === 'f32' ? z32 : (toBf16(z32) as Uint16Array);
+    const esz = dtype === 'f32' ? 4 : 2;
+    log(`log-probs ${dtype} [${n} x ${v}] ...`);
+    let fwd = logprobForward({ logits, targets: y, nRows: n, vocab: v });
+    const fwdMs = await median(`logprob_fwd_${dtype}`, () => { fwd = logprobForward({ logits, targets: y, nRows: n, vocab: v }); }, its);
+    push({ name: `logprob_fwd_${dtype}`, shape: `${n}x${v}`, median_ms: fwdMs, bytes: n * v * esz + n * 12, baseline_ratio: dtype === 'f32' ? tsFwdMs / fwdMs : null, torch_ratio: torch ? torch[`logprob_fwd_${dtype}`] / fwdMs : null });
+    const out = dtype === 'f32' ? new Float32Array(n * v) : new Uint16Array(n * v);
+    const bwdMs = await median(`logprob_bwd_${dtype}`, () => logprobBackward({ logits, targets: y, nRows: n, vocab: v, lse: fwd.lse, gradLogp: g, out }), its);
+    let tsBwd: number | null = null;
+    if (dtype === 'f32') {
+      const o = new Float32Array(tsRows * v);
+      tsBwd = (timeOnce(() => tsLogprobBwd(z32, y, fwd.lse as Float32Array, g, tsRows, v, o)) * n) / tsRows;
+    }
+    push({
+      name: `logprob_bwd_${dtype}`, shape: `${n}x${v}`, median_ms: bwdMs, bytes: 2 * n * v * esz + n * 12,
+      baseline_ratio: tsBwd ? tsBwd / bwdMs : null,
+      torch_ratio: torch ? torch[`logprob_fwdbwd_${dtype}`] / (fwdMs + bwdMs) : null,
+      note: 'torch_ratio compares forward+backward (autograd recomputes the softmax)',
+    });
+  }
+
+  // GRPO loss
+  {
+    const T = SIZES.tokens;
+    log(`GRPO loss, ${T} tokens ...`);
+    const old = filled(T, 0.3, 3);
+    for (let i = 0; i < T; i++) old[i] -= 1;
+    const logp = filled(T, 0.1, 5);
+    for (let i = 0; i < T; i++) logp[i] += old[i];
+    const adv = new Float32Array(T);
+    const seqlen = 1024;
+    const offs = new BigInt64Array(T / seqlen + 1);
+    for (let s = 0; s <= T / seqlen; s++) offs[s] = BigInt(s * seqlen);
+    for (let s = 0; s < T / seqlen; s++) adv.fill(((s * 37) % 17) / 8 - 1, s * seqlen, (s + 1) * seqlen);
+    const mask = new Uint8Array(T).map((_, i) => (i % 10 === 0 ? 0 : 1));
+    const ms = await median('grpo_loss', () => grpoLoss({ logp, oldLogp: old, advantages: adv, mask, seqOffsets: offs, epsLow: 0.2, epsHigh: 0.28 }), its * 2);
+    const grad = new Float32Array(T);
+    const tsMs = timeOnce(() => tsGrpo(logp, old, adv, mask, grad));
+    // reads logp, old, adv (12 B) + mask (1 B), writes the gradient (4 B)
+    push({ name: 'grpo_loss', shape: `${T} tokens`, median_ms: ms, bytes: T * 17, baseline_ratio: tsMs / ms, torch_ratio: torch ? torch.grpo_loss / ms : null, note: 'torch: TRL dapo loss, forward + backward + clip stats' });
+  }
+
+  // AdamW
+  {
+    const P = SIZES.params;
+    log(`AdamW, ${P} parameters ...`);
+    const t: AdamWTensor = { param: filled(P, 0.02, 9), grad: filled(P, 1e-3, 11), m: new Float32Array(P), v: new Float32Array(P) };
+    let step = 1;
+    const ms = await median('adamw', () => { adamw([t], { lr: 1e-5, step: step++ }); }, its);
+    const tsMs = timeOnce(() => tsAdamw(t.param as Float32Array, t.grad as Float32Array, t.m as Float32Array, t.v as Float32Array, 1));
+    // param, m, v read + written (24 B), grad read (4 B)
+    push({ name: 'adamw', shape: `${P} params`, median_ms: ms, bytes: P * 28, baseline_ratio: tsMs / ms, torch_ratio: torch ? torch.adamw / ms : null });
+    const tb: AdamWTensor = { ...t, paramBf16: new Uint16Array(P) };
+    const ms2 = await median('adamw_clip_bf16', () => { adamw([tb], { lr: 1e-5, step: step++, maxGradNorm: 1 }); }, its);
+    // + the norm pass re-reads the gradient (4 B) + bf16 copy written (2 B)
+    push({ name: 'adamw_clip_bf16', shape: `${P} params`, median_ms: ms2, bytes: P * 34, baseline_ratio: null, torch_ratio: torch?.adamw_clip ? torch.adamw_clip / ms2 : null, note: 'global-norm clipping + bf16 weight copy; torch: clip_grad_norm_ + step (no bf16 copy)' });
+  }
+
+  // table
+  const fmt = (x: number | null, d = 2) => (x === null ? '-' : x.toFixed(d));
+  const head = ['kernel', 'shape', 'median ms', 'GB moved', 'GB/s', 'of copy bw', 'vs TS', 'vs torch'];
+  const lines = rows.map((r) => [r.name, r.shape, fmt(r.median_ms), fmt(r.bytes / 1e9, 3), fmt(r.gbps, 1), `${(r.floor_ratio * 100).toFixed(0)}%`, r.baseline_ratio === null ? '-' : `${fmt(r.baseline_ratio, 1)}x`, r.torch_ratio === null ? '-' : `${fmt(r.torch_ratio, 1)}x`]);
+  const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  console.log(line(head));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const l of lines) console.log(line(l));
+  console.log(`copy bandwidth ${copyGbps.toFixed(1)} GB/s; ${threads} threads; SIMD ${cpuInfo().simd}; targets: >= 70% of copy bandwidth and >= 2x PyTorch`);
+
+  const jsonPath = opt('--json');
+  if (jsonPath) {
+    mkdirSync(dirname(jsonPath), { recursive: true });
+    const doc = { date: new Date().toISOString(), threads, simd: cpuInfo().simd, copy_gbps: copyGbps, quick, cases: rows };
+    writeFileSync(`${jsonPath}.tmp`, `${JSON.stringify(doc, null, 2)}\n`);
+    renameSync(`${jsonPath}.tmp`, jsonPath);
+    log(`wrote ${jsonPath}`);
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exit(1);
+});
