@@ -36,6 +36,8 @@ export class FakeSampler implements Sampler {
   private readonly withLogprobs: boolean;
   private readonly noCodeEvery: number;
   private readonly texts: string[];
+  private readonly pool: number[][] = [];
+  private readonly lpPool: number[][] = [];
 
   constructor(options: FakeSamplerOptions = {}) {
     this.passProb = options.passProbByTurn ?? [0.4, 0.3];
@@ -44,8 +46,20 @@ export class FakeSampler implements Sampler {
     this.withLogprobs = options.logprobs ?? true;
     this.noCodeEvery = options.noCodeEvery ?? 0;
     this.texts = Array.from({ length: this.tests + 1 }, (_, k) => `\`\`\`python\n# fake ${k}/${this.tests}\n\`\`\``);
+    const rng = mulberry32(12345);
+    for (let v = 0; v < POOL; v++) {
+      const ids = Array.from({ length: this.len }, () => 10 + ((rng() * 50000) | 0));
+      ids.push(FAKE_EOS_TOKEN);
+      this.pool.push(ids);
+      this.lpPool.push(ids.map(() => -rng()));
+    }
   }
 
+  /**
+   * Token ids and logprobs come from a fixed pool of POOL arrays (shared between
+   * completions; callers must not mutate them), so the fake costs a few random draws per
+   * completion and the benchmark measures the tree code, not the fake.
+   */
   generate(promptIds: number[], n: number, params: SampleParams): Completion[] {
     this.calls++;
     let turn = 1;
@@ -55,30 +69,35 @@ export class FakeSampler implements Sampler {
     const out: Completion[] = new Array(n);
     for (let j = 0; j < n; j++) {
       const k = rng() < p ? this.tests : Math.floor(rng() * this.tests);
-      const tokenIds = new Array<number>(this.len + 1);
-      const logprobs = this.withLogprobs ? new Array<number>(this.len + 1) : undefined;
-      for (let i = 0; i < this.len; i++) {
-        tokenIds[i] = 10 + ((rng() * 50000) | 0);
-        if (logprobs) logprobs[i] = -rng();
-      }
-      tokenIds[this.len] = FAKE_EOS_TOKEN;
-      if (logprobs) logprobs[this.len] = -0.01;
+      const v = (rng() * POOL) | 0;
       const noCode = this.noCodeEvery > 0 && (j + 1) % this.noCodeEvery === 0;
-      const c: Completion = { tokenIds, text: noCode ? 'I am not sure how to solve this.' : this.texts[k]!, finishReason: 'stop' };
-      if (logprobs) c.logprobs = logprobs;
+      const c: Completion = { tokenIds: this.pool[v]!, text: noCode ? 'I am not sure how to solve this.' : this.texts[k]!, finishReason: 'stop' };
+      if (this.withLogprobs) c.logprobs = this.lpPool[v]!;
       out[j] = c;
     }
     return out;
   }
 }
 
+const POOL = 64;
+
 const FAKE_RE = /# fake (\d+)\/(\d+)/;
 
 /** Grades FakeSampler's completions: "# fake k/T" → reward k/T, passed when k = T. */
 export class FakeExecutor implements Executor<unknown> {
   calls = 0;
+  private readonly cache = new Map<string, ExecResult>();
   execute(_problem: unknown, code: string): ExecResult {
     this.calls++;
+    let r = this.cache.get(code);
+    if (r === undefined) {
+      r = this.grade(code);
+      if (this.cache.size < 1024) this.cache.set(code, r);
+    }
+    return r;
+  }
+
+  private grade(code: string): ExecResult {
     const m = FAKE_RE.exec(code);
     if (!m) return { reward: 0, passed: false, feedback: 'SyntaxError: invalid syntax' };
     const k = Number(m[1]);
@@ -128,10 +147,15 @@ export class FakePromptBuilder implements PromptBuilder<unknown> {
   }
 
   followUp(ctx: FollowUpContext<unknown>): number[] {
-    const ids = ctx.promptIds.concat(ctx.node.completionIds);
-    ids.push(FAKE_FEEDBACK_TOKEN);
+    const p = ctx.promptIds;
+    const c = ctx.node.completionIds;
+    const ids = new Array<number>(p.length + c.length + 1 + this.feedbackTokens);
+    let k = 0;
+    for (let i = 0; i < p.length; i++) ids[k++] = p[i]!;
+    for (let i = 0; i < c.length; i++) ids[k++] = c[i]!;
+    ids[k++] = FAKE_FEEDBACK_TOKEN;
     const rng = mulberry32(mix32(ctx.feedback.length, ctx.node.id));
-    for (let i = 0; i < this.feedbackTokens; i++) ids.push(10 + ((rng() * 50000) | 0));
+    for (let i = 0; i < this.feedbackTokens; i++) ids[k++] = 10 + ((rng() * 50000) | 0);
     return ids;
   }
 }

@@ -32,6 +32,7 @@ export interface FlattenOptions {
 export function flattenSamples(trees: readonly RolloutTree<unknown>[], options: FlattenOptions = {}): TrainingSample[] {
   const out: TrainingSample[] = [];
   for (const t of trees) {
+    const keys: string[] = new Array(t.groups.length);
     for (const n of t.nodes) {
       if (n.pruned) continue;
       if (!Number.isFinite(n.advantage)) {
@@ -42,7 +43,7 @@ export function flattenSamples(trees: readonly RolloutTree<unknown>[], options: 
         problemId: t.problemId,
         nodeId: n.id,
         group: n.group,
-        groupId: `${t.problemId}#${n.group}`,
+        groupId: (keys[n.group] ??= `${t.problemId}#${n.group}`),
         turn: n.turn,
         promptIds: t.groups[n.group]!.promptIds,
         completionIds: n.completionIds,

@@ -132,11 +132,6 @@ interface OpenGroup<P> {
   group: Group;
 }
 
-interface Outcome {
-  completion: Completion;
-  code: string | null;
-  result: ExecResult;
-}
 
 function isPromise<T>(x: T | Promise<T>): x is Promise<T> {
   return typeof (x as { then?: unknown } | null)?.then === 'function';
@@ -147,25 +142,29 @@ function checkIds(what: string, ids: unknown): number[] {
   return ids as number[];
 }
 
-function checkCompletion(c: unknown, where: string): Completion {
-  if (c === null || typeof c !== 'object') throw new MurphyError(`sampler returned a non-object completion (${where})`);
+function checkCompletion(c: unknown, where: () => string): Completion {
+  if (c === null || typeof c !== 'object') throw new MurphyError(`sampler returned a non-object completion (${where()})`);
   const o = c as Completion;
-  if (!Array.isArray(o.tokenIds)) throw new MurphyError(`sampler completion without tokenIds (${where})`);
-  if (typeof o.text !== 'string') throw new MurphyError(`sampler completion without text (${where})`);
+  if (!Array.isArray(o.tokenIds)) throw new MurphyError(`sampler completion without tokenIds (${where()})`);
+  if (typeof o.text !== 'string') throw new MurphyError(`sampler completion without text (${where()})`);
   if (o.logprobs !== undefined && (!Array.isArray(o.logprobs) || o.logprobs.length !== o.tokenIds.length)) {
-    throw new MurphyError(`sampler completion logprobs length ${o.logprobs?.length} != tokenIds length ${o.tokenIds.length} (${where})`);
+    throw new MurphyError(`sampler completion logprobs length ${o.logprobs?.length} != tokenIds length ${o.tokenIds.length} (${where()})`);
   }
   return o;
 }
 
-function checkResult(r: unknown, where: string): ExecResult {
-  if (r === null || typeof r !== 'object') throw new MurphyError(`executor returned a non-object result (${where})`);
+function validResult(r: ExecResult): boolean {
+  return r !== null && typeof r === 'object' && r.reward >= 0 && r.reward <= 1 && typeof r.passed === 'boolean' && typeof r.feedback === 'string';
+}
+
+function checkResult(r: unknown, where: () => string): ExecResult {
+  if (r === null || typeof r !== 'object') throw new MurphyError(`executor returned a non-object result (${where()})`);
   const o = r as ExecResult;
   if (typeof o.reward !== 'number' || !(o.reward >= 0 && o.reward <= 1)) {
-    throw new MurphyError(`executor reward must be a number in [0, 1], got ${String(o.reward)} (${where})`);
+    throw new MurphyError(`executor reward must be a number in [0, 1], got ${String(o.reward)} (${where()})`);
   }
-  if (typeof o.passed !== 'boolean') throw new MurphyError(`executor result.passed must be a boolean (${where})`);
-  if (typeof o.feedback !== 'string') throw new MurphyError(`executor result.feedback must be a string (${where})`);
+  if (typeof o.passed !== 'boolean') throw new MurphyError(`executor result.passed must be a boolean (${where()})`);
+  if (typeof o.feedback !== 'string') throw new MurphyError(`executor result.feedback must be a string (${where()})`);
   return o;
 }
 
@@ -214,46 +213,56 @@ export async function buildTrees<P>(
   const runExec = (problem: P, code: string): Promise<ExecResult> | ExecResult =>
     execLimit ? execLimit.run(() => executor.execute(problem, code)) : executor.execute(problem, code);
 
-  const executeOne = (og: OpenGroup<P>, c: Completion, j: number): Outcome | Promise<Outcome> => {
-    const where = `problem ${og.tree.problemId}, group ${og.group.id}, sample ${j}`;
-    checkCompletion(c, where);
+  // Per open group k: its completions, extracted code and execution results (filled as they arrive).
+  let comps: Completion[][] = [];
+  let codes: Array<Array<string | null>> = [];
+  let results: ExecResult[][] = [];
+
+  /** Extracts and executes completion j of group k; returns a promise only when the executor is async. */
+  const executeOne = (og: OpenGroup<P>, k: number, c: Completion, j: number): void | Promise<void> => {
+    if (c === null || typeof c !== 'object' || !Array.isArray(c.tokenIds) || typeof c.text !== 'string' || c.logprobs !== undefined) {
+      checkCompletion(c, () => `problem ${og.tree.problemId}, group ${og.group.id}, sample ${j}`);
+    }
     const code = extract(c, og.tree.problem);
+    codes[k]![j] = code;
     if (code === null) {
-      return { completion: c, code, result: { reward: 0, passed: false, feedback: cfg.noCodeFeedback } };
+      results[k]![j] = { reward: 0, passed: false, feedback: cfg.noCodeFeedback };
+      return;
     }
     const r = runExec(og.tree.problem, code);
-    if (isPromise(r)) return r.then((res) => ({ completion: c, code, result: checkResult(res, where) }));
-    return { completion: c, code, result: checkResult(r, where) };
+    if (isPromise(r)) {
+      return r.then((res) => {
+        results[k]![j] = validResult(res) ? res : checkResult(res, () => `problem ${og.tree.problemId}, group ${og.group.id}, sample ${j}`);
+      });
+    }
+    results[k]![j] = validResult(r) ? r : checkResult(r, () => `problem ${og.tree.problemId}, group ${og.group.id}, sample ${j}`);
   };
 
   for (let turn = 1; turn <= cfg.maxTurns && open.length > 0; turn++) {
     const n = turn === 1 ? cfg.groupSize : cfg.followUpGroupSize;
-    const outcomes: Outcome[][] = new Array(open.length);
+    comps = new Array(open.length);
+    codes = new Array(open.length);
+    results = new Array(open.length);
     const pending: Promise<void>[] = [];
     for (let k = 0; k < open.length; k++) {
       const og = open[k]!;
       const params: SampleParams =
         cfg.seed === undefined ? cfg.sampling : { ...cfg.sampling, seed: mix32(cfg.seed, og.treeIndex, og.group.id) };
-      const afterSample = (comps: Completion[]): void | Promise<void> => {
-        if (!Array.isArray(comps) || comps.length !== n) {
+      const afterSample = (cs: Completion[]): void | Promise<void> => {
+        if (!Array.isArray(cs) || cs.length !== n) {
           throw new MurphyError(
-            `sampler returned ${Array.isArray(comps) ? comps.length : typeof comps} completions, expected ${n} (problem ${og.tree.problemId}, group ${og.group.id})`,
+            `sampler returned ${Array.isArray(cs) ? cs.length : typeof cs} completions, expected ${n} (problem ${og.tree.problemId}, group ${og.group.id})`,
           );
         }
-        const res: Array<Outcome | Promise<Outcome>> = new Array(n);
-        let anyAsync = false;
+        comps[k] = cs;
+        codes[k] = new Array(n);
+        results[k] = new Array(n);
+        let waits: Promise<void>[] | null = null;
         for (let j = 0; j < n; j++) {
-          const o = executeOne(og, comps[j]!, j);
-          if (isPromise(o)) anyAsync = true;
-          res[j] = o;
+          const w = executeOne(og, k, cs[j]!, j);
+          if (w) (waits ??= []).push(w);
         }
-        if (!anyAsync) {
-          outcomes[k] = res as Outcome[];
-          return;
-        }
-        return Promise.all(res).then((all) => {
-          outcomes[k] = all;
-        });
+        if (waits) return Promise.all(waits).then(() => undefined);
       };
       const s = samplerLimit
         ? samplerLimit.run(() => sampler.generate(og.group.promptIds, n, params))
@@ -272,9 +281,13 @@ export async function buildTrees<P>(
     for (let k = 0; k < open.length; k++) {
       const og = open[k]!;
       const tree = og.tree;
-      const outs = outcomes[k]!;
-      for (let j = 0; j < outs.length; j++) {
-        const { completion: c, code, result } = outs[j]!;
+      const cs = comps[k]!;
+      const cd = codes[k]!;
+      const rs = results[k]!;
+      for (let j = 0; j < cs.length; j++) {
+        const c = cs[j]!;
+        const code = cd[j]!;
+        const result = rs[j]!;
         const reward = cfg.rewardMode === 'binary' ? (result.passed ? 1 : 0) : result.reward;
         const node: TreeNode = {
           id: tree.nodes.length,

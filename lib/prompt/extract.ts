@@ -31,6 +31,7 @@ const OPEN_RE = /^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$/;
 
 /** Removes reasoning: <think>…</think> sections, an unterminated <think> to the end, and a leading "…</think>" whose opening tag was in the prompt. */
 export function stripThinking(text: string): string {
+  if (!text.includes('think>')) return text;
   let s = text;
   const close = s.indexOf('</think>');
   const open = s.indexOf('<think>');
@@ -41,45 +42,85 @@ export function stripThinking(text: string): string {
   return s;
 }
 
+function isFenceChar(c: number): boolean {
+  return c === 96 /* ` */ || c === 126 /* ~ */;
+}
+
+/** Index of the first non-blank (space/tab) character of the line starting at `from`. */
+function skipBlank(text: string, from: number, end: number): number {
+  let i = from;
+  while (i < end) {
+    const c = text.charCodeAt(i);
+    if (c !== 32 && c !== 9) break;
+    i++;
+  }
+  return i;
+}
+
+function isSpace(c: number): boolean {
+  return c === 32 || c === 9 || c === 13 || c === 12 || c === 11;
+}
+
+function allChar(text: string, from: number, to: number, c: number): boolean {
+  for (let i = from; i < to; i++) if (text.charCodeAt(i) !== c) return false;
+  return true;
+}
+
 /** All fenced code blocks (``` or ~~~, any length >= 3), in order. */
 export function findCodeBlocks(text: string): CodeBlock[] {
-  const lines = text.split('\n');
   const blocks: CodeBlock[] = [];
-  let i = 0;
-  while (i < lines.length) {
-    const m = OPEN_RE.exec(lines[i]!);
-    if (!m) {
-      i++;
-      continue;
-    }
-    const fence = m[1]!;
-    const ch = fence[0]!;
-    const lang = m[2]!.toLowerCase();
-    const body: string[] = [];
-    let terminated = false;
-    let j = i + 1;
-    for (; j < lines.length; j++) {
-      const line = lines[j]!;
-      const t = line.trim();
-      if (t.length >= fence.length && t.startsWith(fence) && [...t].every((c) => c === ch)) {
-        terminated = true;
-        break;
+  const n = text.length;
+  let pos = 0;
+  while (pos <= n) {
+    let eol = text.indexOf('\n', pos);
+    if (eol < 0) eol = n;
+    const first = skipBlank(text, pos, eol);
+    const c0 = text.charCodeAt(first);
+    if (first + 2 < eol && isFenceChar(c0) && text.charCodeAt(first + 1) === c0 && text.charCodeAt(first + 2) === c0) {
+      const m = OPEN_RE.exec(text.slice(pos, eol));
+      if (m) {
+        const fence = m[1]!;
+        const lang = m[2]!.toLowerCase();
+        const bodyStart = eol + 1;
+        let bodyEnd = n;
+        let next = n + 1;
+        let terminated = false;
+        const fl = fence.length;
+        const fc = fence.charCodeAt(0);
+        let lp = bodyStart;
+        while (lp <= n && bodyStart <= n) {
+          let le = text.indexOf('\n', lp);
+          if (le < 0) le = n;
+          const ls = skipBlank(text, lp, le);
+          let te = le;
+          while (te > ls && isSpace(text.charCodeAt(te - 1))) te--;
+          if (te - ls >= fl && text.charCodeAt(ls) === fc && allChar(text, ls, te, fc)) {
+            bodyEnd = lp - 1;
+            next = le + 1;
+            terminated = true;
+            break;
+          }
+          // A closing fence glued to the last code line: "    return x```".
+          if (te - ls > fl && allChar(text, te - fl, te, fc) && text.charCodeAt(te - fl - 1) !== fc) {
+            bodyEnd = te - fl;
+            next = le + 1;
+            terminated = true;
+            break;
+          }
+          lp = le + 1;
+        }
+        const code = bodyStart > n ? '' : text.slice(bodyStart, Math.max(bodyStart, bodyEnd));
+        blocks.push({ lang, code, terminated });
+        pos = next;
+        continue;
       }
-      // A closing fence glued to the last code line: "    return x```".
-      const trimmedEnd = line.trimEnd();
-      if (trimmedEnd.endsWith(fence) && !trimmedEnd.endsWith(ch.repeat(fence.length + 1)) && trimmedEnd.length > fence.length) {
-        body.push(trimmedEnd.slice(0, -fence.length));
-        terminated = true;
-        break;
-      }
-      body.push(line);
     }
-    blocks.push({ lang, code: body.join('\n'), terminated });
-    i = j + 1;
+    pos = eol + 1;
   }
   return blocks;
 }
 
+const NON_BLANK_RE = /\S/;
 const CODE_LINE_RE = /^(?:def |async def |class |import |from [\w.]+ import |@\w|if __name__|[A-Za-z_]\w* ?=|print\()/m;
 
 function firstLineIndented(code: string): boolean {
@@ -90,8 +131,19 @@ function firstLineIndented(code: string): boolean {
   return false;
 }
 
+/** Drops leading blank lines and trailing whitespace. */
 function trimBlankEdges(code: string): string {
-  return code.replace(/^(?:[ \t]*\n)+/, '').replace(/\s+$/, '');
+  let start = 0;
+  let i = 0;
+  while (i < code.length) {
+    const c = code.charCodeAt(i);
+    if (c === 10) start = i + 1;
+    else if (c !== 32 && c !== 9 && c !== 13) break;
+    i++;
+  }
+  let end = code.length;
+  while (end > start && (isSpace(code.charCodeAt(end - 1)) || code.charCodeAt(end - 1) === 10)) end--;
+  return start === 0 && end === code.length ? code : code.slice(start, end);
 }
 
 /**
@@ -103,8 +155,8 @@ function trimBlankEdges(code: string): string {
 export function extractCode(text: string, options: ExtractOptions = {}): string | null {
   const langs = options.languages ?? DEFAULT_LANGS;
   let s = options.stripThinking === false ? text : stripThinking(text);
-  s = s.replace(/\r\n/g, '\n');
-  const blocks = findCodeBlocks(s).filter((b) => langs.includes(b.lang) && b.code.trim() !== '');
+  if (s.includes('\r')) s = s.replace(/\r\n/g, '\n');
+  const blocks = findCodeBlocks(s).filter((b) => langs.includes(b.lang) && NON_BLANK_RE.test(b.code));
   let code: string | null = null;
   if (blocks.length > 0) {
     let chosen = blocks[blocks.length - 1]!;
@@ -119,7 +171,7 @@ export function extractCode(text: string, options: ExtractOptions = {}): string 
   if (code === null) return null;
   if (options.prefix !== undefined && firstLineIndented(code)) {
     const p = options.prefix.endsWith('\n') ? options.prefix : options.prefix + '\n';
-    return p + code.replace(/^(?:[ \t]*\n)+/, '').replace(/\s+$/, '') + '\n';
+    return p + trimBlankEdges(code) + '\n';
   }
   const out = trimBlankEdges(code);
   return out === '' ? null : out + '\n';
