@@ -8,6 +8,7 @@
 //   stochastic: bf16 == f32_to_bf16_stochastic(p, hash_u32(seed ^ (tensor *
 //   0x9E3779B97F4A7C15), index)) recomputed here in BigInt, on both CPU and GPU, and
 //   GPU bits == CPU bits wherever the two f32 params are bit-identical.
+import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { adamw, toBf16, type AdamWOptions, type AdamWTensor, type Tensor } from '../../lib/native.js';

@@ -1,4 +1,5 @@
 // Kernel 4 (bf16 conversion, copy) and device arrays on the GPU: bit-exact against the CPU.
+import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { copyBuffer, fromBf16, toBf16, type Tensor } from '../../lib/native.js';

@@ -4,6 +4,7 @@
 // polynomial with relative error < 2e-7, the GPU's expf < 2 ulp), so per-token loss and
 // gradient agree to relative 1e-5; the total loss is summed in different orders (fp32
 // within runs, fp64 across), so it agrees to 2e-5 of sum_t w_t |l_t|.
+import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { grpoLoss, type GrpoLossInput, type LossType, type Tensor } from '../../lib/native.js';

@@ -4,6 +4,7 @@
 // uses ex2.approx (2 ulp) in base 2: |logp_gpu - logp_cpu| <= 3e-5 (1 + |lse|), entropy
 // 1e-4 (1 + H). Gradients: f32 relative 1e-4 plus 1e-5 |g|/T absolute; bf16 outputs may
 // round to neighbouring bf16 values, so relative 2^-7 plus 1e-5 |g|/T.
+import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { logprobBackward, logprobForward, toBf16, type Tensor } from '../../lib/native.js';
