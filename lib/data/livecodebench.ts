@@ -76,6 +76,8 @@ function liveCodeBenchOriginal(r: Record<string, unknown>, where: string, opts: 
     tests: functional ? { kind: 'functional', fnName: fnName as string, cases } : { kind: 'stdio', cases },
     visibleTests: pub.map((_, i) => i),
     difficulty: optStr(r, 'difficulty'),
+    // LiveCodeBench has no reference solutions; a `solution` field (our samples carry one) is used when present.
+    referenceSolution: optStr(r, 'solution'),
     meta: { title: r.question_title, contestDate: r.contest_date, publicTests: pub.length, privateTests: priv.length },
   };
 }

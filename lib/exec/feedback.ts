@@ -27,7 +27,7 @@ export function describeFailure(t: TestCaseResult, o: FeedbackOptions, testTimeo
   const lines = [`Test ${t.index + 1} failed:${srcBlock}`];
   if (t.expected !== undefined || t.actual !== undefined) {
     if (t.expected !== undefined) lines.push(`  expected: ${clip(t.expected, o.maxValueChars)}`);
-    lines.push(`  actual:   ${t.actual === undefined || t.actual === null ? '(nothing)' : clip(t.actual, o.maxValueChars)}`);
+    lines.push(`  actual:   ${t.actual === undefined || t.actual === null ? '(nothing)' : t.actual === '' ? '(no output)' : clip(t.actual, o.maxValueChars)}`);
   }
   const showError = t.errorType && !(t.errorType === 'AssertionError' && !t.message) && t.errorType !== 'WrongAnswer';
   if (showError) lines.push(`  ${t.errorType}${t.message ? ': ' + clip(t.message, o.maxValueChars) : ''}`);

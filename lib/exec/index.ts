@@ -4,3 +4,4 @@ export { PythonExecutor, toResult, type PythonExecutorOptions } from './executor
 export { formatFeedback, describeFailure, type FeedbackInput } from './feedback.js';
 export { buildRequest, humanEvalProgram, type HarnessRequest } from './program.js';
 export { describeIsolation, probePython, checkBubblewrap, harnessDir, type IsolationReport, type PythonInfo } from './sandbox.js';
+export { SandboxFusionExecutor, remoteScript, type SandboxFusionOptions, type RunCodeRequest, type RunCodeResponse } from './remote.js';
