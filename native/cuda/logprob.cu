@@ -135,7 +135,7 @@ struct Online {
 template <typename T, int BLOCK, bool ENT>
 __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK)
     k_logprob_forward(const T* __restrict__ logits, const int32_t* __restrict__ targets, int64_t n_rows, int64_t V,
-                      float inv_t, float* __restrict__ logp, float* __restrict__ lse, float* __restrict__ entropy,
+                      float inv_t, float* __restrict__ logp, float* __restrict__ lse /* optional */, float* __restrict__ entropy,
                       unsigned long long* __restrict__ err) {
   using E = Elem<T>;
   constexpr int N = E::N;
@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK)
           h = 0.f;
         }
         logp[row] = lp;
-        lse[row] = l;
+        if (lse) lse[row] = l;
         if (ENT) entropy[row] = h;
       }
     }
@@ -363,7 +363,7 @@ constexpr int64_t kBigRow = 4096;
 void logprob_forward_cuda(const LogprobForwardArgs& a) {
   const char* fn = "logprob_forward_cuda";
   check_common(fn, a.logits, a.n_rows, a.vocab, a.targets, a.temperature);
-  if (a.n_rows > 0 && (!a.logp || !a.lse)) throw Error("logprob: the logp and lse outputs are required");
+  if (a.n_rows > 0 && !a.logp) throw Error("logprob: the logp output is required");
   if (a.n_rows == 0) return;
   Scratch err(2 * sizeof(unsigned long long));
   CUDA_CHECK(cudaMemset(err.get(), 0xff, 2 * sizeof(unsigned long long)));
