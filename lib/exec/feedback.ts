@@ -63,6 +63,7 @@ export function formatFeedback(input: FeedbackInput, opts: Partial<FeedbackOptio
     if (notRun) parts.push(`${notRun} more test${notRun === 1 ? '' : 's'} did not run because an earlier test timed out.`);
   }
   let text = parts.join('\n\n');
-  if (text.length > o.maxChars) text = text.slice(0, Math.max(0, o.maxChars - 22)) + '\n... [feedback truncated]';
+  const tail = '\n... [feedback truncated]';
+  if (text.length > o.maxChars) text = text.slice(0, Math.max(0, o.maxChars - tail.length)) + tail;
   return text;
 }

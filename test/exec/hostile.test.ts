@@ -1,0 +1,119 @@
+// Hostile programs are contained, scored 0, and leave nothing behind (processes, files).
+import assert from 'node:assert/strict';
+import { existsSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { jsonlFromRecords } from '../../lib/data/index.js';
+import { PythonExecutor, type ExecutionResult } from '../../lib/exec/index.js';
+import { descendants, haveBwrap, REPO } from './helpers.js';
+
+const SECRET = 'murphy-secret-' + randomBytes(8).toString('hex');
+process.env.MURPHY_HOSTILE_TEST_SECRET = SECRET;
+const TAG = randomBytes(6).toString('hex');
+const OUTSIDE = [join(REPO, `.tmp-pwned-${TAG}`), `/tmp/murphy-pwned-${TAG}`, `/var/tmp/murphy-pwned-${TAG}`, `/root/murphy-pwned-${TAG}`];
+
+const [problem] = jsonlFromRecords([{ id: 'add', prompt: 'add', asserts: ['assert add(1, 2) == 3', 'assert add(2, 5) == 7'] }]);
+const GOOD = 'def add(a, b):\n    return a + b\n';
+
+/** name -> program. Each one is scored 0 (most define a correct `add` and then misbehave). */
+const HOSTILE: Record<string, string> = {
+  'infinite loop (module level)': GOOD + 'while True:\n    pass\n',
+  'infinite loop (in the tested function)': 'def add(a, b):\n    while True:\n        pass\n',
+  'fork bomb': GOOD + 'import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n',
+  'memory bomb': GOOD + 'blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))\n',
+  'huge output': GOOD + 'import sys\nwhile True:\n    sys.stdout.write("x" * 65536)\n    print("y" * 65536, file=sys.stderr)\n',
+  'huge output during a test': 'def add(a, b):\n    while True:\n        print("z" * 100000)\n',
+  'writing outside the temporary directory':
+    'import os\n' +
+    `for p in ${JSON.stringify(OUTSIDE)}:\n` +
+    '    try:\n        open(p, "w").write("pwned")\n    except OSError:\n        pass\n' +
+    'def add(a, b):\n    return None\n',
+  "reading the parent's environment":
+    'import os\nfound = []\n' +
+    'found += [k for k, v in os.environ.items() if "murphy-secret" in v]\n' +
+    'for pid in os.listdir("/proc"):\n    if pid.isdigit():\n        try:\n            data = open("/proc/%s/environ" % pid, "rb").read()\n            if b"murphy-secret" in data: found.append(data.decode("latin-1"))\n        except OSError:\n            pass\n' +
+    'print("FOUND", found)\n' +
+    'def add(a, b):\n    return ("LEAK" + repr(found)) if found else None\n',
+  'a daemon that outlives the run':
+    GOOD.replace('a + b', 'None') +
+    'import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        for _ in range(600):\n            try:\n                open("daemon-alive", "w").write(str(time.time()))\n            except OSError:\n                pass\n            time.sleep(0.05)\n    os._exit(0)\n',
+  'killing the parent': GOOD + 'import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\n',
+  'sys.exit(0) before the tests run': GOOD + 'import sys\nsys.exit(0)\n',
+  'os._exit(0) before the tests run': GOOD + 'import os\nos._exit(0)\n',
+  'os._exit(0) inside the tested function': 'import os\ndef add(a, b):\n    os._exit(0)\n',
+  "replacing the test harness's functions":
+    'import sys, json, builtins\n' +
+    'for m in list(sys.modules.values()):\n    for name in ("send", "run_unit", "child_main", "check", "dumps", "write", "_exit", "isinstance"):\n        try:\n            if hasattr(m, name): setattr(m, name, lambda *a, **k: None)\n        except Exception:\n            pass\n' +
+    'json.dumps = lambda *a, **k: \'{"m": "E", "passed": true}\'\n' +
+    'builtins.AssertionError = type("Nope", (Exception,), {})\n' +
+    'def add(a, b):\n    return None\n',
+  'printing a fake "all tests passed" line':
+    'import sys, os\nprint("2/2 tests passed")\nprint(\'{"m": "D"}\')\nprint(\'{"m": "E", "i": 0, "passed": true}\')\nos.write(1, b"all tests passed\\n")\n' +
+    'def add(a, b):\n    print("2/2 tests passed")\n    return 0\n',
+  'catching the timeout': 'def add(a, b):\n    while True:\n        try:\n            while True:\n                pass\n        except BaseException:\n            pass\n',
+};
+
+async function modes(): Promise<{ name: string; opts: ConstructorParameters<typeof PythonExecutor>[0]; strong: boolean }[]> {
+  const out: { name: string; opts: ConstructorParameters<typeof PythonExecutor>[0]; strong: boolean }[] = [];
+  if (await haveBwrap()) out.push({ name: 'bubblewrap', opts: { useBubblewrap: true }, strong: true });
+  // Without bubblewrap (weaker, documented): the checks that mode guarantees.
+  const py = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : undefined;
+  out.push({ name: 'process (no bubblewrap)', opts: { useBubblewrap: false, python: py }, strong: false });
+  return out;
+}
+
+for (const mode of await modes()) {
+  describe(`hostile programs, ${mode.name}`, () => {
+    let ex: PythonExecutor;
+    let baseline: Set<number>;
+    before(async () => {
+      ex = new PythonExecutor({ ...mode.opts, workers: 2, warn: () => {}, limits: { testTimeout: 1, programTimeout: 4, memoryBytes: 1024 ** 3, outBytes: 4096, maxProcs: 16 } });
+      await ex.start();
+      baseline = new Set(descendants().map((p) => p.pid));
+    });
+    after(async () => {
+      await ex.close();
+      for (const p of OUTSIDE) if (existsSync(p)) rmSync(p, { force: true });
+    });
+
+    for (const [name, code] of Object.entries(HOSTILE)) {
+      it(name, async () => {
+        const iso = await ex.isolation();
+        const r: ExecutionResult = await ex.run(problem, code);
+        assert.equal(r.reward, 0, `${name}: reward ${r.reward}\n${r.feedback}`);
+        assert.equal(r.passed, false);
+        // Output is capped.
+        assert.ok(r.stdout.length <= 4096 + 100 && r.stderr.length <= 4096 + 100, 'captured output is capped');
+        for (const t of r.tests) assert.ok((t.output ?? '').length <= 4096 + 100);
+        assert.doesNotMatch(JSON.stringify(r), new RegExp(SECRET), 'the secret never reaches the program');
+        // Nothing left behind: the only processes are the warm workers from before.
+        await new Promise((res) => setTimeout(res, 100));
+        const extra = descendants().filter((p) => !baseline.has(p.pid));
+        assert.deepEqual(extra, [], `${name}: stray processes`);
+        if (mode.strong || iso.filesystem.includes('uid')) {
+          for (const p of OUTSIDE) {
+            if (!mode.strong && p.startsWith('/tmp') ) continue; // world-writable /tmp is reachable without bubblewrap
+            if (!mode.strong && p.startsWith('/var/tmp')) continue;
+            assert.equal(existsSync(p), false, `${name}: wrote ${p}`);
+          }
+        }
+        // The executor still works afterwards (a killed worker is replaced).
+        const ok = await ex.run(problem, GOOD);
+        assert.equal(ok.passed, true, `after ${name}: ${ok.feedback} ${ok.errors.join(';')}`);
+        baseline = new Set(descendants().map((p) => p.pid));
+      });
+    }
+
+    it('the isolation report describes the mode', async () => {
+      const iso = await ex.isolation();
+      assert.equal(iso.bubblewrap, mode.strong);
+      if (mode.strong) {
+        assert.deepEqual(iso.notes, []);
+        assert.match(iso.network, /^none/);
+      } else {
+        assert.ok(iso.notes.some((n) => /bubblewrap not used/.test(n)));
+      }
+    });
+  });
+}
