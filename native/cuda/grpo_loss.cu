@@ -94,7 +94,9 @@ __global__ void __launch_bounds__(kBlock) k_count(const uint8_t* __restrict__ ma
   if (threadIdx.x == 0 && c) atomicAdd(total, c);
 }
 
-// Pass 2: per token loss, gradient, statistics.
+// Pass 2, one tile of kTile tokens per block: per token r = exp(logp - old),
+// pg = max(-r A, -clip(r) A) (dual clip: min(pg, -c A) for A < 0), kl = k3(ref, logp),
+// l = pg + beta kl, grad = m w (dpg + beta dkl); per-block sums into parts[blockIdx.x].
 __global__ void __launch_bounds__(kBlock) k_grpo_tokens(
     int64_t n, const float* __restrict__ logp, const float* __restrict__ old_logp, const float* __restrict__ ref_logp,
     const float* __restrict__ adv, const uint8_t* __restrict__ mask, const int64_t* __restrict__ off, int64_t S,

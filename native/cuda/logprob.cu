@@ -132,6 +132,8 @@ struct Online {
   }
 };
 
+// One block per row n:  lse[n] = log sum_j exp(z[n,j]/T),  logp[n] = z[n,y]/T - lse[n],
+// H[n] = lse[n] - sum_j p_j z[n,j]/T  (online base-2 triple per thread, merged per block).
 template <typename T, int BLOCK, bool ENT>
 __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK)
     k_logprob_forward(const T* __restrict__ logits, const int32_t* __restrict__ targets, int64_t n_rows, int64_t V,
@@ -245,6 +247,8 @@ __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK)
   }
 }
 
+// One block per row n:  dlogits[n,j] = g[n] (1[j = y_n] - exp(z[n,j]/T - lse[n])) / T,
+// all zero when g[n] = 0 or lse[n] is infinite (a fully masked row).
 template <typename T, int BLOCK>
 __global__ void __launch_bounds__(BLOCK, 1024 / BLOCK)
     k_logprob_backward(const T* __restrict__ logits, const int32_t* __restrict__ targets, int64_t n_rows, int64_t V,
