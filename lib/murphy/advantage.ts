@@ -97,34 +97,54 @@ export function computeAdvantages(trees: readonly RolloutTree<unknown>[], option
     batchStd = sampleStd(all);
   }
   const report: AdvantageReport = { groups: 0, zeroVarianceGroups: 0, samples: 0, batchStd };
-  const vals: number[] = [];
-  const ids: number[] = [];
   for (const t of trees) {
     const nodes = t.nodes;
     for (const n of nodes) n.advantage = 0;
     for (const g of t.groups) {
       if (g.pruned) continue;
-      vals.length = 0;
-      ids.length = 0;
-      for (const id of g.nodes) {
-        const n = nodes[id]!;
-        if (n.pruned) continue;
-        if (!Number.isFinite(n.credit)) {
-          throw new MurphyError(`tree ${t.problemId}: node ${id} has credit ${String(n.credit)}; assign credit first`);
-        }
-        vals.push(n.credit);
-        ids.push(id);
-      }
-      if (vals.length === 0) continue;
-      report.groups++;
-      report.samples += vals.length;
-      const adv = groupAdvantages(vals, scale === 'batch' ? batchStd : scale, eps);
-      let zero = true;
+      // Same arithmetic as groupAdvantages, without allocating.
+      const ids = g.nodes;
+      let cnt = 0;
+      let sum = 0;
+      let min = Infinity;
+      let max = -Infinity;
       for (let i = 0; i < ids.length; i++) {
-        nodes[ids[i]!]!.advantage = adv[i]!;
-        if (adv[i] !== 0) zero = false;
+        const n = nodes[ids[i]!]!;
+        if (n.pruned) continue;
+        const v = n.credit;
+        if (!Number.isFinite(v)) {
+          throw new MurphyError(`tree ${t.problemId}: node ${n.id} has credit ${String(v)}; assign credit first`);
+        }
+        cnt++;
+        sum += v;
+        if (v < min) min = v;
+        if (v > max) max = v;
       }
-      if (zero) report.zeroVarianceGroups++;
+      if (cnt === 0) continue;
+      report.groups++;
+      report.samples += cnt;
+      if (max - min <= ZERO_VARIANCE_TOL) {
+        report.zeroVarianceGroups++;
+        continue; // advantages stay 0
+      }
+      const mean = sum / cnt;
+      let denom: number;
+      if (scale === 'none') denom = 1;
+      else if (scale === 'batch') denom = batchStd + eps;
+      else {
+        let ss = 0;
+        for (let i = 0; i < ids.length; i++) {
+          const n = nodes[ids[i]!]!;
+          if (n.pruned) continue;
+          const d = n.credit - mean;
+          ss += d * d;
+        }
+        denom = Math.sqrt(ss / (cnt - 1)) + eps;
+      }
+      for (let i = 0; i < ids.length; i++) {
+        const n = nodes[ids[i]!]!;
+        if (!n.pruned) n.advantage = (n.credit - mean) / denom;
+      }
     }
   }
   return report;

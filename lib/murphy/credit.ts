@@ -20,10 +20,12 @@ function checkGamma(gamma: number): number {
   return gamma;
 }
 
-/** Node ids ordered so that every node comes after all of its descendants (deepest turn first). */
-function bottomUpOrder(tree: RolloutTree<unknown>): number[] {
+/**
+ * Node ids ordered so that every node comes after all of its descendants (deepest turn
+ * first), or null when reverse id order already is (builder trees are stored turn by turn).
+ */
+function bottomUpOrder(tree: RolloutTree<unknown>): number[] | null {
   const nodes = tree.nodes;
-  // Builder trees are stored turn by turn, so reverse id order is bottom-up; check, else bucket.
   let sorted = true;
   for (let i = 1; i < nodes.length; i++) {
     if (nodes[i]!.turn < nodes[i - 1]!.turn) {
@@ -31,11 +33,7 @@ function bottomUpOrder(tree: RolloutTree<unknown>): number[] {
       break;
     }
   }
-  const order = new Array<number>(nodes.length);
-  if (sorted) {
-    for (let i = 0; i < nodes.length; i++) order[i] = nodes.length - 1 - i;
-    return order;
-  }
+  if (sorted) return null;
   const ids = nodes.map((n) => n.id);
   ids.sort((a, b) => nodes[b]!.turn - nodes[a]!.turn || b - a);
   return ids;
@@ -49,8 +47,9 @@ export function marsCredit<T extends RolloutTree<unknown>>(tree: T, options: Cre
   const gamma = checkGamma(options.gamma ?? 1);
   if (!options.trusted) validateTree(tree);
   const { nodes, groups } = tree;
-  for (const id of bottomUpOrder(tree)) {
-    const n = nodes[id]!;
+  const order = bottomUpOrder(tree);
+  for (let i = nodes.length - 1; i >= 0; i--) {
+    const n = nodes[order === null ? i : order[nodes.length - 1 - i]!]!;
     if (n.childGroup === null) {
       n.credit = n.reward;
       continue;
@@ -76,8 +75,9 @@ export function mersCredit<T extends RolloutTree<unknown>>(tree: T, options: Cre
   if (!options.trusted) validateTree(tree);
   const { nodes, groups } = tree;
   const S = tree.maxTurns;
-  for (const id of bottomUpOrder(tree)) {
-    const n = nodes[id]!;
+  const order = bottomUpOrder(tree);
+  for (let i = nodes.length - 1; i >= 0; i--) {
+    const n = nodes[order === null ? i : order[nodes.length - 1 - i]!]!;
     if (n.childGroup === null) {
       n.credit = n.reward;
       continue;

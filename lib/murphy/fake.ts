@@ -71,9 +71,12 @@ export class FakeSampler implements Sampler {
       const k = rng() < p ? this.tests : Math.floor(rng() * this.tests);
       const v = (rng() * POOL) | 0;
       const noCode = this.noCodeEvery > 0 && (j + 1) % this.noCodeEvery === 0;
-      const c: Completion = { tokenIds: this.pool[v]!, text: noCode ? 'I am not sure how to solve this.' : this.texts[k]!, finishReason: 'stop' };
-      if (this.withLogprobs) c.logprobs = this.lpPool[v]!;
-      out[j] = c;
+      out[j] = {
+        tokenIds: this.pool[v]!,
+        logprobs: this.withLogprobs ? this.lpPool[v]! : undefined,
+        text: noCode ? 'I am not sure how to solve this.' : this.texts[k]!,
+        finishReason: 'stop',
+      };
     }
     return out;
   }

@@ -16,7 +16,7 @@ export interface TrainingSample {
   promptIds: number[];
   /** Completion token ids as sampled (do not mutate). */
   completionIds: number[];
-  /** Rollout log-probs, when the sampler returned them. */
+  /** Rollout log-probs, when the sampler returned them (else undefined). */
   logprobs?: number[];
   advantage: number;
   reward: number;
@@ -50,8 +50,8 @@ export function flattenSamples(trees: readonly RolloutTree<unknown>[], options: 
         advantage: n.advantage,
         reward: n.reward,
         credit: n.credit,
+        logprobs: n.logprobs,
       };
-      if (n.logprobs !== undefined) s.logprobs = n.logprobs;
       out.push(s);
     }
   }

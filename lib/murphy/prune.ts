@@ -18,27 +18,44 @@ export function subsetVariance(values: readonly number[], indices: readonly numb
   return ss / m;
 }
 
+// Scratch buffers reused across calls (single-threaded).
+let sOrder = new Int32Array(64);
+let sPs = new Float64Array(65);
+let sPq = new Float64Array(65);
+
+function ensureScratch(n: number): void {
+  if (sOrder.length >= n) return;
+  const cap = Math.max(n, sOrder.length * 2);
+  sOrder = new Int32Array(cap);
+  sPs = new Float64Array(cap + 1);
+  sPq = new Float64Array(cap + 1);
+}
+
 /**
- * Max-variance down-sampling: indices (ascending) of m values whose variance is maximal.
- * Sort ascending; for k = 0..m take the k highest and the m - k lowest; keep the best k
- * (smallest k on ties, lower index first among equal values). Optimal: see docs/method.md §4.
- * O(n log n).
+ * Core of maxVarianceSubset over values[0..n): writes keep[i] = 1 for the chosen indices
+ * (keep must have length >= n and be zeroed by the caller). Values must be finite, 1 <= m < n.
  */
-export function maxVarianceSubset(values: readonly number[], m: number): number[] {
-  const n = values.length;
-  if (!Number.isInteger(m) || m < 0) throw new MurphyError(`m must be an integer >= 0, got ${String(m)}`);
+function markMaxVariance(values: ArrayLike<number>, n: number, m: number, keep: Uint8Array): void {
+  ensureScratch(n);
+  const order = sOrder;
+  // Stable insertion sort by value (index order among ties): groups are small.
   for (let i = 0; i < n; i++) {
-    if (!Number.isFinite(values[i])) throw new MurphyError(`maxVarianceSubset: value ${i} is ${String(values[i])}`);
+    const v = values[i]!;
+    let j = i - 1;
+    while (j >= 0 && values[order[j]!]! > v) {
+      order[j + 1] = order[j]!;
+      j--;
+    }
+    order[j + 1] = i;
   }
-  if (m >= n) return Array.from({ length: n }, (_, i) => i);
-  if (m === 0) return [];
-  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => values[a]! - values[b]! || a - b);
   // Prefix sums over the sorted values, centred on the overall mean for numerical stability.
   let c = 0;
-  for (const v of values) c += v;
+  for (let i = 0; i < n; i++) c += values[i]!;
   c /= n;
-  const ps = new Float64Array(n + 1);
-  const pq = new Float64Array(n + 1);
+  const ps = sPs;
+  const pq = sPq;
+  ps[0] = 0;
+  pq[0] = 0;
   for (let i = 0; i < n; i++) {
     const v = values[order[i]!]! - c;
     ps[i + 1] = ps[i]! + v;
@@ -57,8 +74,7 @@ export function maxVarianceSubset(values: readonly number[], m: number): number[
     }
   }
   const lo = m - bestK;
-  const picked: number[] = [];
-  for (let i = 0; i < lo; i++) picked.push(order[i]!);
+  for (let i = 0; i < lo; i++) keep[order[i]!] = 1;
   if (bestK > 0) {
     // Highest bestK, preferring lower indices among equal values: the tie block at the
     // boundary is taken from its start (after any members the low side already took).
@@ -69,10 +85,29 @@ export function maxVarianceSubset(values: readonly number[], m: number): number[
     let be = hi;
     while (be < n && values[order[be]!]! === v) be++;
     const from = Math.max(lo, bs);
-    for (let i = from; i < from + (be - hi); i++) picked.push(order[i]!);
-    for (let i = be; i < n; i++) picked.push(order[i]!);
+    for (let i = from; i < from + (be - hi); i++) keep[order[i]!] = 1;
+    for (let i = be; i < n; i++) keep[order[i]!] = 1;
   }
-  return picked.sort((a, b) => a - b);
+}
+
+/**
+ * Max-variance down-sampling: indices (ascending) of m values whose variance is maximal.
+ * Sort ascending; for k = 0..m take the k highest and the m - k lowest; keep the best k
+ * (smallest k on ties, lower index first among equal values). Optimal: see docs/method.md §4.
+ */
+export function maxVarianceSubset(values: readonly number[], m: number): number[] {
+  const n = values.length;
+  if (!Number.isInteger(m) || m < 0) throw new MurphyError(`m must be an integer >= 0, got ${String(m)}`);
+  for (let i = 0; i < n; i++) {
+    if (!Number.isFinite(values[i])) throw new MurphyError(`maxVarianceSubset: value ${i} is ${String(values[i])}`);
+  }
+  if (m >= n) return Array.from({ length: n }, (_, i) => i);
+  if (m === 0) return [];
+  const keep = new Uint8Array(n);
+  markMaxVariance(values, n, m, keep);
+  const picked: number[] = [];
+  for (let i = 0; i < n; i++) if (keep[i]) picked.push(i);
+  return picked;
 }
 
 /** Samples and tokens removed by one pruning pass. */
@@ -102,28 +137,40 @@ export function intraPrune(trees: readonly RolloutTree<unknown>[], options: Intr
   const m = options?.keep;
   if (typeof m !== 'number' || !Number.isInteger(m) || m < 1) throw new MurphyError(`IntraP keep (m) must be an integer >= 1, got ${String(m)}`);
   const report = emptyReport();
+  let live: number[] = [];
+  let vals = new Float64Array(64);
+  let keep = new Uint8Array(64);
   for (const t of trees) {
+    const nodes = t.nodes;
     for (const g of t.groups) {
-      if (g.pruned) continue;
-      const live = g.nodes.filter((id) => !t.nodes[id]!.pruned);
-      if (live.length <= m) continue;
-      const vals = live.map((id) => {
-        const c = t.nodes[id]!.credit;
-        if (!Number.isFinite(c)) throw new MurphyError(`tree ${t.problemId}: node ${id} has credit ${String(c)}; assign credit first`);
-        return c;
-      });
-      const keep = new Set(maxVarianceSubset(vals, m));
-      for (let i = 0; i < live.length; i++) {
-        if (keep.has(i)) continue;
-        const n = t.nodes[live[i]!]!;
-        n.pruned = true;
-        n.prunedBy = 'intra';
+      if (g.pruned || g.nodes.length <= m) continue;
+      live.length = 0;
+      for (const id of g.nodes) if (!nodes[id]!.pruned) live.push(id);
+      const n = live.length;
+      if (n <= m) continue;
+      if (vals.length < n) {
+        vals = new Float64Array(2 * n);
+        keep = new Uint8Array(2 * n);
+      }
+      for (let i = 0; i < n; i++) {
+        const c = nodes[live[i]!]!.credit;
+        if (!Number.isFinite(c)) throw new MurphyError(`tree ${t.problemId}: node ${live[i]} has credit ${String(c)}; assign credit first`);
+        vals[i] = c;
+        keep[i] = 0;
+      }
+      markMaxVariance(vals, n, m, keep);
+      for (let i = 0; i < n; i++) {
+        if (keep[i]) continue;
+        const node = nodes[live[i]!]!;
+        node.pruned = true;
+        node.prunedBy = 'intra';
         report.samples++;
-        report.completionTokens += n.completionIds.length;
+        report.completionTokens += node.completionIds.length;
         report.promptTokens += g.promptIds.length;
       }
     }
   }
+  live = [];
   return report;
 }
 
@@ -138,16 +185,26 @@ export interface InterPOptions {
 
 /** Reward spread of a group, used to rank groups for InterP: population std of its members' credit. */
 export function groupSpread(tree: RolloutTree<unknown>, group: Group): number {
-  const vals = group.nodes.map((id) => tree.nodes[id]!.credit);
+  const nodes = tree.nodes;
+  const ids = group.nodes;
   let min = Infinity;
   let max = -Infinity;
-  for (const v of vals) {
+  let sum = 0;
+  for (let i = 0; i < ids.length; i++) {
+    const v = nodes[ids[i]!]!.credit;
     if (!Number.isFinite(v)) throw new MurphyError(`tree ${tree.problemId}: group ${group.id} has unassigned credit`);
     if (v < min) min = v;
     if (v > max) max = v;
+    sum += v;
   }
-  if (max - min <= ZERO_VARIANCE_TOL) return 0;
-  return Math.sqrt(subsetVariance(vals, vals.map((_, i) => i)));
+  if (ids.length === 0 || max - min <= ZERO_VARIANCE_TOL) return 0;
+  const mean = sum / ids.length;
+  let ss = 0;
+  for (let i = 0; i < ids.length; i++) {
+    const d = nodes[ids[i]!]!.credit - mean;
+    ss += d * d;
+  }
+  return Math.sqrt(ss / ids.length);
 }
 
 interface Ranked {
@@ -196,7 +253,12 @@ export function interPrune(trees: readonly RolloutTree<unknown>[], options: Inte
   const report = emptyReport();
   const survivors: Ranked[] = [];
   let order = 0;
+  const needBatch = perBatch !== Infinity;
   for (const tree of trees) {
+    let expanded = 0;
+    for (const group of tree.groups) if (group.parent !== null && !group.pruned) expanded++;
+    // Nothing to decide for this tree: skip ranking it.
+    if (expanded <= perProblem && !options.dropZeroVariance && !needBatch) continue;
     const ranked: Ranked[] = [];
     for (const group of tree.groups) {
       if (group.parent === null || group.pruned) continue;

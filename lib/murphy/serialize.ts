@@ -177,10 +177,11 @@ export function deserializeTree<P = null>(json: string | SerializedTree, problem
       credit: typeof n.credit === 'number' ? n.credit : NaN,
       advantage: typeof n.advantage === 'number' ? n.advantage : NaN,
       pruned: n.pruned === true,
+      // Same shape as builder nodes: optional fields present, possibly undefined.
+      logprobs: n.logprobs === undefined ? undefined : numArray(n.logprobs, `node ${i} logprobs`),
+      tests: n.tests === undefined ? undefined : n.tests.map((x) => ({ ...x })),
+      prunedBy: n.prunedBy === 'intra' || n.prunedBy === 'inter' ? n.prunedBy : undefined,
     };
-    if (n.logprobs !== undefined) node.logprobs = numArray(n.logprobs, `node ${i} logprobs`);
-    if (n.tests !== undefined) node.tests = n.tests.map((x) => ({ ...x }));
-    if (n.prunedBy === 'intra' || n.prunedBy === 'inter') node.prunedBy = n.prunedBy;
     return node;
   });
   const tree: RolloutTree<P | null> = { problemId: t.problemId, problem: problem ?? null, maxTurns: int(t.maxTurns, 'maxTurns'), groups, nodes };

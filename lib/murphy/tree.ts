@@ -34,7 +34,11 @@ export interface TreeBuildConfig<P = unknown> {
   rewardMode?: RewardMode;
   /** Forwarded to the sampler. */
   sampling?: SampleParams;
-  /** When set, each sampler call gets seed = mix(seed, problem index, group id). */
+  /**
+   * When set, each sampler call gets seed = mix(seed, hash(problem id), group id): results
+   * do not depend on batch composition or completion order. Vary it per training step,
+   * or a problem seen again gets the same samples.
+   */
   seed?: number;
   /** Maximum sampler calls in flight (across problems). Default 64. */
   samplerConcurrency?: number;
@@ -128,8 +132,16 @@ export function resolveTreeBuildConfig<P>(config: TreeBuildConfig<P>): ResolvedT
 
 interface OpenGroup<P> {
   tree: RolloutTree<P>;
-  treeIndex: number;
+  /** Hash of the tree's problem id, for per-group seeds. */
+  treeKey: number;
   group: Group;
+}
+
+/** 32-bit FNV-1a hash of a string. */
+function hashString(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
 }
 
 
@@ -207,7 +219,7 @@ export async function buildTrees<P>(
       nodes: [],
     };
     trees.push(tree);
-    open.push({ tree, treeIndex: i, group });
+    open.push({ tree, treeKey: hashString(tree.problemId), group });
   }
 
   const runExec = (problem: P, code: string): Promise<ExecResult> | ExecResult =>
@@ -220,7 +232,10 @@ export async function buildTrees<P>(
 
   /** Extracts and executes completion j of group k; returns a promise only when the executor is async. */
   const executeOne = (og: OpenGroup<P>, k: number, c: Completion, j: number): void | Promise<void> => {
-    if (c === null || typeof c !== 'object' || !Array.isArray(c.tokenIds) || typeof c.text !== 'string' || c.logprobs !== undefined) {
+    if (
+      c === null || typeof c !== 'object' || !Array.isArray(c.tokenIds) || typeof c.text !== 'string' ||
+      (c.logprobs !== undefined && (!Array.isArray(c.logprobs) || c.logprobs.length !== c.tokenIds.length))
+    ) {
       checkCompletion(c, () => `problem ${og.tree.problemId}, group ${og.group.id}, sample ${j}`);
     }
     const code = extract(c, og.tree.problem);
@@ -247,7 +262,7 @@ export async function buildTrees<P>(
     for (let k = 0; k < open.length; k++) {
       const og = open[k]!;
       const params: SampleParams =
-        cfg.seed === undefined ? cfg.sampling : { ...cfg.sampling, seed: mix32(cfg.seed, og.treeIndex, og.group.id) };
+        cfg.seed === undefined ? cfg.sampling : { ...cfg.sampling, seed: mix32(cfg.seed, og.treeKey, og.group.id) };
       const afterSample = (cs: Completion[]): void | Promise<void> => {
         if (!Array.isArray(cs) || cs.length !== n) {
           throw new MurphyError(
@@ -277,7 +292,8 @@ export async function buildTrees<P>(
     if (pending.length > 0) await Promise.all(pending);
 
     // Materialise nodes in a fixed order.
-    const expand: Array<{ og: OpenGroup<P>; node: TreeNode }> = [];
+    const expandGroups: OpenGroup<P>[] = [];
+    const expandNodes: TreeNode[] = [];
     for (let k = 0; k < open.length; k++) {
       const og = open[k]!;
       const tree = og.tree;
@@ -306,25 +322,32 @@ export async function buildTrees<P>(
           credit: NaN,
           advantage: NaN,
           pruned: false,
+          // Always present (possibly undefined) so every node has one shape.
+          logprobs: c.logprobs,
+          tests: result.tests,
+          prunedBy: undefined,
         };
-        if (c.logprobs !== undefined) node.logprobs = c.logprobs;
-        if (result.tests !== undefined) node.tests = result.tests;
         tree.nodes.push(node);
         og.group.nodes.push(node.id);
-        if (turn < cfg.maxTurns && reward < cfg.successThreshold) expand.push({ og, node });
+        if (turn < cfg.maxTurns && reward < cfg.successThreshold) {
+          expandGroups.push(og);
+          expandNodes.push(node);
+        }
       }
     }
 
     // Expand failed nodes: their feedback becomes the next turn's prompt.
     const next: OpenGroup<P>[] = [];
-    for (const { og, node } of expand) {
+    for (let e = 0; e < expandNodes.length; e++) {
+      const og = expandGroups[e]!;
+      const node = expandNodes[e]!;
       const tree = og.tree;
       const r = prompts.followUp({ problem: tree.problem, tree, node, promptIds: og.group.promptIds, feedback: node.feedback });
       const promptIds = checkIds('follow-up prompt', isPromise(r) ? await r : r);
       const group: Group = { id: tree.groups.length, turn: turn + 1, parent: node.id, promptIds, nodes: [], pruned: false };
       tree.groups.push(group);
       node.childGroup = group.id;
-      next.push({ tree, treeIndex: og.treeIndex, group });
+      next.push({ tree, treeKey: og.treeKey, group });
     }
     open = next;
   }

@@ -25,7 +25,7 @@ export function handTree(maxTurns: number, roots: Spec[], problemId = 'p', token
           id: tree.nodes.length, turn: q.turn, parent: q.parent, group: g.id, index,
           completionIds: Array.from({ length: tokens }, (_, i) => 100 + i), text: `t${tree.nodes.length}`, finishReason: 'stop',
           code: 'pass', reward, passed: reward === 1, feedback: reward === 1 ? 'ok' : 'fail',
-          childGroup: null, credit: NaN, advantage: NaN, pruned: false,
+          childGroup: null, credit: NaN, advantage: NaN, pruned: false, logprobs: undefined, tests: undefined, prunedBy: undefined,
         };
         tree.nodes.push(n);
         g.nodes.push(n.id);
