@@ -91,7 +91,23 @@ function compare(c: Case, p: Params, label: string) {
   assert.ok(Math.abs(gpu.loss - cpu.loss) <= 2e-5 * wabs + 1e-9, `${label}: loss gpu ${gpu.loss} cpu ${cpu.loss}`);
   const tl = worst(gt, ct, 1e-7 * lmax + 1e-30, 1e-5);
   assert.ok(tl.ratio <= 1, `${label}: token loss [${tl.index}] gpu ${gt[tl.index]} cpu ${ct[tl.index]}`);
-  const gr = worst(gg, cg, 1e-7 * gmax + 1e-30, 1e-5);
+  // Tokens whose ratio sits within 1e-5 (relative) of a clip or dual-clip boundary may
+  // legitimately take the other branch on the other device (exp differs by an ulp), where
+  // the gradient jumps between -rA and 0: compare the gradient everywhere else.
+  const lp = c.input.logp as Float32Array, old = c.input.oldLogp as Float32Array;
+  const lo = Math.fround(1 - p.epsLow), hi = Math.fround(1 + p.epsHigh);
+  const near = (r: number, b: number) => b > 0 && Math.abs(r - b) <= 1e-5 * b;
+  const ggc = Float32Array.from(gg), cgc = Float32Array.from(cg);
+  let edge = 0;
+  for (let t = 0; t < ggc.length; t++) {
+    const r = Math.exp(lp[t] - old[t]);
+    if (near(r, lo) || near(r, hi) || near(r, p.dualClip)) {
+      ggc[t] = cgc[t] = 0;
+      edge++;
+    }
+  }
+  assert.ok(edge <= 1e-3 * ggc.length + 5, `${label}: ${edge} tokens at a clip boundary`);
+  const gr = worst(ggc, cgc, 1e-7 * gmax + 1e-30, 1e-5);
   assert.ok(gr.ratio <= 1, `${label}: grad [${gr.index}] gpu ${gg[gr.index]} cpu ${cg[gr.index]}`);
   const mask = c.input.mask as Uint8Array | undefined;
   if (mask) for (let t = 0; t < mask.length; t++) if (!mask[t]) assert.ok(gg[t] === 0 && gt[t] === 0, `${label}: masked token ${t} must be 0`);
