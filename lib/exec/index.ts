@@ -5,3 +5,4 @@ export { formatFeedback, describeFailure, type FeedbackInput } from './feedback.
 export { buildRequest, humanEvalProgram, type HarnessRequest } from './program.js';
 export { describeIsolation, probePython, checkBubblewrap, harnessDir, type IsolationReport, type PythonInfo } from './sandbox.js';
 export { SandboxFusionExecutor, remoteScript, type SandboxFusionOptions, type RunCodeRequest, type RunCodeResponse } from './remote.js';
+export { asMurphyExecutor } from './murphy.js';

@@ -129,9 +129,22 @@ def set_subreaper():
 # only executes unit i. Each unit: {"name", "source", "code" (for assert kinds)}.
 
 
-def _segment(src, node):
-    seg = ast.get_source_segment(src, node)
-    return seg if seg is not None else ast.unparse(node)
+def _segment(src, node, _cache={}):
+    """ast.get_source_segment without re-splitting the source for every node."""
+    lines = _cache.get(src)
+    if lines is None:
+        _cache.clear()
+        lines = _cache[src] = src.splitlines(True)
+    try:
+        l0, l1 = node.lineno - 1, node.end_lineno - 1
+        c0, c1 = node.col_offset, node.end_col_offset
+        if l0 == l1:
+            return lines[l0].encode()[c0:c1].decode()
+        first = lines[l0].encode()[c0:].decode()
+        last = lines[l1].encode()[:c1].decode()
+        return first + "".join(lines[l0 + 1:l1]) + last
+    except (AttributeError, IndexError, TypeError, UnicodeDecodeError):
+        return ast.unparse(node)
 
 
 def _contains_assert(node):
@@ -656,7 +669,45 @@ class Server:
         self.seq = 0
 
     # -- process tree cleanup
-    def descendants(self):
+    def children_tree(self):
+        """Descendants through /proc/<pid>/task/<tid>/children (cheap: no scan of /proc).
+        The server is a child subreaper, so orphaned descendants are re-parented to it and
+        stay in this tree. Returns None when the kernel lacks the children files."""
+        out = []
+        stack = [os.getpid()]
+        seen = set()
+        first = True
+        while stack:
+            pid = stack.pop()
+            try:
+                tids = os.listdir("/proc/%d/task" % pid)
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open("/proc/%d/task/%s/children" % (pid, tid), "rb") as f:
+                        kids = f.read().split()
+                except FileNotFoundError:
+                    if first:
+                        return None
+                    continue
+                except OSError:
+                    continue
+                first = False
+                for k in kids:
+                    k = int(k)
+                    if k not in seen:
+                        seen.add(k)
+                        out.append(k)
+                        stack.append(k)
+            first = False
+        return out
+
+    def descendants(self, full=False):
+        if not full:
+            tree = self.children_tree()
+            if tree is not None:
+                return tree
         me = os.getpid()
         parent = {}
         uids = {}
@@ -697,9 +748,9 @@ class Server:
         out.discard(me)
         return sorted(out)
 
-    def kill_all(self):
+    def kill_all(self, full=False):
         for _ in range(50):
-            pids = self.descendants()
+            pids = self.descendants(full)
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -1038,7 +1089,8 @@ class Server:
                     self.remove_workdir(workdir)
                     workdir = self.new_workdir()
         finally:
-            clean = self.kill_all()
+            # Full sweep once per program: also catches processes of the program's uid (root mode).
+            clean = self.kill_all(full=self.child_uid is not None)
             removed = self.remove_workdir(workdir)
             if not clean:
                 notes.append("could not kill every process of the program")

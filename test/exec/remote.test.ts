@@ -1,0 +1,112 @@
+// The SandboxFusion backend against a small local server that checks the request shape
+// and runs the script (unsandboxed: test only) the way run_code does.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { jsonlFromRecords, loadSample } from '../../lib/data/index.js';
+import { SandboxFusionExecutor, type RunCodeRequest } from '../../lib/exec/index.js';
+
+let server: Server;
+let url: string;
+const seen: RunCodeRequest[] = [];
+
+function checkShape(b: unknown): string | null {
+  const r = b as Record<string, unknown>;
+  if (!r || typeof r !== 'object') return 'body is not an object';
+  if (typeof r.code !== 'string' || !r.code) return 'code must be a non-empty string';
+  if (r.language !== 'python') return 'language must be "python"';
+  if (typeof r.run_timeout !== 'number' || typeof r.compile_timeout !== 'number') return 'timeouts must be numbers';
+  if (!r.files || typeof r.files !== 'object') return 'files must be an object';
+  for (const [k, v] of Object.entries(r.files as Record<string, unknown>)) {
+    if (typeof v !== 'string' || Buffer.from(v, 'base64').toString('base64') !== v) return `files.${k} must be base64`;
+  }
+  if (!Array.isArray(r.fetch_files)) return 'fetch_files must be a list';
+  return null;
+}
+
+before(async () => {
+  server = createServer((req, res) => {
+    if (req.method !== 'POST' || req.url !== '/run_code' || !String(req.headers['content-type']).startsWith('application/json')) {
+      res.writeHead(404).end('not found');
+      return;
+    }
+    let data = '';
+    req.on('data', (d: Buffer) => (data += d.toString()));
+    req.on('end', () => {
+      const body = JSON.parse(data) as RunCodeRequest;
+      const bad = checkShape(body);
+      if (bad) {
+        res.writeHead(422, { 'content-type': 'application/json' }).end(JSON.stringify({ detail: bad }));
+        return;
+      }
+      seen.push(body);
+      const dir = mkdtempSync(join(tmpdir(), 'sf-'));
+      for (const [k, v] of Object.entries(body.files)) writeFileSync(join(dir, k), Buffer.from(v, 'base64'));
+      writeFileSync(join(dir, 'main.py'), body.code);
+      const t0 = Date.now();
+      execFile('python3', ['main.py'], { cwd: dir, timeout: body.run_timeout * 1000, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+        rmSync(dir, { recursive: true, force: true });
+        const e = err as (Error & { code?: number; killed?: boolean }) | null;
+        const status = e?.killed ? 'TimeLimitExceeded' : e ? 'Error' : 'Finished';
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            status: status === 'Finished' ? 'Success' : 'Failed',
+            message: '',
+            compile_result: null,
+            run_result: { status, execution_time: (Date.now() - t0) / 1000, return_code: e?.code ?? 0, stdout, stderr },
+            executor_pod_name: 'local',
+            files: {},
+          }),
+        );
+      });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(() => {
+  server.close();
+});
+
+describe('SandboxFusion backend', () => {
+  it('sends run_code requests of the right shape and reads per-test results', async () => {
+    const ex = new SandboxFusionExecutor({ endpoint: url, limits: { testTimeout: 2, programTimeout: 10 } });
+    const [p] = await loadSample('humaneval');
+    const good = await ex.run(p, p.referenceSolution as string);
+    assert.equal(good.passed, true, good.feedback);
+    assert.equal(good.backend, 'sandboxfusion');
+    assert.equal(good.numTests, 7);
+    const bad = await ex.run(p, p.prompt + '    return None\n');
+    assert.equal(bad.reward, 0);
+    assert.match(bad.feedback, /Test 1 failed: assert candidate/);
+    assert.ok(seen.length >= 2);
+    assert.equal(seen[0].language, 'python');
+    assert.ok('pytest_shim.py' in seen[0].files);
+  });
+  it('all test kinds, timeouts, and a fake result line printed by the program', async () => {
+    const ex = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 1, programTimeout: 5 } });
+    for (const name of ['kodcode', 'livecodebench', 'jsonl'] as const) {
+      for (const p of await loadSample(name)) {
+        const r = await ex.run(p, p.referenceSolution as string);
+        assert.equal(r.passed, true, `${p.id}: ${r.feedback}`);
+      }
+    }
+    const [add] = jsonlFromRecords([{ id: 'a', prompt: 'a', asserts: ['assert add(1, 2) == 3'] }]);
+    const loop = await ex.run(add, 'def add(a, b):\n    while True: pass\n');
+    assert.equal(loop.tests[0].status, 'timeout');
+    const fake = await ex.run(add, 'print("MURPHY-0000:{\\"tests\\": []}")\ndef add(a, b):\n    return 0\n');
+    assert.equal(fake.reward, 0);
+  });
+  it('an unreachable or failing service scores 0 with the reason', async () => {
+    const ex = new SandboxFusionExecutor({ endpoint: 'http://127.0.0.1:1', httpSlackMs: 2000, limits: { programTimeout: 1 } });
+    const [add] = jsonlFromRecords([{ id: 'a', prompt: 'a', asserts: ['assert add(1, 2) == 3'] }]);
+    const r = await ex.run(add, 'def add(a, b):\n    return a + b\n');
+    assert.equal(r.reward, 0);
+    assert.match(r.errors[0], /SandboxFusion request failed/);
+  });
+});

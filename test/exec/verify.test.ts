@@ -1,0 +1,53 @@
+// `murphy-native verify-dataset`: counts, failures with reasons, --json.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { verifyDataset } from '../../lib/commands/verify-dataset.js';
+import { ASSETS, REPO } from './helpers.js';
+
+const run = promisify(execFile);
+
+describe('verify-dataset', () => {
+  it('all shipped MBPP samples pass', async () => {
+    const r = await verifyDataset(join(ASSETS, 'mbpp-sample.jsonl'));
+    assert.equal(r.total, 7);
+    assert.equal(r.passed, 7);
+    assert.deepEqual(r.failures, []);
+  });
+
+  it('lists a broken reference with its reason; --json writes total, passed, failures', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'verify-'));
+    const file = join(dir, 'mine.jsonl');
+    const recs = [
+      { id: 'ok', prompt: 'add', asserts: ['assert add(1, 1) == 2'], solution: 'def add(a, b):\n    return a + b\n' },
+      { id: 'wrong', prompt: 'add', asserts: ['assert add(1, 1) == 2', 'assert add(0, 0) == 0'], solution: 'def add(a, b):\n    return a - b\n' },
+      { id: 'noref', prompt: 'add', asserts: ['assert add(1, 1) == 2'] },
+    ];
+    writeFileSync(file, recs.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    const out = join(dir, 'report.json');
+    let stdout = '';
+    let code = 0;
+    try {
+      ({ stdout } = await run(process.execPath, ['--import', 'tsx', join(REPO, 'lib', 'cli.ts'), 'verify-dataset', file, '--json', out], { cwd: REPO }));
+    } catch (e) {
+      const err = e as { stdout: string; code: number };
+      stdout = err.stdout;
+      code = err.code;
+    }
+    assert.equal(code, 1, 'exit status 1 when a reference fails');
+    assert.match(stdout, /1\/2 reference solutions pass; 1 of 3 problems have no reference solution/);
+    assert.match(stdout, /FAIL wrong \(1\/2 tests\): test 1: AssertionError/);
+    assert.match(stdout, /expected: 2\n\s+actual: {3}0/);
+    const j = JSON.parse(readFileSync(out, 'utf8')) as { total: number; passed: number; checked: number; failures: { id: string; reason: string }[]; noReference: string[] };
+    assert.equal(j.total, 3);
+    assert.equal(j.checked, 2);
+    assert.equal(j.passed, 1);
+    assert.deepEqual(j.failures.map((f) => f.id), ['wrong']);
+    assert.match(j.failures[0].reason, /AssertionError/);
+    assert.deepEqual(j.noReference, ['noref']);
+  });
+});
