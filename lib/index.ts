@@ -3,3 +3,5 @@
 export * from './native.js';
 export * from './murphy/index.js';
 export * from './prompt/index.js';
+export * from './exec/index.js';
+export * from './data/index.js';
