@@ -166,7 +166,7 @@ function checkCompletion(c: unknown, where: () => string): Completion {
 }
 
 function validResult(r: ExecResult): boolean {
-  return r !== null && typeof r === 'object' && r.reward >= 0 && r.reward <= 1 && typeof r.passed === 'boolean' && typeof r.feedback === 'string';
+  return r !== null && typeof r === 'object' && typeof r.reward === 'number' && r.reward >= 0 && r.reward <= 1 && typeof r.passed === 'boolean' && typeof r.feedback === 'string';
 }
 
 function checkResult(r: unknown, where: () => string): ExecResult {
@@ -222,6 +222,7 @@ export async function buildTrees<P>(
     open.push({ tree, treeKey: hashString(tree.problemId), group });
   }
 
+  const noCode: ExecResult = Object.freeze({ reward: 0, passed: false, feedback: cfg.noCodeFeedback });
   const runExec = (problem: P, code: string): Promise<ExecResult> | ExecResult =>
     execLimit ? execLimit.run(() => executor.execute(problem, code)) : executor.execute(problem, code);
 
@@ -241,7 +242,7 @@ export async function buildTrees<P>(
     const code = extract(c, og.tree.problem);
     codes[k]![j] = code;
     if (code === null) {
-      results[k]![j] = { reward: 0, passed: false, feedback: cfg.noCodeFeedback };
+      results[k]![j] = noCode;
       return;
     }
     const r = runExec(og.tree.problem, code);
@@ -279,14 +280,20 @@ export async function buildTrees<P>(
         }
         if (waits) return Promise.all(waits).then(() => undefined);
       };
-      const s = samplerLimit
-        ? samplerLimit.run(() => sampler.generate(og.group.promptIds, n, params))
-        : sampler.generate(og.group.promptIds, n, params);
-      if (isPromise(s)) {
-        pending.push(s.then(afterSample));
-      } else {
-        const a = afterSample(s);
-        if (a) pending.push(a);
+      try {
+        const s = samplerLimit
+          ? samplerLimit.run(() => sampler.generate(og.group.promptIds, n, params))
+          : sampler.generate(og.group.promptIds, n, params);
+        if (isPromise(s)) {
+          pending.push(s.then(afterSample));
+        } else {
+          const a = afterSample(s);
+          if (a) pending.push(a);
+        }
+      } catch (e) {
+        // A synchronous failure: don't leave requests already in flight unobserved.
+        for (const p of pending) p.catch(() => undefined);
+        throw e;
       }
     }
     if (pending.length > 0) await Promise.all(pending);

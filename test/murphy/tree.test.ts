@@ -150,3 +150,26 @@ test('bad input gives clear errors', async () => {
   const throwing: Sampler = { generate: async () => { throw new Error('backend down'); } };
   await assert.rejects(buildTrees(['p'], { ...deps, sampler: throwing }, { groupSize: 1 }), /backend down/);
 });
+
+test('a synchronous sampler failure after async requests leaves no unhandled rejection', async () => {
+  let calls = 0;
+  const sampler: Sampler = {
+    generate: () => {
+      calls++;
+      if (calls === 1) return Promise.reject(new Error('first failed'));
+      throw new Error('second failed synchronously');
+    },
+  };
+  const unhandled: unknown[] = [];
+  const onUnhandled = (e: unknown) => unhandled.push(e);
+  process.on('unhandledRejection', onUnhandled);
+  await assert.rejects(buildTrees(['a', 'b'], { sampler, executor: new FakeExecutor(), prompts }, { groupSize: 1 }), /first failed/);
+  calls = 0;
+  await assert.rejects(
+    buildTrees(['a', 'b'], { sampler, executor: new FakeExecutor(), prompts }, { groupSize: 1, samplerConcurrency: Infinity }),
+    /second failed synchronously/,
+  );
+  await new Promise((r) => setTimeout(r, 10));
+  process.off('unhandledRejection', onUnhandled);
+  assert.deepEqual(unhandled, []);
+});
