@@ -71,66 +71,56 @@ struct SegSums {
   int32_t low, high, dual, active, bad;
 };
 
-// One run of tokens sharing the aggregation weight w (inside one sequence, or any
-// run for the modes whose weight is global). Branch-free so that it vectorizes.
+// One token of a run (scalar; also the reference for the vector body below).
 template <bool kRef>
-inline __attribute__((always_inline)) SegSums segment(const float* logp, const float* old, const float* ref,
-                                                      const float* adv, const uint8_t* mask, int64_t n,
-                                                      const SegParams& q, float* grad, float* tok) {
-  float loss = 0, ratio = 0, kls = 0;
-  int32_t low = 0, high = 0, dual = 0, active = 0, bad = 0;
-#pragma omp simd reduction(+ : loss, ratio, kls, low, high, dual, active, bad)
-  for (int64_t t = 0; t < n; ++t) {
-    const bool on = !mask || mask[t] != 0;
-    const float A = adv[t], lp = logp[t];
-    const float r = vexp(lp - old[t]);
-    float rc = r < q.lo ? q.lo : r;
-    rc = rc > q.hi ? q.hi : rc;
-    const float u = -r * A, cl = -rc * A;
-    const bool take_u = u >= cl;
-    float pg = take_u ? u : cl;
-    float dpg = (take_u || (r > q.lo && r < q.hi)) ? -r * A : 0.0f;
-    const float bound = -q.dual_c * A;
-    const bool is_dual = q.dual && A < 0.0f && bound < pg;
-    pg = is_dual ? bound : pg;
-    dpg = is_dual ? 0.0f : dpg;
-    float kl = 0.0f, dkl = 0.0f;
-    if (kRef) {
-      const float d = ref[t] - lp;
-      const float ed = vexp(d);
-      kl = ed - d - 1.0f;
-      dkl = 1.0f - ed;
-    }
-    const float l = pg + q.beta * kl;
-    // false for NaN and +-inf in the loss or the ratio (an infinite ratio times a zero
-    // advantage would otherwise hide behind the clipped branch)
-    const bool finite = (l - l) == 0.0f && (r - r) == 0.0f;
-    if (grad) grad[t] = on ? q.w * (dpg + q.beta * dkl) : 0.0f;
-    if (tok) tok[t] = on ? l : 0.0f;
-    loss += on ? l : 0.0f;
-    ratio += on ? r : 0.0f;
-    kls += on ? kl : 0.0f;
-    low += (on && A < 0.0f && r < q.lo) ? 1 : 0;
-    high += (on && A > 0.0f && r > q.hi) ? 1 : 0;
-    dual += (on && is_dual) ? 1 : 0;
-    active += on ? 1 : 0;
-    bad += (on && !finite) ? 1 : 0;
+inline __attribute__((always_inline)) void token(int64_t t, const float* logp, const float* old, const float* ref, const float* adv,
+                         const uint8_t* mask, const SegParams& q, float* grad, float* tok, SegSums& acc) {
+  const bool on = !mask || mask[t] != 0;
+  const float A = adv[t], lp = logp[t];
+  const float r = vexp(lp - old[t]);
+  float rc = r < q.lo ? q.lo : r;
+  rc = rc > q.hi ? q.hi : rc;
+  const float u = -r * A, cl = -rc * A;
+  const bool take_u = u >= cl;
+  float pg = take_u ? u : cl;
+  float dpg = (take_u || (r > q.lo && r < q.hi)) ? -r * A : 0.0f;
+  const float bound = -q.dual_c * A;
+  const bool is_dual = q.dual && A < 0.0f && bound < pg;
+  pg = is_dual ? bound : pg;
+  dpg = is_dual ? 0.0f : dpg;
+  float kl = 0.0f, dkl = 0.0f;
+  if (kRef) {
+    const float d = ref[t] - lp;
+    const float ed = vexp(d);
+    kl = ed - d - 1.0f;
+    dkl = 1.0f - ed;
   }
-  return SegSums{loss, ratio, kls, low, high, dual, active, bad};
+  const float l = pg + q.beta * kl;
+  // false for NaN and +-inf in the loss or the ratio (an infinite ratio times a zero
+  // advantage would otherwise hide behind the clipped branch)
+  const bool finite = (l - l) == 0.0f && (r - r) == 0.0f;
+  if (grad) grad[t] = on ? q.w * (dpg + q.beta * dkl) : 0.0f;
+  if (tok) tok[t] = on ? l : 0.0f;
+  if (!on) return;
+  acc.loss += l;
+  acc.ratio += r;
+  acc.kl += kl;
+  acc.low += (A < 0.0f && r < q.lo);
+  acc.high += (A > 0.0f && r > q.hi);
+  acc.dual += is_dual;
+  acc.active += 1;
+  acc.bad += !finite;
 }
 
-MURPHY_SIMD_CLONES SegSums segment_ref(const float* logp, const float* old, const float* ref, const float* adv,
-                                       const uint8_t* mask, int64_t n, const SegParams& q, float* grad, float* tok) {
-  return segment<true>(logp, old, ref, adv, mask, n, q, grad, tok);
-}
-
-MURPHY_SIMD_CLONES SegSums segment_noref(const float* logp, const float* old, const float* adv,
-                                         const uint8_t* mask, int64_t n, const SegParams& q, float* grad,
-                                         float* tok) {
-  return segment<false>(logp, old, nullptr, adv, mask, n, q, grad, tok);
-}
-
+// A run of tokens sharing the aggregation weight w (inside one sequence, or any run for the
+// modes whose weight is global): the token() formulas on 16 lanes, branch-free, fp32 sums.
 }  // namespace cpu_detail
+}  // namespace murphy
+
+#define MURPHY_SIMD_BODY "grpo_simd.inc"
+#include "simd_multiversion.inc"
+
+namespace murphy {
 
 GrpoLossStats grpo_loss_cpu(const GrpoLossArgs& a) {
   validate(a);
@@ -177,9 +167,10 @@ GrpoLossStats grpo_loss_cpu(const GrpoLossArgs& a) {
         float* g = a.grad_logp ? a.grad_logp + t : nullptr;
         float* tk = a.token_loss ? a.token_loss + t : nullptr;
         cpu_detail::SegSums r =
-            a.ref_logp ? cpu_detail::segment_ref(a.logp + t, a.old_logp + t, a.ref_logp + t, a.advantages + t, mk,
-                                                 end - t, qs, g, tk)
-                       : cpu_detail::segment_noref(a.logp + t, a.old_logp + t, a.advantages + t, mk, end - t, qs, g, tk);
+            a.ref_logp ? MURPHY_SIMD_CALL(segment_ref, a.logp + t, a.old_logp + t, a.ref_logp + t, a.advantages + t,
+                                          mk, end - t, qs, g, tk)
+                       : MURPHY_SIMD_CALL(segment_noref, a.logp + t, a.old_logp + t, a.advantages + t, mk, end - t, qs,
+                                          g, tk);
         p.loss += double(qs.w) * double(r.loss);
         p.ratio += r.ratio;
         p.kl += r.kl;

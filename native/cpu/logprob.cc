@@ -8,7 +8,8 @@
 //   logp = z[y] / T - lse
 //   H    = log(s) - sum_j e_j * d_j / s,   d_j = (z[j] - m) / T, e_j = exp(d_j)
 //   grad[j] = g * (1[j = y] - exp(z[j] / T - lse)) / T
-// Fast path: the same loops, vectorized (MURPHY_SIMD_CLONES) and parallel over rows.
+// Fast path (logprob_simd.inc): the same loops on explicit vectors with two accumulators,
+// compiled for AVX-512, AVX2 and baseline and picked at run time; parallel over rows.
 // A row is read twice in the forward pass (max, then sum) but the second read comes
 // from cache (a 151,936-entry fp32 row is 600 KB), so memory traffic is one read.
 #include <cmath>
@@ -21,85 +22,18 @@
 #include "threads.h"
 
 namespace murphy {
-namespace cpu_detail {
-
 struct RowStats {
   float max;
   double sum;     // sum_j exp(d_j)
   double sum_ed;  // sum_j exp(d_j) * d_j
   int nan;
 };
+}  // namespace murphy
 
-template <typename Load>
-inline __attribute__((always_inline)) RowStats row_stats(const Load& load, int64_t V, float inv_t,
-                                                         bool want_entropy) {
-  float m = -std::numeric_limits<float>::infinity();
-  int nan = 0;
-#pragma omp simd reduction(max : m) reduction(| : nan)
-  for (int64_t j = 0; j < V; ++j) {
-    float z = load(j);
-    nan |= (z != z);
-    m = z > m ? z : m;
-  }
-  RowStats st{m, 0.0, 0.0, nan};
-  if (nan || m == -std::numeric_limits<float>::infinity()) return st;
-  // Blocked sums: fp32 lane-partial sums within a block of 1024, fp64 across blocks.
-  // A single fp32 accumulator per lane would drop the many terms far below its ulp
-  // (at V = 151,936 that biases lse by ~1e-4).
-  constexpr int64_t kBlock = 1024;
-  double s = 0.0, sed = 0.0;
-  for (int64_t b = 0; b < V; b += kBlock) {
-    const int64_t e = b + kBlock < V ? b + kBlock : V;
-    float bs = 0.0f, bsed = 0.0f;
-    if (want_entropy) {
-#pragma omp simd reduction(+ : bs, bsed)
-      for (int64_t j = b; j < e; ++j) {
-        float d = (load(j) - m) * inv_t;
-        d = d < -88.0f ? -88.0f : d;  // keeps 0 * (-inf) out of sed; exp underflows to 0 anyway
-        float x = vexp(d);
-        bs += x;
-        bsed += x * d;
-      }
-    } else {
-#pragma omp simd reduction(+ : bs)
-      for (int64_t j = b; j < e; ++j) bs += vexp((load(j) - m) * inv_t);
-    }
-    s += bs;
-    sed += bsed;
-  }
-  st.sum = s;
-  st.sum_ed = sed;
-  return st;
-}
+#define MURPHY_SIMD_BODY "logprob_simd.inc"
+#include "simd_multiversion.inc"
 
-MURPHY_SIMD_CLONES RowStats row_stats_f32(const float* z, int64_t V, float inv_t, bool want_entropy) {
-  return row_stats([z](int64_t j) { return z[j]; }, V, inv_t, want_entropy);
-}
-
-MURPHY_SIMD_CLONES RowStats row_stats_bf16(const uint16_t* z, int64_t V, float inv_t, bool want_entropy) {
-  return row_stats([z](int64_t j) { return bf16_bits_to_f32(z[j]); }, V, inv_t, want_entropy);
-}
-
-// grad[j] = c * exp(z[j] * inv_t - lse), c = -g / T; the target's +g/T is added after.
-MURPHY_SIMD_CLONES void row_grad_f32(const float* z, float* out, int64_t V, float inv_t, float lse, float c) {
-#pragma omp simd
-  for (int64_t j = 0; j < V; ++j) out[j] = c * vexp(z[j] * inv_t - lse);
-}
-
-MURPHY_SIMD_CLONES void row_grad_bf16(const uint16_t* z, uint16_t* out, int64_t V, float inv_t, float lse,
-                                      float c) {
-#pragma omp simd
-  for (int64_t j = 0; j < V; ++j) {
-    float gv = c * vexp(bf16_bits_to_f32(z[j]) * inv_t - lse);
-    // round to nearest even (inputs are finite or zero here)
-    uint32_t u;
-    std::memcpy(&u, &gv, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    out[j] = uint16_t(u >> 16);
-  }
-}
-
-}  // namespace cpu_detail
+namespace murphy {
 
 namespace {
 
@@ -134,10 +68,10 @@ void logprob_forward_cpu(const LogprobForwardArgs& a) {
   parallel_for(a.n_rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
       const int64_t off = n * V;
-      cpu_detail::RowStats st =
+      RowStats st =
           a.dtype == DType::F32
-              ? cpu_detail::row_stats_f32(static_cast<const float*>(a.logits) + off, V, inv_t, want_entropy)
-              : cpu_detail::row_stats_bf16(static_cast<const uint16_t*>(a.logits) + off, V, inv_t, want_entropy);
+              ? MURPHY_SIMD_CALL(row_stats_f32, static_cast<const float*>(a.logits) + off, V, inv_t, want_entropy)
+              : MURPHY_SIMD_CALL(row_stats_bf16, static_cast<const uint16_t*>(a.logits) + off, V, inv_t, want_entropy);
       float lse, logp, ent;
       if (st.nan) {
         lse = logp = ent = std::numeric_limits<float>::quiet_NaN();
@@ -181,7 +115,7 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
           std::memset(out, 0, size_t(V) * 4);
           continue;
         }
-        cpu_detail::row_grad_f32(static_cast<const float*>(a.logits) + off, out, V, inv_t, lse, -g * inv_t);
+        MURPHY_SIMD_CALL(row_grad_f32, static_cast<const float*>(a.logits) + off, out, V, inv_t, lse, -g * inv_t);
         out[y] += g * inv_t;
       } else {
         uint16_t* out = static_cast<uint16_t*>(a.grad_logits) + off;
@@ -190,7 +124,7 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
           continue;
         }
         const uint16_t* z = static_cast<const uint16_t*>(a.logits) + off;
-        cpu_detail::row_grad_bf16(z, out, V, inv_t, lse, -g * inv_t);
+        MURPHY_SIMD_CALL(row_grad_bf16, z, out, V, inv_t, lse, -g * inv_t);
         // the target entry in full precision, then rounded once
         float p = std::exp(bf16_to_f32(z[y]) * inv_t - lse);
         out[y] = f32_to_bf16(g * inv_t * (1.0f - p));

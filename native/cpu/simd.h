@@ -1,9 +1,13 @@
 // Run-time SIMD dispatch for the CPU kernels.
 //
-// The package is compiled for the portable x86-64 baseline. Hot loops are written
-// as plain vectorizable C++ and marked MURPHY_SIMD_CLONES: GCC then emits one copy
-// per target (AVX-512, AVX2+FMA, baseline) and picks the right one when the library
-// loads (an ifunc resolver reading cpuid). One binary runs on any x86-64 Linux.
+// The package is compiled for the portable x86-64 baseline; one binary runs on any x86-64
+// Linux. Two mechanisms give the hot loops AVX-512 or AVX2 code where the CPU has it:
+// - plain loops the auto-vectorizer handles are marked MURPHY_SIMD_CLONES: GCC emits one
+//   copy per target and an ifunc resolver picks one when the library loads;
+// - loops written with explicit vectors (GCC vector extensions, simd_ops.inc) are compiled
+//   three times by including them under `#pragma GCC target` (simd_multiversion.inc), with
+//   the vector width of each target, and called through MURPHY_SIMD_CALL. (target_clones
+//   does not work for these: GCC lowers generic vectors before cloning, for the baseline.)
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -20,6 +24,15 @@ namespace murphy {
 // "avx512", "avx2", or "baseline" (what the clones above will run), plus the name
 // of any other notable feature, for `murphy-native doctor`.
 const char* cpu_simd_level();
+
+// 2 = AVX-512 (x86-64-v4), 1 = AVX2+FMA (x86-64-v3), 0 = baseline; read once.
+int simd_level_index();
+
+// Calls the copy of `fn` compiled for this CPU (see simd_multiversion.inc).
+#define MURPHY_SIMD_CALL(fn, ...)                                      \
+  (::murphy::simd_level_index() == 2   ? ::murphy::cpu_v4::fn(__VA_ARGS__) \
+   : ::murphy::simd_level_index() == 1 ? ::murphy::cpu_v3::fn(__VA_ARGS__) \
+                                       : ::murphy::cpu_base::fn(__VA_ARGS__))
 bool cpu_has_avx512_bf16();
 
 // exp(x) for vector loops: Cephes' range reduction and degree-6 polynomial,
