@@ -134,7 +134,9 @@ export class PythonExecutor {
           : 'host file system visible and WRITABLE AS ROOT (the interpreter is not readable by an unprivileged uid)'
         : 'host file system visible with the invoking user\'s permissions';
       notes.push('programs can read the host file system');
-      if (info?.root && !dropped) notes.push('programs run as root: no process-count limit, can write any file');
+      if (info?.root && !dropped) {
+        notes.push('programs run as root: no process-count limit, can write any file (install bubblewrap, or use a world-readable interpreter such as /usr/bin/python3)');
+      }
       if (!info?.root) notes.push('programs run as the invoking user and could signal its processes');
     }
     if (info && !info.subreaper) notes.push('could not become a child subreaper: daemons may escape cleanup');
