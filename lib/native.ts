@@ -528,3 +528,6 @@ export const cuda = {
     return DeviceArray.from(a);
   },
 };
+
+/** The raw addon object, for lib/model/ which casts it to its own typed interface. */
+export function rawAddon(): unknown { return addon; }

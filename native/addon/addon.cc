@@ -14,6 +14,7 @@ namespace murphy {
 namespace addon {
 
 void register_kernels(Napi::Env env, Napi::Object exports);
+void register_model(Napi::Env env, Napi::Object exports);
 
 namespace {
 
@@ -82,6 +83,7 @@ Napi::Value CudaStatusInfo(const Napi::CallbackInfo& info) {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   register_kernels(env, exports);
+  register_model(env, exports);
   exports.Set("DeviceBuffer", DeviceBuffer::Init(env));
   exports.Set("buildInfo", Napi::Function::New(env, BuildInfo));
   exports.Set("cpuInfo", Napi::Function::New(env, CpuInfo));

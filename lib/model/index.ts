@@ -1,0 +1,374 @@
+// The native policy model (Qwen3 / OLMo-2 decoders) as a typed, Promise-based API over the
+// addon: load/save Hugging Face directories, train steps through the fused log-prob + GRPO/KL
+// loss with AdamW, scoring, and KV-cache generation. Every long call runs off the event loop.
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { rawAddon } from '../native.js';
+import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
+import { builtinTokenizerFiles, BUILTIN_SPECIALS, BUILTIN_VOCAB } from './tokenizer.js';
+
+export { hfConfig, presets, type ModelSizes, type ModelType, type PresetName, type WeightDType } from './config.js';
+export { builtinTokenizerFiles, BUILTIN_VOCAB } from './tokenizer.js';
+
+// ---------------------------------------------------------------------------------------
+// raw addon surface (internal)
+
+interface RawBatch {
+  tokens: Int32Array;
+  positions: Int32Array;
+  seqOffsets: Int32Array;
+  mask?: Uint8Array;
+  advantages?: Float32Array;
+  oldLogp?: Float32Array;
+  refLogp?: Float32Array;
+}
+interface RawEngine {
+  config(): ModelInfo;
+  params(): ParamMeta[];
+  getParam(name: string): Float32Array;
+  setParam(name: string, values: Float32Array): void;
+  getGrad(name: string): Float32Array;
+  save(dir: string, dtype: WeightDType, maxShardBytes: number): Promise<void>;
+  accumulate(batch: RawBatch, opts: Record<string, number | string | boolean | undefined>): Promise<TrainStats>;
+  optimizerStep(h: Record<string, number | undefined>): Promise<OptimizerResult>;
+  zeroGrad(): void;
+  score(batch: RawBatch, temperature: number, reference: boolean): Promise<Float32Array>;
+  logits(batch: RawBatch): Promise<Float32Array>;
+  makeReference(): void;
+  generate(prompts: Int32Array[], opts: Record<string, number | number[] | undefined>): Promise<Generation[]>;
+  memory(): MemoryReport;
+}
+interface RawModelAddon {
+  loadModel(dir: string): Promise<RawEngine>;
+  randomModel(configJson: string, seed: number, initStd: number): Promise<RawEngine>;
+  parseModelConfig(json: string, where: string): boolean;
+  setReferenceOps(on: boolean): void;
+}
+const raw = rawAddon() as RawModelAddon;
+
+// ---------------------------------------------------------------------------------------
+// public types
+
+/** The model's shape as the native side read it from config.json. */
+export interface ModelInfo {
+  modelType: 'qwen3' | 'olmo2';
+  vocabSize: number;
+  hiddenSize: number;
+  intermediateSize: number;
+  numLayers: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  maxPositionEmbeddings: number;
+  rmsNormEps: number;
+  ropeTheta: number;
+  tieWordEmbeddings: boolean;
+  dtype: WeightDType;
+}
+
+export interface ParamMeta {
+  name: string;
+  shape: number[];
+  numel: number;
+}
+
+/**
+ * Packed sequences: one flat token list; sequence s is tokens[seqOffsets[s] .. seqOffsets[s+1]).
+ * Attention never crosses a sequence boundary; positions default to 0, 1, ... per sequence.
+ * Log-prob t is log p(tokens[t] | earlier tokens of its sequence); the first token of each
+ * sequence has none (reported as 0, never in the loss).
+ */
+export interface PackedBatch {
+  tokens: Int32Array;
+  seqOffsets: Int32Array;
+  positions?: Int32Array;
+}
+
+/** A training micro-batch: per-token arrays aligned with tokens. */
+export interface TrainBatch extends PackedBatch {
+  /** 1 = token in the loss (completion tokens); default: every token but the first of each sequence. */
+  mask?: Uint8Array;
+  advantages?: Float32Array;
+  oldLogp?: Float32Array;
+  /** Reference log-probs for the KL term; computed by the frozen copy when beta > 0 and omitted. */
+  refLogp?: Float32Array;
+}
+
+export interface LossOptions {
+  /** Supervised cross-entropy (mean over the mask) instead of the GRPO loss. */
+  crossEntropy?: boolean;
+  temperature?: number;
+  epsLow?: number;
+  epsHigh?: number;
+  dualClip?: number;
+  beta?: number;
+  lossType?: 'dapo' | 'grpo' | 'dr_grpo';
+  normLength?: number;
+  /** Rows of logits computed at once (bounded further so a chunk stays under 64 MiB). */
+  chunkTokens?: number;
+}
+
+export interface TrainStats {
+  loss: number;
+  nTokens: number;
+  nActive: number;
+  meanLogp: number;
+  clipLowFrac: number;
+  clipHighFrac: number;
+  dualClipFrac: number;
+  meanRatio: number;
+  meanKl: number;
+}
+
+export interface AdamWHyper {
+  lr: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  /** Decoupled weight decay on matrices (norm gains are not decayed). Default 0. */
+  weightDecay?: number;
+  /** Global-norm clipping; <= 0 disables. Default 1. */
+  maxGradNorm?: number;
+}
+
+export interface OptimizerResult {
+  gradNorm: number;
+  clipCoef: number;
+  skipped: boolean;
+  step: number;
+}
+
+export interface GenerateOptions {
+  maxNewTokens: number;
+  /** 0 = greedy. Default 1. */
+  temperature?: number;
+  topP?: number;
+  /** 0 = off. */
+  topK?: number;
+  /** Samples per prompt; they share the prompt's KV cache. Default 1. */
+  n?: number;
+  seed?: number;
+  stopIds?: number[];
+}
+
+export interface Generation {
+  tokens: Int32Array;
+  /** Log-probs of the sampled tokens under the sampling distribution (vLLM's processed log-probs). */
+  logprobs: Float32Array;
+  finishReason: 'stop' | 'length';
+}
+
+export interface MemoryReport {
+  weights: number;
+  grads: number;
+  optimizer: number;
+  reference: number;
+  activationsPeak: number;
+}
+
+export interface SaveOptions {
+  /** Weight dtype on disk; default: the config's torch_dtype. */
+  dtype?: WeightDType;
+  /** Split into shards of at most this many bytes (0 = one file). */
+  maxShardBytes?: number;
+  /** Copy tokenizer files from this directory (default: the directory the model was loaded from). */
+  tokenizerDir?: string;
+}
+
+const TOKENIZER_FILES = [
+  'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'vocab.json', 'merges.txt',
+  'added_tokens.json', 'generation_config.json', 'chat_template.jinja', 'chat_template.json',
+];
+
+/** Positions 0, 1, ... restarting at each sequence. */
+export function packedPositions(seqOffsets: Int32Array): Int32Array {
+  const n = seqOffsets[seqOffsets.length - 1];
+  const pos = new Int32Array(n);
+  for (let s = 0; s + 1 < seqOffsets.length; s++) {
+    for (let t = seqOffsets[s]; t < seqOffsets[s + 1]; t++) pos[t] = t - seqOffsets[s];
+  }
+  return pos;
+}
+
+/** Packs sequences into one PackedBatch. */
+export function packSequences(seqs: ArrayLike<number>[]): PackedBatch {
+  const offs = new Int32Array(seqs.length + 1);
+  seqs.forEach((s, i) => { offs[i + 1] = offs[i] + s.length; });
+  const tokens = new Int32Array(offs[seqs.length]);
+  seqs.forEach((s, i) => tokens.set(Array.from(s), offs[i]));
+  return { tokens, seqOffsets: offs, positions: packedPositions(offs) };
+}
+
+function rawBatch(b: TrainBatch): RawBatch {
+  return {
+    tokens: b.tokens, seqOffsets: b.seqOffsets, positions: b.positions ?? packedPositions(b.seqOffsets),
+    mask: b.mask, advantages: b.advantages, oldLogp: b.oldLogp, refLogp: b.refLogp,
+  };
+}
+
+/** The policy network. Create with PolicyModel.load(dir) or PolicyModel.random(sizes). */
+export class PolicyModel {
+  private readonly e: RawEngine;
+  /** config.json as an object (saved back with torch_dtype updated). */
+  readonly hfConfig: Record<string, unknown>;
+  /** Where the model was loaded from (tokenizer files are copied from here on save). */
+  readonly sourceDir: string | undefined;
+
+  private constructor(e: RawEngine, cfg: Record<string, unknown>, sourceDir?: string) {
+    this.e = e;
+    this.hfConfig = cfg;
+    this.sourceDir = sourceDir;
+  }
+
+  /** Loads a Hugging Face directory: config.json + model.safetensors or a sharded index (bf16/fp16/fp32). */
+  static async load(dir: string): Promise<PolicyModel> {
+    const e = await raw.loadModel(resolve(dir));
+    const cfg = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+    return new PolicyModel(e, cfg, resolve(dir));
+  }
+
+  /** A randomly initialised model (normal(0, initStd) matrices, unit norm gains), seeded. */
+  static async random(sizes: ModelSizes | PresetName, opts: { seed?: number; initStd?: number } = {}): Promise<PolicyModel> {
+    const s = typeof sizes === 'string' ? presets[sizes] : sizes;
+    if (s === undefined) throw new Error(`unknown model preset '${String(sizes)}' (tiny, small, qwen3-0.6b)`);
+    const cfg = hfConfig(s);
+    const e = await raw.randomModel(JSON.stringify(cfg), opts.seed ?? 0, opts.initStd ?? 0.02);
+    return new PolicyModel(e, cfg);
+  }
+
+  get info(): ModelInfo { return this.e.config(); }
+  params(): ParamMeta[] { return this.e.params(); }
+  getParam(name: string): Float32Array { return this.e.getParam(name); }
+  setParam(name: string, values: Float32Array): void { this.e.setParam(name, values); }
+  /** The accumulated gradient of one parameter (zeros before the first micro-batch). */
+  getGrad(name: string): Float32Array { return this.e.getGrad(name); }
+
+  /**
+   * Writes a Hugging Face directory atomically: everything goes to a sibling temporary
+   * directory first, which then replaces `dir`. Weights, config.json and tokenizer files.
+   */
+  async save(dir: string, opts: SaveOptions = {}): Promise<void> {
+    const out = resolve(dir);
+    const dtype = opts.dtype ?? this.info.dtype;
+    mkdirSync(dirname(out), { recursive: true });
+    const tmp = join(dirname(out), `.${basename(out)}.tmp-${process.pid}-${Date.now()}`);
+    mkdirSync(tmp, { recursive: true });
+    try {
+      await this.e.save(tmp, dtype, opts.maxShardBytes ?? 0);
+      writeFileSync(join(tmp, 'config.json'), JSON.stringify({ ...this.hfConfig, torch_dtype: dtype }, null, 2) + '\n');
+      const tokDir = opts.tokenizerDir ?? this.sourceDir;
+      let copied = 0;
+      if (tokDir !== undefined) {
+        for (const f of TOKENIZER_FILES) {
+          if (existsSync(join(tokDir, f))) {
+            copyFileSync(join(tokDir, f), join(tmp, f));
+            copied++;
+          }
+        }
+        if (opts.tokenizerDir !== undefined && copied === 0) {
+          throw new Error(`save: no tokenizer files (${TOKENIZER_FILES.slice(0, 2).join(', ')}, ...) in ${tokDir}`);
+        }
+      }
+      const old = `${out}.old-${process.pid}-${Date.now()}`;
+      const had = existsSync(out);
+      if (had) renameSync(out, old);
+      renameSync(tmp, out);
+      if (had) rmSync(old, { recursive: true, force: true });
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** Forward + loss + backward of one micro-batch; gradients add into the accumulated ones. */
+  accumulate(batch: TrainBatch, loss: LossOptions = {}, gradScale = 1): Promise<TrainStats> {
+    return this.e.accumulate(rawBatch(batch), { ...loss, gradScale });
+  }
+
+  /** AdamW on the accumulated gradients (fp32 master weights), then zeroes them. */
+  optimizerStep(h: AdamWHyper): Promise<OptimizerResult> {
+    return this.e.optimizerStep({ ...h });
+  }
+
+  /**
+   * One optimizer step over several micro-batches: each one's gradient is scaled by
+   * 1 / microBatches.length (the mean of the micro-batch losses), then AdamW.
+   */
+  async trainStep(microBatches: TrainBatch[], loss: LossOptions, h: AdamWHyper): Promise<{ loss: number; micro: TrainStats[]; optimizer: OptimizerResult }> {
+    if (microBatches.length === 0) throw new Error('trainStep: no micro-batches');
+    const micro: TrainStats[] = [];
+    for (const mb of microBatches) micro.push(await this.accumulate(mb, loss, 1 / microBatches.length));
+    const optimizer = await this.optimizerStep(h);
+    return { loss: micro.reduce((a, s) => a + s.loss, 0) / micro.length, micro, optimizer };
+  }
+
+  zeroGrad(): void { this.e.zeroGrad(); }
+
+  /** Log-probs of every token (0 at each sequence's first token), no gradients. */
+  score(batch: PackedBatch, opts: { temperature?: number; reference?: boolean } = {}): Promise<Float32Array> {
+    return this.e.score(rawBatch(batch), opts.temperature ?? 1, opts.reference ?? false);
+  }
+
+  /** Logits of every position, [tokens x vocab] (tests and small models only). */
+  logits(batch: PackedBatch): Promise<Float32Array> { return this.e.logits(rawBatch(batch)); }
+
+  /** Freezes a copy of the current weights as the KL reference. */
+  makeReference(): void { this.e.makeReference(); }
+
+  /** n samples per prompt, results in order prompt-major: [p0 s0, p0 s1, ..., p1 s0, ...]. */
+  generate(prompts: ArrayLike<number>[], opts: GenerateOptions): Promise<Generation[]> {
+    return this.e.generate(prompts.map((p) => Int32Array.from(p)), { ...opts });
+  }
+
+  memory(): MemoryReport { return this.e.memory(); }
+}
+
+/** Checks config.json text the way the loader does; throws naming the field. */
+export function checkModelConfig(json: string, where = 'config.json'): void {
+  raw.parseModelConfig(json, where);
+}
+
+/** Tests: run the plain reference loops instead of the fast paths (process-wide). */
+export function setReferenceOps(on: boolean): void { raw.setReferenceOps(on); }
+
+export interface InitModelOptions {
+  out: string;
+  preset?: PresetName;
+  /** Overrides on top of the preset. */
+  sizes?: Partial<ModelSizes>;
+  seed?: number;
+  initStd?: number;
+  dtype?: WeightDType;
+  maxShardBytes?: number;
+  /** A directory with tokenizer files; the built-in byte-level tokenizer otherwise. */
+  tokenizerDir?: string;
+}
+
+/** Creates a random model of any config and saves it as a Hugging Face directory. */
+export async function initModel(o: InitModelOptions): Promise<{ dir: string; info: ModelInfo; params: number }> {
+  const base = presets[o.preset ?? 'tiny'];
+  if (base === undefined) throw new Error(`unknown preset '${String(o.preset)}' (tiny, small, qwen3-0.6b)`);
+  const sizes: ModelSizes = { ...base, ...o.sizes, dtype: o.dtype ?? o.sizes?.dtype ?? base.dtype ?? 'bfloat16' };
+  if (o.tokenizerDir === undefined) {
+    if (sizes.vocabSize < BUILTIN_VOCAB) {
+      throw new Error(`vocab size ${sizes.vocabSize} is smaller than the built-in tokenizer's ${BUILTIN_VOCAB}; pass a tokenizer directory or a larger vocab`);
+    }
+    sizes.eosTokenId = sizes.eosTokenId ?? 256 + BUILTIN_SPECIALS.indexOf('<|im_end|>');
+  }
+  const m = await PolicyModel.random(sizes, { seed: o.seed, initStd: o.initStd });
+  let tokDir = o.tokenizerDir;
+  let tmpTok: string | undefined;
+  if (tokDir === undefined) {
+    tmpTok = join(dirname(resolve(o.out)), `.tokenizer-${process.pid}-${Date.now()}`);
+    mkdirSync(tmpTok, { recursive: true });
+    for (const [f, text] of Object.entries(builtinTokenizerFiles())) writeFileSync(join(tmpTok, f), text);
+    tokDir = tmpTok;
+  }
+  try {
+    await m.save(o.out, { dtype: sizes.dtype, maxShardBytes: o.maxShardBytes, tokenizerDir: tokDir });
+  } finally {
+    if (tmpTok !== undefined) rmSync(tmpTok, { recursive: true, force: true });
+  }
+  const params = m.params().reduce((a, p) => a + p.numel, 0);
+  return { dir: resolve(o.out), info: m.info, params };
+}

@@ -1,0 +1,507 @@
+// Bindings of the policy model (native/model): argument checks and conversion only.
+// Every long call runs on a libuv worker thread (Napi::AsyncWorker) and returns a Promise;
+// inputs are copied before the call is queued, so the caller may reuse its arrays at once.
+// One engine runs one call at a time (a per-engine mutex); calls queue in order.
+#include <napi.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "args.h"
+#include "murphy/model/model.h"
+
+namespace murphy {
+namespace model {
+void set_reference_ops(bool on);
+}
+namespace addon {
+namespace {
+
+using model::Engine;
+
+template <typename T>
+std::vector<T> copy_of(const Buf& b) {
+  const T* p = static_cast<const T*>(b.ptr);
+  return std::vector<T>(p, p + b.count);
+}
+
+Buf host(const Napi::Value& v, const char* name, Kind k, int64_t expect, bool optional = false) {
+  Buf b = tensor(v, name, k, expect, optional);
+  if (b.present && b.device != Device::Host) throw Error(std::string("'") + name + "' must be a host typed array");
+  return b;
+}
+
+class Task : public Napi::AsyncWorker {
+ public:
+  using Run = std::function<void()>;
+  using Done = std::function<Napi::Value(Napi::Env)>;
+  Task(Napi::Env env, Napi::Object keep, std::shared_ptr<std::mutex> mu, Run run, Done done)
+      : Napi::AsyncWorker(env, "murphy-model"), deferred_(Napi::Promise::Deferred::New(env)), mu_(std::move(mu)),
+        run_(std::move(run)), done_(std::move(done)) {
+    if (!keep.IsEmpty()) keep_ = Napi::Persistent(keep);
+  }
+  Napi::Promise promise() { return deferred_.Promise(); }
+  void Execute() override {
+    try {
+      std::unique_lock<std::mutex> lk;
+      if (mu_) lk = std::unique_lock<std::mutex>(*mu_);
+      run_();
+    } catch (const std::exception& e) {
+      SetError(std::string("murphy-native: ") + e.what());
+    }
+  }
+  void OnOK() override {
+    Napi::Env env = Env();
+    try {
+      deferred_.Resolve(done_(env));
+    } catch (const Napi::Error& e) {
+      deferred_.Reject(e.Value());
+    } catch (const std::exception& e) {
+      deferred_.Reject(Napi::Error::New(env, std::string("murphy-native: ") + e.what()).Value());
+    }
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<std::mutex> mu_;
+  Run run_;
+  Done done_;
+  Napi::ObjectReference keep_;
+};
+
+Napi::Value queue(Napi::Env env, Napi::Object keep, std::shared_ptr<std::mutex> mu, Task::Run run, Task::Done done) {
+  Task* t = new Task(env, keep, std::move(mu), std::move(run), std::move(done));
+  Napi::Promise p = t->promise();
+  t->Queue();
+  return p;
+}
+
+Napi::FunctionReference* g_ctor = nullptr;
+
+class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
+ public:
+  static Napi::Function Init(Napi::Env env) {
+    Napi::Function f = DefineClass(
+        env, "ModelEngine",
+        {InstanceMethod("config", &ModelEngine::Config), InstanceMethod("params", &ModelEngine::Params),
+         InstanceMethod("getParam", &ModelEngine::GetParam), InstanceMethod("setParam", &ModelEngine::SetParam),
+         InstanceMethod("getGrad", &ModelEngine::GetGrad), InstanceMethod("save", &ModelEngine::Save),
+         InstanceMethod("accumulate", &ModelEngine::Accumulate),
+         InstanceMethod("optimizerStep", &ModelEngine::OptimizerStep),
+         InstanceMethod("zeroGrad", &ModelEngine::ZeroGrad), InstanceMethod("score", &ModelEngine::Score),
+         InstanceMethod("logits", &ModelEngine::Logits), InstanceMethod("makeReference", &ModelEngine::MakeReference),
+         InstanceMethod("generate", &ModelEngine::Generate), InstanceMethod("memory", &ModelEngine::Memory)});
+    g_ctor = new Napi::FunctionReference(Napi::Persistent(f));
+    return f;
+  }
+  explicit ModelEngine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ModelEngine>(info) {
+    if (info.Length() != 1 || !info[0].IsExternal())
+      throw Napi::TypeError::New(info.Env(), "ModelEngine is created by loadModel() or randomModel()");
+    eng_.reset(info[0].As<Napi::External<Engine>>().Data());
+  }
+  static Napi::Object Wrap(Napi::Env env, Engine* e) {
+    return g_ctor->New({Napi::External<Engine>::New(env, e)});
+  }
+
+ private:
+  std::unique_ptr<Engine> eng_;
+  std::shared_ptr<std::mutex> mu_ = std::make_shared<std::mutex>();
+
+  // sync calls must not race a running async call
+  std::unique_lock<std::mutex> busy_guard() {
+    std::unique_lock<std::mutex> lk(*mu_, std::try_to_lock);
+    if (!lk.owns_lock()) throw Error("the model engine is busy with another call; await it first");
+    return lk;
+  }
+
+  Napi::Value Config(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      const model::ModelConfig& c = eng_->config();
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("modelType", c.model_type);
+      o.Set("vocabSize", double(c.vocab));
+      o.Set("hiddenSize", double(c.hidden));
+      o.Set("intermediateSize", double(c.intermediate));
+      o.Set("numLayers", double(c.n_layers));
+      o.Set("numHeads", double(c.n_heads));
+      o.Set("numKvHeads", double(c.n_kv));
+      o.Set("headDim", double(c.head_dim));
+      o.Set("maxPositionEmbeddings", double(c.max_pos));
+      o.Set("rmsNormEps", c.rms_eps);
+      o.Set("ropeTheta", c.rope_theta);
+      o.Set("tieWordEmbeddings", c.tie);
+      o.Set("dtype", c.dtype == model::FileDType::F32 ? "float32" : c.dtype == model::FileDType::BF16 ? "bfloat16" : "float16");
+      return o;
+    });
+  }
+
+  Napi::Value Params(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      const auto& ps = eng_->layout().params;
+      Napi::Array a = Napi::Array::New(info.Env(), ps.size());
+      for (size_t i = 0; i < ps.size(); ++i) {
+        Napi::Object o = Napi::Object::New(info.Env());
+        o.Set("name", ps[i].name);
+        Napi::Array sh = Napi::Array::New(info.Env(), ps[i].shape.size());
+        for (size_t k = 0; k < ps[i].shape.size(); ++k) sh.Set(uint32_t(k), double(ps[i].shape[k]));
+        o.Set("shape", sh);
+        o.Set("numel", double(ps[i].numel));
+        a.Set(uint32_t(i), o);
+      }
+      return a;
+    });
+  }
+
+  const model::ParamInfo& find(const Napi::Value& v) {
+    if (!v.IsString()) throw Error("'name' must be a parameter name (a string)");
+    std::string n = v.As<Napi::String>().Utf8Value();
+    for (const auto& p : eng_->layout().params)
+      if (p.name == n) return p;
+    throw Error("no parameter named '" + n + "'");
+  }
+
+  Napi::Value GetParam(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      const model::ParamInfo& p = find(info[0]);
+      Napi::Float32Array a = Napi::Float32Array::New(info.Env(), size_t(p.numel));
+      std::memcpy(a.Data(), eng_->weights() + p.offset, size_t(p.numel) * 4);
+      return a;
+    });
+  }
+
+  Napi::Value SetParam(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      const model::ParamInfo& p = find(info[0]);
+      Buf b = host(info[1], "values", Kind::F32, p.numel);
+      std::memcpy(eng_->weights() + p.offset, b.ptr, size_t(p.numel) * 4);
+      return info.Env().Undefined();
+    });
+  }
+
+  Napi::Value GetGrad(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      const model::ParamInfo& p = find(info[0]);
+      Napi::Float32Array a = Napi::Float32Array::New(info.Env(), size_t(p.numel));
+      if (eng_->grads()) std::memcpy(a.Data(), eng_->grads() + p.offset, size_t(p.numel) * 4);
+      return a;
+    });
+  }
+
+  // save(dir, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes) -> Promise<void>
+  Napi::Value Save(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsString()) throw Error("save: 'dir' must be a string");
+      std::string dir = info[0].As<Napi::String>().Utf8Value();
+      std::string dt = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
+      model::FileDType d;
+      if (dt == "float32") d = model::FileDType::F32;
+      else if (dt == "bfloat16") d = model::FileDType::BF16;
+      else if (dt == "float16") d = model::FileDType::F16;
+      else throw Error("save: 'dtype' must be 'float32', 'bfloat16' or 'float16'");
+      int64_t shard = to_int(info[2], "maxShardBytes", 0, int64_t(1) << 50);
+      Engine* e = eng_.get();
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { e->save(dir, d, shard); },
+                   [](Napi::Env env) { return env.Undefined(); });
+    });
+  }
+
+  struct BatchCopy {
+    std::vector<int32_t> tokens, positions;
+    std::vector<int64_t> offsets;
+    model::PackedBatch view() {
+      model::PackedBatch b;
+      b.T = int64_t(tokens.size());
+      b.tokens = tokens.data();
+      b.positions = positions.data();
+      b.seq_offsets = offsets.data();
+      b.n_seqs = int64_t(offsets.size()) - 1;
+      return b;
+    }
+  };
+
+  static std::shared_ptr<BatchCopy> batch_of(const Napi::Object& o) {
+    auto bc = std::make_shared<BatchCopy>();
+    Buf tok = host(o.Get("tokens"), "tokens", Kind::I32, -1);
+    const int64_t T = int64_t(tok.count);
+    Buf pos = host(o.Get("positions"), "positions", Kind::I32, T);
+    Buf off = host(o.Get("seqOffsets"), "seqOffsets", Kind::I32, -1);
+    if (off.count < 2) throw Error("'seqOffsets' must hold at least two entries: [0, nTokens]");
+    bc->tokens = copy_of<int32_t>(tok);
+    bc->positions = copy_of<int32_t>(pos);
+    const int32_t* po = static_cast<const int32_t*>(off.ptr);
+    bc->offsets.assign(po, po + off.count);
+    return bc;
+  }
+
+  // accumulate({ tokens, positions, seqOffsets, mask?, advantages?, oldLogp?, refLogp? },
+  //            { crossEntropy, temperature, epsLow, epsHigh, dualClip, beta, lossType, normLength,
+  //              chunkTokens, gradScale }) -> Promise<stats>
+  Napi::Value Accumulate(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsObject() || !info[1].IsObject()) throw Error("accumulate(batch, options): pass two objects");
+      Napi::Object bo = info[0].As<Napi::Object>(), oo = info[1].As<Napi::Object>();
+      auto bc = batch_of(bo);
+      const int64_t T = int64_t(bc->tokens.size());
+      struct In {
+        std::vector<uint8_t> mask;
+        std::vector<float> adv, old, ref;
+        bool has_mask = false, has_ref = false;
+        model::TrainStats st;
+      };
+      auto in = std::make_shared<In>();
+      Buf mask = host(bo.Get("mask"), "mask", Kind::U8, T, true);
+      Buf adv = host(bo.Get("advantages"), "advantages", Kind::F32, T, true);
+      Buf old = host(bo.Get("oldLogp"), "oldLogp", Kind::F32, T, true);
+      Buf ref = host(bo.Get("refLogp"), "refLogp", Kind::F32, T, true);
+      if (mask.present) in->mask = copy_of<uint8_t>(mask), in->has_mask = true;
+      if (adv.present) in->adv = copy_of<float>(adv);
+      if (old.present) in->old = copy_of<float>(old);
+      if (ref.present) in->ref = copy_of<float>(ref), in->has_ref = true;
+      model::TrainOptions opt;
+      Napi::Value ce = oo.Get("crossEntropy");
+      opt.cross_entropy = !ce.IsUndefined() && ce.ToBoolean().Value();
+      if (!opt.cross_entropy && (!adv.present || !old.present))
+        throw Error("accumulate: 'advantages' and 'oldLogp' are required for the GRPO loss (or set crossEntropy)");
+      opt.temperature = float(opt_number(oo, "temperature", 1.0));
+      if (!(opt.temperature > 0)) throw Error("'temperature' must be > 0");
+      opt.loss.eps_low = float(opt_number(oo, "epsLow", 0.2));
+      opt.loss.eps_high = float(opt_number(oo, "epsHigh", opt.loss.eps_low));
+      opt.loss.dual_clip = float(opt_number(oo, "dualClip", 0.0));
+      opt.loss.beta = float(opt_number(oo, "beta", 0.0));
+      opt.loss.norm_length = float(opt_number(oo, "normLength", 0.0));
+      std::string lt = oo.Get("lossType").IsString() ? oo.Get("lossType").As<Napi::String>().Utf8Value() : "dapo";
+      if (lt == "dapo") opt.loss.agg = LossAgg::TokenMean;
+      else if (lt == "grpo") opt.loss.agg = LossAgg::SeqMean;
+      else if (lt == "dr_grpo") opt.loss.agg = LossAgg::ConstNorm;
+      else throw Error("'lossType' must be 'dapo', 'grpo' or 'dr_grpo'");
+      opt.chunk_tokens = int64_t(opt_number(oo, "chunkTokens", 256));
+      if (opt.chunk_tokens < 1) throw Error("'chunkTokens' must be >= 1");
+      opt.grad_scale = float(opt_number(oo, "gradScale", 1.0));
+      Engine* e = eng_.get();
+      return queue(
+          info.Env(), info.This().As<Napi::Object>(), mu_,
+          [=]() {
+            model::TrainInputs ti;
+            ti.batch = bc->view();
+            ti.mask = in->has_mask ? in->mask.data() : nullptr;
+            ti.advantages = in->adv.empty() ? nullptr : in->adv.data();
+            ti.old_logp = in->old.empty() ? nullptr : in->old.data();
+            ti.ref_logp = in->has_ref ? in->ref.data() : nullptr;
+            in->st = e->accumulate(ti, opt);
+          },
+          [=](Napi::Env env) -> Napi::Value {
+            Napi::Object r = Napi::Object::New(env);
+            r.Set("loss", in->st.loss);
+            r.Set("nTokens", double(in->st.n_tokens));
+            r.Set("nActive", double(in->st.n_active));
+            r.Set("meanLogp", in->st.mean_logp);
+            r.Set("clipLowFrac", in->st.grpo.clip_low_frac);
+            r.Set("clipHighFrac", in->st.grpo.clip_high_frac);
+            r.Set("dualClipFrac", in->st.grpo.dual_clip_frac);
+            r.Set("meanRatio", in->st.grpo.mean_ratio);
+            r.Set("meanKl", in->st.grpo.mean_kl);
+            return r;
+          });
+    });
+  }
+
+  Napi::Value OptimizerStep(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsObject()) throw Error("optimizerStep: pass the hyper-parameters object");
+      Napi::Object h = info[0].As<Napi::Object>();
+      model::AdamWOptions o;
+      o.lr = to_number(h.Get("lr"), "lr");
+      o.beta1 = opt_number(h, "beta1", 0.9);
+      o.beta2 = opt_number(h, "beta2", 0.999);
+      o.eps = opt_number(h, "eps", 1e-8);
+      o.weight_decay = opt_number(h, "weightDecay", 0.0);
+      o.max_grad_norm = float(opt_number(h, "maxGradNorm", 1.0));
+      auto r = std::make_shared<AdamWResult>();
+      Engine* e = eng_.get();
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *r = e->optimizer_step(o); },
+                   [=](Napi::Env env) -> Napi::Value {
+                     Napi::Object out = Napi::Object::New(env);
+                     out.Set("gradNorm", r->grad_norm);
+                     out.Set("clipCoef", r->clip_coef);
+                     out.Set("skipped", r->skipped);
+                     out.Set("step", double(e->step()));
+                     return out;
+                   });
+    });
+  }
+
+  Napi::Value ZeroGrad(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      eng_->zero_grad();
+      return info.Env().Undefined();
+    });
+  }
+
+  // score({ tokens, positions, seqOffsets }, temperature, reference) -> Promise<Float32Array>
+  Napi::Value Score(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsObject()) throw Error("score: pass the batch object");
+      auto bc = batch_of(info[0].As<Napi::Object>());
+      float temp = float(info[1].IsUndefined() ? 1.0 : to_number(info[1], "temperature"));
+      if (!(temp > 0)) throw Error("'temperature' must be > 0");
+      bool ref = info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
+      auto out = std::make_shared<std::vector<float>>(bc->tokens.size());
+      Engine* e = eng_.get();
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_,
+                   [=]() { e->score(bc->view(), temp, ref, out->data()); },
+                   [=](Napi::Env env) -> Napi::Value {
+                     Napi::Float32Array a = Napi::Float32Array::New(env, out->size());
+                     std::memcpy(a.Data(), out->data(), out->size() * 4);
+                     return a;
+                   });
+    });
+  }
+
+  Napi::Value Logits(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsObject()) throw Error("logits: pass the batch object");
+      auto bc = batch_of(info[0].As<Napi::Object>());
+      auto out = std::make_shared<std::vector<float>>();
+      Engine* e = eng_.get();
+      const int64_t n = int64_t(bc->tokens.size()) * e->config().vocab;
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_,
+                   [=]() {
+                     model::checked_resize(*out, n, "the logits");
+                     e->logits(bc->view(), out->data());
+                   },
+                   [=](Napi::Env env) -> Napi::Value {
+                     Napi::Float32Array a = Napi::Float32Array::New(env, out->size());
+                     std::memcpy(a.Data(), out->data(), out->size() * 4);
+                     return a;
+                   });
+    });
+  }
+
+  Napi::Value MakeReference(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      eng_->make_reference();
+      return info.Env().Undefined();
+    });
+  }
+
+  // generate(prompts: Int32Array[], { temperature, topP, topK, maxNewTokens, n, seed, stopIds })
+  Napi::Value Generate(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsArray() || !info[1].IsObject()) throw Error("generate(prompts, options): prompts must be an array");
+      Napi::Array arr = info[0].As<Napi::Array>();
+      auto prompts = std::make_shared<std::vector<std::vector<int32_t>>>();
+      for (uint32_t i = 0; i < arr.Length(); ++i) {
+        std::string nm = "prompts[" + std::to_string(i) + "]";
+        prompts->push_back(copy_of<int32_t>(host(arr.Get(i), nm.c_str(), Kind::I32, -1)));
+        for (int32_t t : prompts->back())
+          if (t < 0 || int64_t(t) >= eng_->config().vocab)
+            throw Error(nm + ": token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                        std::to_string(eng_->config().vocab) + ")");
+      }
+      Napi::Object o = info[1].As<Napi::Object>();
+      model::SampleOptions so;
+      so.temperature = float(opt_number(o, "temperature", 1.0));
+      so.top_p = float(opt_number(o, "topP", 1.0));
+      so.top_k = int64_t(opt_number(o, "topK", 0));
+      so.max_new_tokens = to_int(o.Get("maxNewTokens"), "maxNewTokens", 1, int64_t(1) << 24);
+      so.n = o.Get("n").IsUndefined() ? 1 : to_int(o.Get("n"), "n", 1, 1 << 16);
+      so.seed = uint64_t(opt_number(o, "seed", 0));
+      Napi::Value st = o.Get("stopIds");
+      if (st.IsArray()) {
+        Napi::Array sa = st.As<Napi::Array>();
+        for (uint32_t i = 0; i < sa.Length(); ++i) so.stop_ids.push_back(int32_t(to_number(sa.Get(i), "stopIds[]")));
+      }
+      auto res = std::make_shared<std::vector<model::GenResult>>();
+      Engine* e = eng_.get();
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *res = e->generate(*prompts, so); },
+                   [=](Napi::Env env) -> Napi::Value {
+                     Napi::Array out = Napi::Array::New(env, res->size());
+                     for (size_t i = 0; i < res->size(); ++i) {
+                       const model::GenResult& g = (*res)[i];
+                       Napi::Object r = Napi::Object::New(env);
+                       Napi::Int32Array t = Napi::Int32Array::New(env, g.tokens.size());
+                       std::memcpy(t.Data(), g.tokens.data(), g.tokens.size() * 4);
+                       Napi::Float32Array l = Napi::Float32Array::New(env, g.logp.size());
+                       std::memcpy(l.Data(), g.logp.data(), g.logp.size() * 4);
+                       r.Set("tokens", t);
+                       r.Set("logprobs", l);
+                       r.Set("finishReason", g.finish);
+                       out.Set(uint32_t(i), r);
+                     }
+                     return out;
+                   });
+    });
+  }
+
+  Napi::Value Memory(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      Engine::Memory m = eng_->memory();
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("weights", double(m.weights));
+      o.Set("grads", double(m.grads));
+      o.Set("optimizer", double(m.optimizer));
+      o.Set("reference", double(m.reference));
+      o.Set("activationsPeak", double(m.activations_peak));
+      return o;
+    });
+  }
+};
+
+// loadModel(dir) -> Promise<ModelEngine>
+Napi::Value LoadModel(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    if (!info[0].IsString()) throw Error("loadModel: 'dir' must be a string");
+    std::string dir = info[0].As<Napi::String>().Utf8Value();
+    auto holder = std::make_shared<std::unique_ptr<Engine>>();
+    return queue(info.Env(), Napi::Object(), nullptr, [=]() { *holder = Engine::load(dir); },
+                 [=](Napi::Env env) -> Napi::Value { return ModelEngine::Wrap(env, holder->release()); });
+  });
+}
+
+// randomModel(configJson, seed, initStd) -> Promise<ModelEngine>
+Napi::Value RandomModel(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    if (!info[0].IsString()) throw Error("randomModel: 'configJson' must be a string");
+    model::ModelConfig c = model::parse_config(info[0].As<Napi::String>().Utf8Value(), "config");
+    uint64_t seed = uint64_t(to_int(info[1], "seed", 0, int64_t(1) << 53));
+    float std_ = float(to_number(info[2], "initStd"));
+    auto holder = std::make_shared<std::unique_ptr<Engine>>();
+    return queue(info.Env(), Napi::Object(), nullptr, [=]() { *holder = Engine::random(c, seed, std_); },
+                 [=](Napi::Env env) -> Napi::Value { return ModelEngine::Wrap(env, holder->release()); });
+  });
+}
+
+// parseModelConfig(json) -> the normalized config (throws naming the field)
+Napi::Value ParseModelConfig(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    if (!info[0].IsString()) throw Error("parseModelConfig: pass the JSON text");
+    std::string where = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "config.json";
+    model::parse_config(info[0].As<Napi::String>().Utf8Value(), where);
+    return Napi::Boolean::New(info.Env(), true);
+  });
+}
+
+Napi::Value SetReferenceOps(const Napi::CallbackInfo& info) {
+  model::set_reference_ops(info[0].ToBoolean().Value());
+  return info.Env().Undefined();
+}
+
+}  // namespace
+
+void register_model(Napi::Env env, Napi::Object exports) {
+  exports.Set("ModelEngine", ModelEngine::Init(env));
+  exports.Set("loadModel", Napi::Function::New(env, LoadModel));
+  exports.Set("randomModel", Napi::Function::New(env, RandomModel));
+  exports.Set("parseModelConfig", Napi::Function::New(env, ParseModelConfig));
+  exports.Set("setReferenceOps", Napi::Function::New(env, SetReferenceOps));
+}
+
+}  // namespace addon
+}  // namespace murphy

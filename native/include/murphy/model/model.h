@@ -1,0 +1,180 @@
+// The policy network: Qwen3 and OLMo-2 decoders read from Hugging Face config.json and
+// safetensors, trained with the fused log-prob + GRPO/KL loss, and sampled with a KV cache.
+//
+// Qwen3 layer (pre-norm):                    OLMo-2 layer (post-norm inside the residual):
+//   a = RMSNorm(x)                              q = RMSNorm_q(x Wq^T) (over all heads)
+//   q = RoPE(RMSNorm_qh(a Wq^T)) per head       k = RMSNorm_k(x Wk^T)
+//   k = RoPE(RMSNorm_kh(a Wk^T)) per head       q, k = RoPE(q), RoPE(k); v = x Wv^T
+//   v = a Wv^T                                  h = x + RMSNorm_pa(Attn(q,k,v) Wo^T)
+//   h = x + Attn(q, k, v) Wo^T                  y = h + RMSNorm_pf(MLP(h))
+//   y = h + MLP(RMSNorm(h))
+// MLP(x) = (silu(x Wg^T) * (x Wu^T)) Wd^T. Final RMSNorm, then logits = x Wh^T with Wh the
+// lm_head or (tied) the embedding.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "murphy/common.h"
+#include "murphy/adamw.h"
+#include "murphy/grpo_loss.h"
+#include "murphy/model/ops.h"
+
+namespace murphy {
+namespace model {
+
+enum class Arch : int32_t { Qwen3 = 0, Olmo2 = 1 };
+enum class FileDType : int32_t { F32 = 0, BF16 = 1, F16 = 2 };
+
+struct ModelConfig {
+  Arch arch = Arch::Qwen3;
+  std::string model_type;
+  int64_t vocab = 0, hidden = 0, intermediate = 0, n_layers = 0, n_heads = 0, n_kv = 0, head_dim = 0;
+  int64_t max_pos = 0;
+  double rms_eps = 1e-6, rope_theta = 10000.0;
+  bool tie = false;
+  FileDType dtype = FileDType::BF16;  // torch_dtype: the dtype weights are saved in by default
+};
+
+// Parses and checks config.json's text; errors name `where` and the field.
+ModelConfig parse_config(const std::string& text, const std::string& where);
+
+struct ParamInfo {
+  std::string name;           // Hugging Face tensor name
+  std::vector<int64_t> shape;
+  int64_t offset = 0, numel = 0;  // into Weights::data
+  bool decay = true;          // AdamW weight decay (matrices yes, norm gains no)
+};
+
+struct LayerParams {  // indices into the param list, -1 where the architecture has none
+  int in_norm = -1, q = -1, k = -1, v = -1, o = -1, q_norm = -1, k_norm = -1;
+  int post_attn_norm = -1, post_ff_norm = -1, gate = -1, up = -1, down = -1;
+};
+
+struct Layout {
+  std::vector<ParamInfo> params;
+  int embed = -1, final_norm = -1, lm_head = -1;  // lm_head -1 when tied
+  std::vector<LayerParams> layers;
+  int64_t total = 0;
+};
+Layout make_layout(const ModelConfig& c);
+
+// A batch of packed sequences: one flat list of tokens; sequence s is
+// tokens [seq_offsets[s], seq_offsets[s+1]); positions restart at each sequence.
+struct PackedBatch {
+  int64_t T = 0;
+  const int32_t* tokens = nullptr;
+  const int32_t* positions = nullptr;
+  const int64_t* seq_offsets = nullptr;
+  int64_t n_seqs = 0;
+};
+
+struct TrainOptions {
+  bool cross_entropy = false;    // supervised: loss = -mean over mask of logp
+  float temperature = 1.0f;
+  GrpoLossArgs loss;             // eps, beta, agg, ... (tensor pointers ignored)
+  int64_t chunk_tokens = 256;    // logits rows per chunk
+  float grad_scale = 1.0f;       // multiplies this micro-batch's gradient (1 / micro-batches)
+};
+
+struct TrainInputs {
+  PackedBatch batch;
+  const uint8_t* mask = nullptr;        // [T] 1 = token in the loss (never the first of a sequence)
+  const float* advantages = nullptr;    // [T]
+  const float* old_logp = nullptr;      // [T]
+  const float* ref_logp = nullptr;      // [T] optional
+};
+
+struct TrainStats {
+  double loss = 0;
+  GrpoLossStats grpo;
+  int64_t n_tokens = 0, n_active = 0;
+  double mean_logp = 0;   // over active tokens
+};
+
+struct AdamWOptions {
+  double lr = 1e-6, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  float max_grad_norm = 1.0f;
+};
+
+struct SampleOptions {
+  float temperature = 1.0f;  // 0 = greedy
+  float top_p = 1.0f;
+  int64_t top_k = 0;         // 0 = off
+  int64_t max_new_tokens = 16;
+  int64_t n = 1;             // samples per prompt
+  uint64_t seed = 0;
+  std::vector<int32_t> stop_ids;
+};
+
+struct GenResult {
+  std::vector<int32_t> tokens;
+  std::vector<float> logp;
+  std::string finish;  // "stop" | "length"
+};
+
+struct Acts;  // saved activations of one forward pass (native/model/model_internal.h)
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> load(const std::string& dir);
+  static std::unique_ptr<Engine> random(const ModelConfig& c, uint64_t seed, float init_std);
+  ~Engine();
+
+  const ModelConfig& config() const { return cfg_; }
+  const Layout& layout() const { return layout_; }
+  float* weights() { return w_.data(); }
+
+  // Writes `dir`/model.safetensors or sharded files plus the index (each file atomically).
+  void save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) const;
+
+  // Forward + loss + backward of one micro-batch; gradients accumulate into the grad buffer.
+  TrainStats accumulate(const TrainInputs& in, const TrainOptions& opt);
+  // AdamW on the accumulated gradients (fp32 master weights), then zeroes them.
+  AdamWResult optimizer_step(const AdamWOptions& o);
+  void zero_grad();
+  const float* grads() const { return g_.data(); }
+  int64_t step() const { return step_; }
+
+  // Log-probs of every token given the ones before it in its sequence (0 for the first
+  // token of each sequence), with temperature; no gradients. reference = the frozen copy.
+  void score(const PackedBatch& b, float temperature, bool reference, float* logp_out);
+  // Logits of every position (tests): [T, vocab].
+  void logits(const PackedBatch& b, float* out);
+
+  void make_reference();  // freezes a copy of the current weights
+  bool has_reference() const { return !ref_.empty(); }
+
+  // n samples per prompt; results[p * n + j].
+  std::vector<GenResult> generate(const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o);
+
+  struct Memory { int64_t weights = 0, grads = 0, optimizer = 0, reference = 0, activations_peak = 0; };
+  Memory memory() const;
+
+ private:
+  Engine() = default;
+  void init_layout(const ModelConfig& c);
+  void check_batch(const PackedBatch& b) const;
+  void forward(const float* w, const PackedBatch& b, Acts& a, bool keep) const;
+  void backward(const PackedBatch& b, Acts& a, float* dxf);
+
+  ModelConfig cfg_;
+  Layout layout_;
+  std::vector<float> w_, g_, m_, v_, ref_;
+  std::vector<float> rope_cos_, rope_sin_;
+  RopeTable rope_;
+  int64_t step_ = 0;
+  int64_t act_peak_ = 0;
+  Device dev_ = Device::Host;
+};
+
+// fp16 <-> fp32 (IEEE half, round to nearest even)
+uint16_t f32_to_f16(float f);
+float f16_to_f32(uint16_t h);
+
+// Allocation with a clear out-of-memory error naming what was being allocated.
+void checked_resize(std::vector<float>& v, int64_t n, const char* what);
+
+}  // namespace model
+}  // namespace murphy

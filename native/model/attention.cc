@@ -1,0 +1,148 @@
+// Op family "attention" on the CPU (formulas in murphy/model/ops.h): causal softmax attention
+// with grouped-query heads over packed sequences, and the same against a KV cache.
+// One path, written as plain loops: per (token, head) a score row over the keys of its own
+// sequence, a max-subtracted softmax, and a weighted sum of values; dot products of head_dim
+// vectorize. The backward pass recomputes the probabilities from the saved log-sum-exp
+// (no [T, T] matrix is kept) in two passes, so that every output has exactly one writer:
+// dq per (token, head), then dk and dv per (key, kv head).
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "../cpu/simd.h"
+#include "../cpu/threads.h"
+#include "murphy/model/ops.h"
+#include "ops_internal.h"
+
+namespace murphy {
+namespace model {
+
+namespace {
+
+MURPHY_SIMD_CLONES float vdot(const float* __restrict a, const float* __restrict b, int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+MURPHY_SIMD_CLONES void axpy(float* __restrict y, float a, const float* __restrict x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// start of each token's sequence
+std::vector<int64_t> seq_starts(const AttnArgs& a) {
+  std::vector<int64_t> st(static_cast<size_t>(a.T));
+  for (int64_t s = 0; s < a.n_seqs; ++s)
+    for (int64_t t = a.seq_offsets[s]; t < a.seq_offsets[s + 1]; ++t) st[size_t(t)] = a.seq_offsets[s];
+  return st;
+}
+
+// softmax over scores[0, n) in place; returns log-sum-exp
+float softmax_inplace(float* sc, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = sc[j] > m ? sc[j] : m;
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    sc[j] = std::exp(sc[j] - m);
+    sum += sc[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) sc[j] *= inv;
+  return m + std::log(sum);
+}
+
+}  // namespace
+
+void attention_forward_cpu(const AttnArgs& a) {
+  const int64_t H = a.n_heads, G = a.n_kv, D = a.head_dim, rep = H / G;
+  const std::vector<int64_t> start = seq_starts(a);
+  parallel_for(a.T * H, 4, [&](int64_t i0, int64_t i1) {
+    std::vector<float> sc;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / H, h = i % H, g = h / rep, s0 = start[size_t(t)], n = t - s0 + 1;
+      sc.resize(static_cast<size_t>(n));
+      const float* q = a.q + (t * H + h) * D;
+      for (int64_t j = 0; j < n; ++j) sc[size_t(j)] = vdot(q, a.k + ((s0 + j) * G + g) * D, D) * a.scale;
+      a.lse[t * H + h] = softmax_inplace(sc.data(), n);
+      float* o = a.out + (t * H + h) * D;
+      for (int64_t e = 0; e < D; ++e) o[e] = 0.0f;
+      for (int64_t j = 0; j < n; ++j) axpy(o, sc[size_t(j)], a.v + ((s0 + j) * G + g) * D, D);
+    }
+  });
+}
+
+void attention_backward_cpu(const AttnArgs& a) {
+  const int64_t H = a.n_heads, G = a.n_kv, D = a.head_dim, rep = H / G, T = a.T;
+  const std::vector<int64_t> start = seq_starts(a);
+  std::vector<int64_t> end(static_cast<size_t>(T));
+  for (int64_t s = 0; s < a.n_seqs; ++s)
+    for (int64_t t = a.seq_offsets[s]; t < a.seq_offsets[s + 1]; ++t) end[size_t(t)] = a.seq_offsets[s + 1];
+  std::vector<float> Dt(static_cast<size_t>(T * H));
+  // pass 1: dq_t = scale sum_j p_tj (dO_t . v_j - D_t) k_j
+  parallel_for(T * H, 4, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / H, h = i % H, g = h / rep, s0 = start[size_t(t)];
+      const float* q = a.q + (t * H + h) * D;
+      const float* dO = a.dout + (t * H + h) * D;
+      const float dt = vdot(dO, a.out + (t * H + h) * D, D);
+      Dt[size_t(i)] = dt;
+      const float lse = a.lse[t * H + h];
+      float* dq = a.dq + (t * H + h) * D;
+      for (int64_t e = 0; e < D; ++e) dq[e] = 0.0f;
+      for (int64_t j = s0; j <= t; ++j) {
+        const float* k = a.k + (j * G + g) * D;
+        const float p = std::exp(vdot(q, k, D) * a.scale - lse);
+        const float ds = p * (vdot(dO, a.v + (j * G + g) * D, D) - dt);
+        axpy(dq, ds * a.scale, k, D);
+      }
+    }
+  });
+  // pass 2: dk_j = scale sum_t dS_tj q_t,  dv_j = sum_t p_tj dO_t  over heads of kv group g
+  parallel_for(T * G, 2, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t j = i / G, g = i % G, e_end = end[size_t(j)];
+      const float* k = a.k + (j * G + g) * D;
+      const float* v = a.v + (j * G + g) * D;
+      float* dk = a.dk + (j * G + g) * D;
+      float* dv = a.dv + (j * G + g) * D;
+      for (int64_t e = 0; e < D; ++e) dk[e] = dv[e] = 0.0f;
+      for (int64_t h = g * rep; h < (g + 1) * rep; ++h)
+        for (int64_t t = j; t < e_end; ++t) {
+          const float* q = a.q + (t * H + h) * D;
+          const float* dO = a.dout + (t * H + h) * D;
+          const float p = std::exp(vdot(q, k, D) * a.scale - a.lse[t * H + h]);
+          axpy(dv, p, dO, D);
+          const float ds = p * (vdot(dO, v, D) - Dt[size_t(t * H + h)]);
+          axpy(dk, ds * a.scale, q, D);
+        }
+    }
+  });
+}
+
+void attention_cached_cpu(const AttnCacheArgs& a) {
+  const int64_t H = a.n_heads, G = a.n_kv, D = a.head_dim, rep = H / G;
+  parallel_for(a.B * H, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> sc;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / H, h = i % H, g = h / rep;
+      const int64_t n0 = a.len0[b], n1 = a.len1 ? a.len1[b] : 0, n = n0 + n1;
+      sc.resize(static_cast<size_t>(n));
+      const float* q = a.q + (b * H + h) * D;
+      for (int64_t j = 0; j < n0; ++j) sc[size_t(j)] = vdot(q, a.k0[b] + (j * G + g) * D, D) * a.scale;
+      for (int64_t j = 0; j < n1; ++j) sc[size_t(n0 + j)] = vdot(q, a.k1[b] + (j * G + g) * D, D) * a.scale;
+      softmax_inplace(sc.data(), n);
+      float* o = a.out + (b * H + h) * D;
+      for (int64_t e = 0; e < D; ++e) o[e] = 0.0f;
+      for (int64_t j = 0; j < n0; ++j) axpy(o, sc[size_t(j)], a.v0[b] + (j * G + g) * D, D);
+      for (int64_t j = 0; j < n1; ++j) axpy(o, sc[size_t(n0 + j)], a.v1[b] + (j * G + g) * D, D);
+    }
+  });
+}
+
+void attention_forward(const AttnArgs& a, Device d) { MURPHY_MODEL_DISPATCH(attention_forward_cpu(a)) }
+void attention_backward(const AttnArgs& a, Device d) { MURPHY_MODEL_DISPATCH(attention_backward_cpu(a)) }
+void attention_cached(const AttnCacheArgs& a, Device d) { MURPHY_MODEL_DISPATCH(attention_cached_cpu(a)) }
+
+}  // namespace model
+}  // namespace murphy

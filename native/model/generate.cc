@@ -1,0 +1,256 @@
+// Generation for the embedded rollout backend: batched prefill of all prompts (one packed
+// forward), then batched decode of every live sample with a KV cache. The n samples of a
+// prompt share its prefill cache (segment 0) and each appends to its own (segment 1).
+//
+// Sampling, per sample and step, on the logits z of the last position:
+//   temperature 0: greedy, token = argmax z (lowest id on ties), logp = log_softmax(z)[token]
+//   otherwise:     z' = z / T;  top-k keeps the k largest z';  top-p keeps the smallest set of
+//                  the largest z' whose probability mass reaches p;  p = softmax over the kept
+//                  set;  token = inverse CDF of p at u;  logp = log p[token]
+//   (vLLM's "processed" log-probs). u comes from a counter-based hash of
+//   (seed, prompt index, sample index, step), so results do not depend on batching.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "../cpu/threads.h"
+#include "model_internal.h"
+
+namespace murphy {
+namespace model {
+
+namespace {
+
+struct Sample {
+  int64_t prompt = 0, j = 0;
+  std::vector<Vec> k, v;  // per layer [cap, G, D]
+  int64_t len = 0;        // entries in the own cache
+  int64_t cap = 0;
+  uint64_t stream = 0;
+  bool done = false;
+  GenResult res;
+};
+
+struct CachedAttn : AttnHook {
+  const ModelConfig& c;
+  std::vector<Sample*>& live;
+  const std::vector<Vec>& kpre;
+  const std::vector<Vec>& vpre;
+  const std::vector<int64_t>& poff;
+  const std::vector<int64_t>& plen;
+  CachedAttn(const ModelConfig& c_, std::vector<Sample*>& live_, const std::vector<Vec>& kp, const std::vector<Vec>& vp,
+             const std::vector<int64_t>& po, const std::vector<int64_t>& pl)
+      : c(c_), live(live_), kpre(kp), vpre(vp), poff(po), plen(pl) {}
+  void run(int64_t layer, const float* q, const float* k, const float* v, float* out, float*) override {
+    const int64_t B = int64_t(live.size()), kvd = c.n_kv * c.head_dim;
+    std::vector<const float*> k0(static_cast<size_t>(B)), v0(static_cast<size_t>(B)), k1(static_cast<size_t>(B)), v1(static_cast<size_t>(B));
+    std::vector<int64_t> l0(static_cast<size_t>(B)), l1(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) {
+      Sample& s = *live[size_t(b)];
+      std::memcpy(s.k[size_t(layer)].data() + s.len * kvd, k + b * kvd, size_t(kvd) * 4);
+      std::memcpy(s.v[size_t(layer)].data() + s.len * kvd, v + b * kvd, size_t(kvd) * 4);
+      k0[size_t(b)] = kpre[size_t(layer)].data() + poff[size_t(s.prompt)] * kvd;
+      v0[size_t(b)] = vpre[size_t(layer)].data() + poff[size_t(s.prompt)] * kvd;
+      l0[size_t(b)] = plen[size_t(s.prompt)];
+      k1[size_t(b)] = s.k[size_t(layer)].data();
+      v1[size_t(b)] = s.v[size_t(layer)].data();
+      l1[size_t(b)] = s.len + 1;
+    }
+    AttnCacheArgs a;
+    a.B = B, a.n_heads = c.n_heads, a.n_kv = c.n_kv, a.head_dim = c.head_dim;
+    a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+    a.q = q, a.k0 = k0.data(), a.v0 = v0.data(), a.len0 = l0.data(), a.k1 = k1.data(), a.v1 = v1.data();
+    a.len1 = l1.data(), a.out = out;
+    attention_cached(a, Device::Host);
+  }
+};
+
+double uniform(uint64_t stream, int64_t step) {
+  const uint64_t hi = hash_u32(stream, uint64_t(step) * 2), lo = hash_u32(stream, uint64_t(step) * 2 + 1);
+  return (double((hi << 21) ^ (lo >> 11)) + 0.5) / 9007199254740992.0;  // 53 bits, in (0, 1)
+}
+
+// token and its log-prob under the processed distribution
+std::pair<int32_t, float> sample_row(const float* z, int64_t V, const SampleOptions& o, double u,
+                                     std::vector<int32_t>& idx, std::vector<double>& pr) {
+  float m = -std::numeric_limits<float>::infinity();
+  int64_t am = 0;
+  for (int64_t i = 0; i < V; ++i)
+    if (z[i] > m) m = z[i], am = i;
+  if (!(m > -std::numeric_limits<float>::infinity()) || std::isnan(m))
+    throw Error("generate: the model produced NaN or -inf logits");
+  const double T = o.temperature > 0 ? double(o.temperature) : 1.0;
+  if (o.temperature <= 0.0f || o.top_k == 1) {
+    double s = 0;
+    for (int64_t i = 0; i < V; ++i) s += std::exp((double(z[i]) - m) / T);
+    return {int32_t(am), float(o.temperature <= 0.0f ? -std::log(s) : (o.top_k == 1 ? 0.0 : -std::log(s)))};
+  }
+  const bool filter = (o.top_k > 0 && o.top_k < V) || o.top_p < 1.0f;
+  if (!filter) {  // full softmax in id order
+    pr.resize(static_cast<size_t>(V));
+    double s = 0;
+    for (int64_t i = 0; i < V; ++i) s += (pr[size_t(i)] = std::exp((double(z[i]) - m) / T));
+    double target = u * s, c = 0;
+    int64_t tok = V - 1;
+    for (int64_t i = 0; i < V; ++i) {
+      c += pr[size_t(i)];
+      if (c >= target && pr[size_t(i)] > 0) {
+        tok = i;
+        break;
+      }
+    }
+    return {int32_t(tok), float((double(z[tok]) - m) / T - std::log(s))};
+  }
+  idx.resize(static_cast<size_t>(V));
+  std::iota(idx.begin(), idx.end(), 0);
+  auto desc = [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+  int64_t keep = V;
+  if (o.top_k > 0 && o.top_k < V) {
+    keep = o.top_k;
+    std::nth_element(idx.begin(), idx.begin() + keep, idx.end(), desc);
+  }
+  std::sort(idx.begin(), idx.begin() + keep, desc);
+  pr.resize(static_cast<size_t>(keep));
+  double s = 0;
+  for (int64_t i = 0; i < keep; ++i) s += (pr[size_t(i)] = std::exp((double(z[idx[size_t(i)]]) - m) / T));
+  if (o.top_p < 1.0f) {
+    double c = 0;
+    int64_t k2 = keep;
+    for (int64_t i = 0; i < keep; ++i) {
+      c += pr[size_t(i)] / s;
+      if (c >= double(o.top_p)) {
+        k2 = i + 1;
+        break;
+      }
+    }
+    keep = k2;
+    s = 0;
+    for (int64_t i = 0; i < keep; ++i) s += pr[size_t(i)];
+  }
+  double target = u * s, c = 0;
+  int64_t pick = keep - 1;
+  for (int64_t i = 0; i < keep; ++i) {
+    c += pr[size_t(i)];
+    if (c >= target) {
+      pick = i;
+      break;
+    }
+  }
+  return {idx[size_t(pick)], float(std::log(pr[size_t(pick)] / s))};
+}
+
+}  // namespace
+
+std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o) {
+  const ModelConfig& c = cfg_;
+  const int64_t nP = int64_t(prompts.size()), H = c.hidden, V = c.vocab, kvd = c.n_kv * c.head_dim;
+  if (nP == 0) return {};
+  if (o.n < 1) throw Error("generate: n must be >= 1");
+  if (o.max_new_tokens < 1) throw Error("generate: maxNewTokens must be >= 1");
+  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) throw Error("generate: topP must be in (0, 1]");
+  if (o.top_k < 0) throw Error("generate: topK must be >= 0");
+  if (!(o.temperature >= 0.0f) || !std::isfinite(o.temperature)) throw Error("generate: temperature must be >= 0");
+  // prefill: all prompts packed into one forward pass
+  std::vector<int64_t> off(static_cast<size_t>(nP + 1), 0), plen(static_cast<size_t>(nP));
+  for (int64_t p = 0; p < nP; ++p) {
+    plen[size_t(p)] = int64_t(prompts[size_t(p)].size());
+    if (plen[size_t(p)] == 0) throw Error("generate: prompt " + std::to_string(p) + " is empty");
+    if (plen[size_t(p)] >= c.max_pos)
+      throw Error("generate: prompt " + std::to_string(p) + " has " + std::to_string(plen[size_t(p)]) +
+                  " tokens, at or beyond max_position_embeddings (" + std::to_string(c.max_pos) + ")");
+    off[size_t(p + 1)] = off[size_t(p)] + plen[size_t(p)];
+  }
+  const int64_t T = off[size_t(nP)];
+  std::vector<int32_t> toks(static_cast<size_t>(T)), pos(static_cast<size_t>(T));
+  for (int64_t p = 0; p < nP; ++p)
+    for (int64_t i = 0; i < plen[size_t(p)]; ++i) {
+      toks[size_t(off[size_t(p)] + i)] = prompts[size_t(p)][size_t(i)];
+      pos[size_t(off[size_t(p)] + i)] = int32_t(i);
+    }
+  PackedBatch b;
+  b.T = T, b.tokens = toks.data(), b.positions = pos.data(), b.seq_offsets = off.data(), b.n_seqs = nP;
+  check_batch(b);
+  std::vector<Vec> kpre(static_cast<size_t>(c.n_layers)), vpre(static_cast<size_t>(c.n_layers));
+  Fwd f{c, layout_, w_.data(), rope_, dev_};
+  const float* Wh = w_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
+  Vec logits;
+  {
+    Acts A;
+    PackedAttn attn(c, b, dev_);
+    attn.keep_k = &kpre;
+    attn.keep_v = &vpre;
+    run_forward(f, toks.data(), pos.data(), T, attn, A, false);
+    Vec last(static_cast<size_t>(nP * H));
+    for (int64_t p = 0; p < nP; ++p)
+      std::memcpy(last.data() + p * H, A.xf.data() + (off[size_t(p + 1)] - 1) * H, size_t(H) * 4);
+    checked_resize(logits, nP * V, "the logits");
+    linear_forward(last.data(), Wh, logits.data(), nP, V, H, false, dev_);
+    act_peak_ = std::max(act_peak_, A.bytes() + int64_t(nP * V) * 4);
+  }
+  // samples
+  std::vector<Sample> samples(static_cast<size_t>(nP * o.n));
+  for (int64_t p = 0; p < nP; ++p)
+    for (int64_t j = 0; j < o.n; ++j) {
+      Sample& s = samples[size_t(p * o.n + j)];
+      s.prompt = p, s.j = j;
+      s.stream = hash_u32(o.seed, uint64_t(p)) * 0x100000001ull ^ (uint64_t(j) << 40) ^ (o.seed << 1);
+      s.cap = std::min(o.max_new_tokens, c.max_pos - plen[size_t(p)]);
+    }
+  std::vector<int32_t> idx;
+  std::vector<double> pr;
+  auto take = [&](Sample& s, const float* z, int64_t step) {
+    auto r = sample_row(z, V, o, uniform(s.stream, step), idx, pr);
+    s.res.tokens.push_back(r.first);
+    s.res.logp.push_back(r.second);
+    if (std::find(o.stop_ids.begin(), o.stop_ids.end(), r.first) != o.stop_ids.end()) {
+      s.done = true;
+      s.res.finish = "stop";
+    } else if (int64_t(s.res.tokens.size()) >= s.cap) {
+      s.done = true;
+      s.res.finish = "length";
+    }
+  };
+  for (Sample& s : samples) take(s, logits.data() + s.prompt * V, 0);
+  std::vector<Sample*> live;
+  for (Sample& s : samples)
+    if (!s.done) {
+      s.k.resize(static_cast<size_t>(c.n_layers));
+      s.v.resize(static_cast<size_t>(c.n_layers));
+      for (int64_t l = 0; l < c.n_layers; ++l) {
+        checked_resize(s.k[size_t(l)], s.cap * kvd, "the KV cache");
+        checked_resize(s.v[size_t(l)], s.cap * kvd, "the KV cache");
+      }
+      live.push_back(&s);
+    }
+  Acts A;
+  for (int64_t step = 1; !live.empty(); ++step) {
+    const int64_t B = int64_t(live.size());
+    std::vector<int32_t> t(static_cast<size_t>(B)), ps(static_cast<size_t>(B));
+    for (int64_t i = 0; i < B; ++i) {
+      t[size_t(i)] = live[size_t(i)]->res.tokens.back();
+      ps[size_t(i)] = int32_t(plen[size_t(live[size_t(i)]->prompt)] + live[size_t(i)]->len);
+    }
+    CachedAttn attn(c, live, kpre, vpre, off, plen);
+    run_forward(f, t.data(), ps.data(), B, attn, A, false);
+    resize(logits, B * V, "the logits");
+    linear_forward(A.xf.data(), Wh, logits.data(), B, V, H, false, dev_);
+    std::vector<Sample*> next;
+    for (int64_t i = 0; i < B; ++i) {
+      Sample& s = *live[size_t(i)];
+      ++s.len;
+      take(s, logits.data() + i * V, step);
+      if (!s.done) next.push_back(&s);
+      else s.k.clear(), s.v.clear();
+    }
+    live.swap(next);
+  }
+  std::vector<GenResult> out;
+  out.reserve(samples.size());
+  for (Sample& s : samples) out.push_back(std::move(s.res));
+  return out;
+}
+
+}  // namespace model
+}  // namespace murphy

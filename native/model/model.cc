@@ -1,0 +1,516 @@
+// The decoder: forward with saved activations, backward through every op, the chunked
+// log-prob + GRPO/KL (or cross-entropy) loss, AdamW with fp32 master weights, scoring.
+// Formulas of the two architectures: murphy/model/model.h; of each op: murphy/model/ops.h.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "../cpu/threads.h"
+#include "murphy/adamw.h"
+#include "murphy/dispatch.h"
+#include "murphy/logprob.h"
+#include "murphy/model/model.h"
+#include "model_internal.h"
+
+namespace murphy {
+namespace model {
+
+void load_weights(const std::string& dir, const Layout& L, const ModelConfig& c, float* w);
+void save_weights(const std::string& dir, const Layout& L, const float* w, FileDType dtype, int64_t max_shard_bytes);
+std::string read_file_text(const std::string& path);
+
+void resize(Vec& v, int64_t n, const char* what) {
+  if (int64_t(v.size()) != n) checked_resize(v, n, what);
+}
+
+void PackedAttn::run(int64_t layer, const float* q, const float* k, const float* v, float* out, float* lse) {
+  AttnArgs a;
+  a.T = b.T, a.n_heads = c.n_heads, a.n_kv = c.n_kv, a.head_dim = c.head_dim;
+  a.seq_offsets = b.seq_offsets, a.n_seqs = b.n_seqs;
+  a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse;
+  attention_forward(a, d);
+  if (keep_k) {
+    const size_t n = size_t(b.T * c.n_kv * c.head_dim);
+    (*keep_k)[size_t(layer)].assign(k, k + n);
+    (*keep_v)[size_t(layer)].assign(v, v + n);
+  }
+}
+
+// ------------------------------------------------------------------------------------
+// construction, I/O
+
+void Engine::init_layout(const ModelConfig& c) {
+  cfg_ = c;
+  layout_ = make_layout(c);
+  checked_resize(w_, layout_.total, "the model weights");
+  checked_resize(rope_cos_, c.max_pos * (c.head_dim / 2), "the rotary tables");
+  checked_resize(rope_sin_, c.max_pos * (c.head_dim / 2), "the rotary tables");
+  rope_table_init(rope_cos_.data(), rope_sin_.data(), c.max_pos, c.head_dim, c.rope_theta);
+  rope_.head_dim = c.head_dim;
+  rope_.max_pos = c.max_pos;
+  rope_.cos = rope_cos_.data();
+  rope_.sin = rope_sin_.data();
+}
+
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::load(const std::string& dir) {
+  const std::string cfg_path = dir + "/config.json";
+  ModelConfig c = parse_config(read_file_text(cfg_path), cfg_path);
+  std::unique_ptr<Engine> e(new Engine());
+  e->init_layout(c);
+  load_weights(dir, e->layout_, c, e->w_.data());
+  return e;
+}
+
+std::unique_ptr<Engine> Engine::random(const ModelConfig& c, uint64_t seed, float init_std) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->init_layout(c);
+  for (size_t pi = 0; pi < e->layout_.params.size(); ++pi) {
+    const ParamInfo& p = e->layout_.params[pi];
+    float* w = e->w_.data() + p.offset;
+    if (p.shape.size() == 1) {
+      std::fill(w, w + p.numel, 1.0f);  // norm gains start at one, as in transformers
+      continue;
+    }
+    const uint64_t s = seed * 0x9e3779b97f4a7c15ull + pi;
+    parallel_for(p.numel, 1 << 14, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) {  // Box-Muller on counter-based uniform bits
+        const double u1 = (double(hash_u32(s, uint64_t(2 * i))) + 1.0) / 4294967297.0;
+        const double u2 = double(hash_u32(s, uint64_t(2 * i + 1))) / 4294967296.0;
+        w[i] = float(init_std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+      }
+    });
+  }
+  return e;
+}
+
+void Engine::save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) const {
+  save_weights(dir, layout_, w_.data(), dtype, max_shard_bytes);
+}
+
+Engine::Memory Engine::memory() const {
+  Memory m;
+  m.weights = int64_t(w_.size()) * 4;
+  m.grads = int64_t(g_.size()) * 4;
+  m.optimizer = int64_t(m_.size() + v_.size()) * 4;
+  m.reference = int64_t(ref_.size()) * 4;
+  m.activations_peak = act_peak_;
+  return m;
+}
+
+void Engine::make_reference() {
+  checked_resize(ref_, int64_t(w_.size()), "the frozen reference copy");
+  std::memcpy(ref_.data(), w_.data(), w_.size() * 4);
+}
+
+void Engine::zero_grad() {
+  if (g_.empty()) checked_resize(g_, int64_t(w_.size()), "the gradients");
+  else std::fill(g_.begin(), g_.end(), 0.0f);
+}
+
+void Engine::check_batch(const PackedBatch& b) const {
+  if (b.T <= 0) throw Error("batch: no tokens");
+  if (b.n_seqs < 1 || !b.seq_offsets) throw Error("batch: seqOffsets must hold at least [0, nTokens]");
+  if (b.seq_offsets[0] != 0 || b.seq_offsets[b.n_seqs] != b.T)
+    throw Error("batch: seqOffsets must start at 0 and end at the number of tokens (" + std::to_string(b.T) + ")");
+  for (int64_t s = 0; s < b.n_seqs; ++s)
+    if (b.seq_offsets[s + 1] <= b.seq_offsets[s])
+      throw Error("batch: sequence " + std::to_string(s) + " is empty or seqOffsets is not increasing");
+  for (int64_t t = 0; t < b.T; ++t) {
+    if (b.tokens[t] < 0 || int64_t(b.tokens[t]) >= cfg_.vocab)
+      throw Error("batch: token id " + std::to_string(b.tokens[t]) + " at position " + std::to_string(t) +
+                  " is outside the vocabulary [0, " + std::to_string(cfg_.vocab) + ") of config.json's vocab_size");
+    if (b.positions[t] < 0 || int64_t(b.positions[t]) >= cfg_.max_pos)
+      throw Error("batch: position id " + std::to_string(b.positions[t]) + " at token " + std::to_string(t) +
+                  " is beyond max_position_embeddings (" + std::to_string(cfg_.max_pos) + ")");
+  }
+}
+
+// ------------------------------------------------------------------------------------
+// forward
+
+namespace {
+
+
+// One decoder layer on T rows: x [T, H] in, x out (in place); activations into A.
+void layer_forward(const Fwd& f, int64_t l, float* x, const int32_t* pos, int64_t T, LayerActs& A, AttnHook& attn) {
+  const ModelConfig& c = f.c;
+  const LayerParams& lp = f.L.layers[size_t(l)];
+  const int64_t H = c.hidden, HD = c.head_dim, qd = c.n_heads * HD, kd = c.n_kv * HD, I = c.intermediate;
+  const float eps = float(c.rms_eps);
+  const Device d = f.d;
+  const bool qwen = c.arch == Arch::Qwen3;
+  resize(A.xin, T * H, "activations");
+  std::memcpy(A.xin.data(), x, size_t(T * H) * 4);
+  const float* src = A.xin.data();
+  if (qwen) {
+    resize(A.n1, T * H, "activations");
+    resize(A.r1, T, "activations");
+    rmsnorm_forward(x, f.P(lp.in_norm), A.n1.data(), A.r1.data(), T, H, eps, d);
+    src = A.n1.data();
+  }
+  resize(A.qraw, T * qd, "activations");
+  resize(A.kraw, T * kd, "activations");
+  resize(A.v, T * kd, "activations");
+  linear_forward(src, f.P(lp.q), A.qraw.data(), T, qd, H, false, d);
+  linear_forward(src, f.P(lp.k), A.kraw.data(), T, kd, H, false, d);
+  linear_forward(src, f.P(lp.v), A.v.data(), T, kd, H, false, d);
+  resize(A.q, T * qd, "activations");
+  resize(A.k, T * kd, "activations");
+  if (qwen) {  // per-head norm over head_dim
+    resize(A.rq, T * c.n_heads, "activations");
+    resize(A.rk, T * c.n_kv, "activations");
+    rmsnorm_forward(A.qraw.data(), f.P(lp.q_norm), A.q.data(), A.rq.data(), T * c.n_heads, HD, eps, d);
+    rmsnorm_forward(A.kraw.data(), f.P(lp.k_norm), A.k.data(), A.rk.data(), T * c.n_kv, HD, eps, d);
+  } else {  // over the whole projection
+    resize(A.rq, T, "activations");
+    resize(A.rk, T, "activations");
+    rmsnorm_forward(A.qraw.data(), f.P(lp.q_norm), A.q.data(), A.rq.data(), T, qd, eps, d);
+    rmsnorm_forward(A.kraw.data(), f.P(lp.k_norm), A.k.data(), A.rk.data(), T, kd, eps, d);
+  }
+  rope(A.q.data(), pos, T, c.n_heads, f.rope, false, d);
+  rope(A.k.data(), pos, T, c.n_kv, f.rope, false, d);
+  resize(A.att, T * qd, "activations");
+  resize(A.lse, T * c.n_heads, "activations");
+  attn.run(l, A.q.data(), A.k.data(), A.v.data(), A.att.data(), A.lse.data());
+  resize(A.a, T * H, "activations");
+  linear_forward(A.att.data(), f.P(lp.o), A.a.data(), T, H, qd, false, d);
+  resize(A.h, T * H, "activations");
+  if (qwen) {
+    for (int64_t i = 0; i < T * H; ++i) A.h[size_t(i)] = x[i] + A.a[size_t(i)];
+  } else {
+    resize(A.ra, T, "activations");
+    rmsnorm_forward(A.a.data(), f.P(lp.post_attn_norm), A.h.data(), A.ra.data(), T, H, eps, d);
+    add_inplace(A.h.data(), x, T * H, d);
+  }
+  const float* min = A.h.data();
+  if (qwen) {
+    resize(A.n2, T * H, "activations");
+    resize(A.r2, T, "activations");
+    rmsnorm_forward(A.h.data(), f.P(lp.post_attn_norm), A.n2.data(), A.r2.data(), T, H, eps, d);
+    min = A.n2.data();
+  }
+  resize(A.gate, T * I, "activations");
+  resize(A.up, T * I, "activations");
+  resize(A.act, T * I, "activations");
+  linear_forward(min, f.P(lp.gate), A.gate.data(), T, I, H, false, d);
+  linear_forward(min, f.P(lp.up), A.up.data(), T, I, H, false, d);
+  swiglu_forward(A.gate.data(), A.up.data(), A.act.data(), T * I, d);
+  resize(A.m, T * H, "activations");
+  linear_forward(A.act.data(), f.P(lp.down), A.m.data(), T, H, I, false, d);
+  if (qwen) {
+    std::memcpy(x, A.h.data(), size_t(T * H) * 4);
+    add_inplace(x, A.m.data(), T * H, d);
+  } else {
+    resize(A.rm, T, "activations");
+    rmsnorm_forward(A.m.data(), f.P(lp.post_ff_norm), x, A.rm.data(), T, H, eps, d);
+    add_inplace(x, A.h.data(), T * H, d);
+  }
+}
+
+}  // namespace
+
+
+void Engine::forward(const float* w, const PackedBatch& b, Acts& a, bool keep) const {
+  Fwd f{cfg_, layout_, w, rope_, dev_};
+  PackedAttn attn(cfg_, b, dev_);
+  run_forward(f, b.tokens, b.positions, b.T, attn, a, keep);
+}
+
+void run_forward(const Fwd& f, const int32_t* tokens, const int32_t* pos, int64_t T, AttnHook& attn, Acts& A,
+                 bool keep) {
+  const ModelConfig& c = f.c;
+  const int64_t H = c.hidden;
+  A.T = T;
+  A.layers.resize(keep ? size_t(c.n_layers) : 1);
+  resize(A.x, T * H, "activations");
+  embedding_forward(f.P(f.L.embed), tokens, A.x.data(), T, H, f.d);
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    layer_forward(f, l, A.x.data(), pos, T, A.layers[keep ? size_t(l) : 0], attn);
+  resize(A.xf, T * H, "activations");
+  resize(A.rf, T, "activations");
+  rmsnorm_forward(A.x.data(), f.P(f.L.final_norm), A.xf.data(), A.rf.data(), T, H, float(c.rms_eps), f.d);
+}
+
+// ------------------------------------------------------------------------------------
+// backward
+
+void Engine::backward(const PackedBatch& b, Acts& A, float* dxf) {
+  const ModelConfig& c = cfg_;
+  const Layout& L = layout_;
+  const Device d = dev_;
+  const int64_t T = b.T, H = c.hidden, HD = c.head_dim, qd = c.n_heads * HD, kd = c.n_kv * HD, I = c.intermediate;
+  const bool qwen = c.arch == Arch::Qwen3;
+  auto P = [&](int idx) { return w_.data() + L.params[size_t(idx)].offset; };
+  auto G = [&](int idx) { return g_.data() + L.params[size_t(idx)].offset; };
+  Vec dx(static_cast<size_t>(T * H)), dh(static_cast<size_t>(T * H)), tmpH(static_cast<size_t>(T * H)), dact(static_cast<size_t>(T * I)), dg(static_cast<size_t>(T * I)),
+      du(static_cast<size_t>(T * I)), datt(static_cast<size_t>(T * qd)), dq(static_cast<size_t>(T * qd)), dk(static_cast<size_t>(T * kd)), dv(static_cast<size_t>(T * kd)),
+      dqr(static_cast<size_t>(T * qd)), dkr(static_cast<size_t>(T * kd));
+  rmsnorm_backward(dxf, A.x.data(), P(L.final_norm), A.rf.data(), dx.data(), G(L.final_norm), T, H, false, d);
+  for (int64_t l = c.n_layers - 1; l >= 0; --l) {
+    const LayerParams& lp = L.layers[size_t(l)];
+    LayerActs& a = A.layers[size_t(l)];
+    // x_out = h + [norm](m):  dh = dx (+ MLP input grad below)
+    std::memcpy(dh.data(), dx.data(), size_t(T * H) * 4);
+    const float* dm = dx.data();
+    if (!qwen) {
+      rmsnorm_backward(dx.data(), a.m.data(), P(lp.post_ff_norm), a.rm.data(), tmpH.data(), G(lp.post_ff_norm), T, H,
+                       false, d);
+      dm = tmpH.data();
+    }
+    linear_backward_weight(dm, a.act.data(), G(lp.down), T, H, I, d);
+    linear_backward_input(dm, P(lp.down), dact.data(), T, H, I, false, d);
+    swiglu_backward(dact.data(), a.gate.data(), a.up.data(), dg.data(), du.data(), T * I, d);
+    const float* min = qwen ? a.n2.data() : a.h.data();
+    linear_backward_weight(dg.data(), min, G(lp.gate), T, I, H, d);
+    linear_backward_weight(du.data(), min, G(lp.up), T, I, H, d);
+    if (qwen) {
+      linear_backward_input(dg.data(), P(lp.gate), tmpH.data(), T, I, H, false, d);
+      linear_backward_input(du.data(), P(lp.up), tmpH.data(), T, I, H, true, d);
+      rmsnorm_backward(tmpH.data(), a.h.data(), P(lp.post_attn_norm), a.r2.data(), dh.data(), G(lp.post_attn_norm), T,
+                       H, true, d);
+    } else {
+      linear_backward_input(dg.data(), P(lp.gate), dh.data(), T, I, H, true, d);
+      linear_backward_input(du.data(), P(lp.up), dh.data(), T, I, H, true, d);
+    }
+    // h = xin + [norm](a):  dxin = dh (+ attention input grad below)
+    std::memcpy(dx.data(), dh.data(), size_t(T * H) * 4);
+    const float* da = dh.data();
+    if (!qwen) {
+      rmsnorm_backward(dh.data(), a.a.data(), P(lp.post_attn_norm), a.ra.data(), tmpH.data(), G(lp.post_attn_norm), T,
+                       H, false, d);
+      da = tmpH.data();
+    }
+    linear_backward_weight(da, a.att.data(), G(lp.o), T, H, qd, d);
+    linear_backward_input(da, P(lp.o), datt.data(), T, H, qd, false, d);
+    AttnArgs aa;
+    aa.T = T, aa.n_heads = c.n_heads, aa.n_kv = c.n_kv, aa.head_dim = HD;
+    aa.seq_offsets = b.seq_offsets, aa.n_seqs = b.n_seqs;
+    aa.scale = float(1.0 / std::sqrt(double(HD)));
+    aa.q = a.q.data(), aa.k = a.k.data(), aa.v = a.v.data(), aa.out = a.att.data(), aa.lse = a.lse.data();
+    aa.dout = datt.data(), aa.dq = dq.data(), aa.dk = dk.data(), aa.dv = dv.data();
+    attention_backward(aa, d);
+    rope(dq.data(), b.positions, T, c.n_heads, rope_, true, d);
+    rope(dk.data(), b.positions, T, c.n_kv, rope_, true, d);
+    const float eps_unused = 0;
+    (void)eps_unused;
+    if (qwen) {
+      rmsnorm_backward(dq.data(), a.qraw.data(), P(lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T * c.n_heads,
+                       HD, false, d);
+      rmsnorm_backward(dk.data(), a.kraw.data(), P(lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T * c.n_kv, HD,
+                       false, d);
+    } else {
+      rmsnorm_backward(dq.data(), a.qraw.data(), P(lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T, qd, false, d);
+      rmsnorm_backward(dk.data(), a.kraw.data(), P(lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T, kd, false, d);
+    }
+    const float* src = qwen ? a.n1.data() : a.xin.data();
+    linear_backward_weight(dqr.data(), src, G(lp.q), T, qd, H, d);
+    linear_backward_weight(dkr.data(), src, G(lp.k), T, kd, H, d);
+    linear_backward_weight(dv.data(), src, G(lp.v), T, kd, H, d);
+    float* dsrc = qwen ? tmpH.data() : dx.data();
+    linear_backward_input(dqr.data(), P(lp.q), dsrc, T, qd, H, !qwen, d);
+    linear_backward_input(dkr.data(), P(lp.k), dsrc, T, kd, H, true, d);
+    linear_backward_input(dv.data(), P(lp.v), dsrc, T, kd, H, true, d);
+    if (qwen)
+      rmsnorm_backward(tmpH.data(), a.xin.data(), P(lp.in_norm), a.r1.data(), dx.data(), G(lp.in_norm), T, H, true, d);
+  }
+  embedding_backward(dx.data(), b.tokens, G(L.embed), T, H, d);
+}
+
+// ------------------------------------------------------------------------------------
+// loss, training step, scoring
+
+namespace {
+
+// rows of xf whose logits are needed: row t-1 predicts token t (t not first in its sequence)
+std::vector<int64_t> first_flags(const PackedBatch& b) {
+  std::vector<int64_t> first(static_cast<size_t>(b.T), 0);
+  for (int64_t s = 0; s < b.n_seqs; ++s) first[size_t(b.seq_offsets[s])] = 1;
+  return first;
+}
+
+int64_t chunk_rows(int64_t want, int64_t vocab) {
+  const int64_t cap = std::max<int64_t>(1, (int64_t(16) << 20) / vocab);  // <= 64 MiB of logits
+  return std::max<int64_t>(1, std::min(want, cap));
+}
+
+}  // namespace
+
+TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
+  const PackedBatch& b = in.batch;
+  check_batch(b);
+  const ModelConfig& c = cfg_;
+  const int64_t T = b.T, H = c.hidden, V = c.vocab;
+  if (g_.empty()) zero_grad();
+  const bool need_ref = !opt.cross_entropy && opt.loss.beta != 0.0f;
+  Vec ref_buf;
+  const float* ref = in.ref_logp;
+  if (need_ref && !ref) {
+    if (!has_reference())
+      throw Error("train step: beta > 0 needs reference log-probs (pass refLogp, or create the reference copy)");
+    checked_resize(ref_buf, T, "reference log-probs");
+    score(b, opt.temperature, true, ref_buf.data());
+    ref = ref_buf.data();
+  }
+  Acts A;
+  forward(w_.data(), b, A, true);
+  const std::vector<int64_t> first = first_flags(b);
+  std::vector<int64_t> rows;  // token indices t in the loss
+  std::vector<uint8_t> mask(static_cast<size_t>(T), 0);
+  for (int64_t t = 0; t < T; ++t)
+    if (!first[size_t(t)] && (!in.mask || in.mask[t])) {
+      rows.push_back(t);
+      mask[size_t(t)] = 1;
+    }
+  const int64_t n = int64_t(rows.size());
+  const float* Wh = w_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
+  float* Gh = g_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
+  const int64_t C = chunk_rows(opt.chunk_tokens, V);
+  Vec X(static_cast<size_t>(C * H)), logits(static_cast<size_t>(C * V)), dlogits(static_cast<size_t>(C * V)), dX(static_cast<size_t>(C * H));
+  std::vector<int32_t> tgt(static_cast<size_t>(C));
+  Vec logp(static_cast<size_t>(T), 0.0f), lse(static_cast<size_t>(n), 0.0f), lp_c(static_cast<size_t>(C));
+  act_peak_ = std::max(act_peak_, A.bytes() + int64_t(2 * C * V + 2 * C * H) * 4);
+  auto gather = [&](int64_t r0, int64_t cn) {
+    for (int64_t i = 0; i < cn; ++i) {
+      const int64_t t = rows[size_t(r0 + i)];
+      std::memcpy(X.data() + i * H, A.xf.data() + (t - 1) * H, size_t(H) * 4);
+      tgt[size_t(i)] = b.tokens[t];
+    }
+    linear_forward(X.data(), Wh, logits.data(), cn, V, H, false, dev_);
+  };
+  // pass 1: log-probs of the active tokens, chunk by chunk
+  for (int64_t r0 = 0; r0 < n; r0 += C) {
+    const int64_t cn = std::min(C, n - r0);
+    gather(r0, cn);
+    LogprobForwardArgs fa;
+    fa.logits = logits.data(), fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt.data();
+    fa.temperature = opt.temperature, fa.logp = lp_c.data(), fa.lse = lse.data() + r0;
+    logprob_forward(fa, dev_);
+    for (int64_t i = 0; i < cn; ++i) logp[size_t(rows[size_t(r0 + i)])] = lp_c[size_t(i)];
+  }
+  // the loss and dL/dlogp
+  TrainStats st;
+  st.n_tokens = T;
+  st.n_active = n;
+  Vec glogp(static_cast<size_t>(T), 0.0f);
+  double sum_lp = 0;
+  for (int64_t t : rows) sum_lp += logp[size_t(t)];
+  st.mean_logp = n ? sum_lp / double(n) : 0.0;
+  if (opt.cross_entropy) {
+    st.loss = n ? -st.mean_logp : 0.0;
+    for (int64_t t : rows) glogp[size_t(t)] = -1.0f / float(n);
+    st.grpo.n_active = n;
+    st.grpo.loss = st.loss;
+  } else {
+    if (!in.advantages || !in.old_logp) throw Error("train step: advantages and oldLogp are required for the GRPO loss");
+    GrpoLossArgs la = opt.loss;
+    la.n_tokens = T, la.logp = logp.data(), la.old_logp = in.old_logp, la.ref_logp = need_ref ? ref : nullptr;
+    la.advantages = in.advantages, la.mask = mask.data(), la.seq_offsets = b.seq_offsets, la.n_seqs = b.n_seqs;
+    la.grad_logp = glogp.data(), la.token_loss = nullptr;
+    st.grpo = grpo_loss(la, dev_);
+    st.loss = st.grpo.loss;
+  }
+  // pass 2: recompute each chunk's logits, dlogits, back into xf and the head
+  Vec dxf(static_cast<size_t>(T * H), 0.0f);
+  Vec g_c(static_cast<size_t>(C));
+  for (int64_t r0 = 0; r0 < n; r0 += C) {
+    const int64_t cn = std::min(C, n - r0);
+    bool any = false;
+    for (int64_t i = 0; i < cn; ++i) {
+      g_c[size_t(i)] = glogp[size_t(rows[size_t(r0 + i)])] * opt.grad_scale;
+      any |= g_c[size_t(i)] != 0.0f;
+    }
+    if (!any) continue;
+    gather(r0, cn);
+    LogprobBackwardArgs ba;
+    ba.logits = logits.data(), ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt.data();
+    ba.temperature = opt.temperature, ba.lse = lse.data() + r0, ba.grad_logp = g_c.data();
+    ba.grad_logits = dlogits.data();
+    logprob_backward(ba, dev_);
+    linear_backward_weight(dlogits.data(), X.data(), Gh, cn, V, H, dev_);
+    linear_backward_input(dlogits.data(), Wh, dX.data(), cn, V, H, false, dev_);
+    for (int64_t i = 0; i < cn; ++i) {
+      float* dst = dxf.data() + (rows[size_t(r0 + i)] - 1) * H;
+      const float* src = dX.data() + i * H;
+      for (int64_t k = 0; k < H; ++k) dst[k] += src[k];
+    }
+  }
+  backward(b, A, dxf.data());
+  return st;
+}
+
+AdamWResult Engine::optimizer_step(const AdamWOptions& o) {
+  if (g_.empty()) zero_grad();
+  if (m_.empty()) {
+    checked_resize(m_, int64_t(w_.size()), "the AdamW moments");
+    checked_resize(v_, int64_t(w_.size()), "the AdamW moments");
+  }
+  std::vector<AdamWTensor> ts;
+  for (const ParamInfo& p : layout_.params) {
+    AdamWTensor t;
+    t.param = w_.data() + p.offset;
+    t.grad = g_.data() + p.offset;
+    t.m = m_.data() + p.offset;
+    t.v = v_.data() + p.offset;
+    t.numel = p.numel;
+    t.decay = p.decay;
+    ts.push_back(t);
+  }
+  AdamWArgs a;
+  a.tensors = ts.data();
+  a.n_tensors = int64_t(ts.size());
+  a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
+  a.step = step_ + 1;
+  a.max_grad_norm = o.max_grad_norm;
+  AdamWResult r = adamw(a, dev_);
+  if (!r.skipped) ++step_;
+  zero_grad();
+  return r;
+}
+
+void Engine::score(const PackedBatch& b, float temperature, bool reference, float* out) {
+  check_batch(b);
+  if (reference && !has_reference()) throw Error("score: no reference copy (create it first)");
+  const int64_t T = b.T, H = cfg_.hidden, V = cfg_.vocab;
+  Acts A;
+  forward(reference ? ref_.data() : w_.data(), b, A, false);
+  const float* w = reference ? ref_.data() : w_.data();
+  const float* Wh = w + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
+  const std::vector<int64_t> first = first_flags(b);
+  std::vector<int64_t> rows;
+  for (int64_t t = 0; t < T; ++t) {
+    out[t] = 0.0f;
+    if (!first[size_t(t)]) rows.push_back(t);
+  }
+  const int64_t n = int64_t(rows.size()), C = chunk_rows(256, V);
+  Vec X(static_cast<size_t>(C * H)), logits(static_cast<size_t>(C * V)), lp(static_cast<size_t>(C)), lse(static_cast<size_t>(C));
+  std::vector<int32_t> tgt(static_cast<size_t>(C));
+  act_peak_ = std::max(act_peak_, A.bytes() + int64_t(C * V) * 4);
+  for (int64_t r0 = 0; r0 < n; r0 += C) {
+    const int64_t cn = std::min(C, n - r0);
+    for (int64_t i = 0; i < cn; ++i) {
+      const int64_t t = rows[size_t(r0 + i)];
+      std::memcpy(X.data() + i * H, A.xf.data() + (t - 1) * H, size_t(H) * 4);
+      tgt[size_t(i)] = b.tokens[t];
+    }
+    linear_forward(X.data(), Wh, logits.data(), cn, V, H, false, dev_);
+    LogprobForwardArgs fa;
+    fa.logits = logits.data(), fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt.data();
+    fa.temperature = temperature, fa.logp = lp.data(), fa.lse = lse.data();
+    logprob_forward(fa, dev_);
+    for (int64_t i = 0; i < cn; ++i) out[rows[size_t(r0 + i)]] = lp[size_t(i)];
+  }
+}
+
+void Engine::logits(const PackedBatch& b, float* out) {
+  check_batch(b);
+  Acts A;
+  forward(w_.data(), b, A, false);
+  const float* Wh = w_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
+  linear_forward(A.xf.data(), Wh, out, b.T, cfg_.vocab, cfg_.hidden, false, dev_);
+}
+
+}  // namespace model
+}  // namespace murphy

@@ -1,0 +1,63 @@
+// Internals shared by model.cc (training, scoring) and generate.cc (KV-cache sampling).
+#pragma once
+#include <vector>
+
+#include "murphy/model/model.h"
+
+namespace murphy {
+namespace model {
+
+using Vec = std::vector<float>;
+void resize(Vec& v, int64_t n, const char* what);
+
+struct LayerActs {
+  Vec xin, n1, r1, qraw, kraw, rq, rk, q, k, v, att, lse, a, ra, h, n2, r2, gate, up, act, m, rm;
+};
+
+struct Acts {
+  int64_t T = 0;
+  std::vector<LayerActs> layers;
+  Vec x, xf, rf;
+  int64_t bytes() const {
+    int64_t n = int64_t(x.size() + xf.size() + rf.size());
+    for (const LayerActs& l : layers)
+      for (const Vec* v : {&l.xin, &l.n1, &l.r1, &l.qraw, &l.kraw, &l.rq, &l.rk, &l.q, &l.k, &l.v, &l.att, &l.lse,
+                           &l.a, &l.ra, &l.h, &l.n2, &l.r2, &l.gate, &l.up, &l.act, &l.m, &l.rm})
+        n += int64_t(v->size());
+    return n * 4;
+  }
+};
+
+// Attention for one layer: packed causal (training, scoring, prefill) or against a KV cache.
+struct AttnHook {
+  virtual ~AttnHook() = default;
+  // q [T, H, D], k/v [T, G, D] after RoPE -> out [T, H, D], lse [T, H]
+  virtual void run(int64_t layer, const float* q, const float* k, const float* v, float* out, float* lse) = 0;
+};
+
+struct PackedAttn : AttnHook {
+  const ModelConfig& c;
+  const PackedBatch& b;
+  Device d;
+  std::vector<Vec>* keep_k = nullptr;  // prefill: copies of k, v per layer
+  std::vector<Vec>* keep_v = nullptr;
+  PackedAttn(const ModelConfig& c_, const PackedBatch& b_, Device d_) : c(c_), b(b_), d(d_) {}
+  void run(int64_t layer, const float* q, const float* k, const float* v, float* out, float* lse) override;
+};
+
+struct Fwd {
+  const ModelConfig& c;
+  const Layout& L;
+  const float* w;
+  const RopeTable& rope;
+  Device d;
+  const float* P(int idx) const { return w + L.params[size_t(idx)].offset; }
+};
+
+// Runs the network on T tokens; leaves the final normed hidden states in A.xf.
+// keep = false reuses one layer's activation slot for every layer (no backward possible).
+void run_forward(const Fwd& f, const int32_t* tokens, const int32_t* pos, int64_t T, AttnHook& attn, Acts& A,
+                 bool keep);
+
+}  // namespace model
+}  // namespace murphy

@@ -1,0 +1,21 @@
+// Shared by the model's op files: the dispatch macro and the reference-path switch.
+#pragma once
+#include "murphy/common.h"
+
+namespace murphy {
+namespace model {
+
+// True when the plain reference loops should run instead of the fast paths
+// (MURPHY_REFERENCE_OPS=1 or setReferenceOps(true)); used by tests to check one against the other.
+bool use_reference_ops();
+void set_reference_ops(bool on);
+
+[[noreturn]] void model_no_cuda();
+
+// One dispatch point per op: the CPU function for host memory; a CUDA backend plugs in here.
+#define MURPHY_MODEL_DISPATCH(cpu_call)  \
+  if (d != Device::Host) model_no_cuda(); \
+  return cpu_call;
+
+}  // namespace model
+}  // namespace murphy

@@ -1,0 +1,76 @@
+// Op family "rmsnorm" on the CPU (formulas in murphy/model/ops.h):
+//   rstd = 1 / sqrt(mean_i x_i^2 + eps);  y_i = x_i rstd w_i
+//   dx_i = rstd (w_i dy_i - xh_i mean_j(w_j dy_j xh_j)),  xh = x rstd;   dw_i += sum_rows dy_i xh_i
+// One path: plain loops vectorized with omp simd, parallel over rows; the weight gradient is
+// reduced from fixed per-block partial sums (deterministic for a given thread count).
+#include <cmath>
+#include <vector>
+
+#include "../cpu/simd.h"
+#include "../cpu/threads.h"
+#include "murphy/model/ops.h"
+#include "ops_internal.h"
+
+namespace murphy {
+namespace model {
+
+namespace {
+MURPHY_SIMD_CLONES void row_fwd(const float* __restrict x, const float* __restrict w, float* __restrict y,
+                                float* rstd, int64_t n, float eps) {
+  float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float r = 1.0f / std::sqrt(ss / float(n) + eps);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * r) * w[i];
+  *rstd = r;
+}
+
+MURPHY_SIMD_CLONES void row_bwd(const float* __restrict dy, const float* __restrict x, const float* __restrict w,
+                                float r, float* __restrict dx, float* __restrict dw, int64_t n, bool acc) {
+  float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t i = 0; i < n; ++i) dot += w[i] * dy[i] * x[i] * r;
+  const float c = dot / float(n);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float xh = x[i] * r;
+    const float g = r * (w[i] * dy[i] - xh * c);
+    dx[i] = acc ? dx[i] + g : g;
+    dw[i] += dy[i] * xh;
+  }
+}
+}  // namespace
+
+void rmsnorm_forward_cpu(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t n, float eps) {
+  parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) row_fwd(x + r * n, w, y + r * n, rstd + r, n, eps);
+  });
+}
+
+void rmsnorm_backward_cpu(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+                          int64_t rows, int64_t n, bool accumulate_dx) {
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(rows, int64_t(num_threads()) * 2));
+  std::vector<float> part(static_cast<size_t>(blocks * n), 0.0f);
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = rows * b / blocks, r1 = rows * (b + 1) / blocks;
+      for (int64_t r = r0; r < r1; ++r)
+        row_bwd(dy + r * n, x + r * n, w, rstd[r], dx + r * n, part.data() + b * n, n, accumulate_dx);
+    }
+  });
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t i = 0; i < n; ++i) dw[i] += part[size_t(b * n + i)];
+}
+
+void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t n, float eps,
+                     Device d) {
+  MURPHY_MODEL_DISPATCH(rmsnorm_forward_cpu(x, w, y, rstd, rows, n, eps))
+}
+void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+                      int64_t rows, int64_t n, bool accumulate_dx, Device d) {
+  MURPHY_MODEL_DISPATCH(rmsnorm_backward_cpu(dy, x, w, rstd, dx, dw, rows, n, accumulate_dx))
+}
+
+}  // namespace model
+}  // namespace murphy
