@@ -36,7 +36,13 @@ export function probePython(command = 'python3'): Promise<PythonInfo> {
       const script =
         'import sys, os, json; print(json.dumps({"executable": os.path.realpath(sys.executable), "version": sys.version.split()[0], ' +
         '"prefix": sys.prefix, "basePrefix": sys.base_prefix, "paths": [p for p in sys.path if p and os.path.isdir(p)]}))';
-      const { stdout } = await execFileP(command, ['-I', '-c', script], { timeout: 30000 });
+      let stdout: string;
+      try {
+        ({ stdout } = await execFileP(command, ['-I', '-c', script], { timeout: 30000 }));
+      } catch (e) {
+        const err = e as { stderr?: string; message: string };
+        throw new Error(`cannot run the Python interpreter "${command}" (set --python or MURPHY_PYTHON): ${(err.stderr ?? '').trim() || err.message}`);
+      }
       const o = JSON.parse(stdout) as Omit<PythonInfo, 'command'>;
       return { command, ...o };
     })();
