@@ -1227,6 +1227,8 @@ def main():
             server.kill_all()
         out.write(json.dumps(resp) + "\n")
         out.flush()
+    server.kill_all(full=server.child_uid is not None)
+    shutil.rmtree(server.base, ignore_errors=True)
 
 
 if __name__ == "__main__":
