@@ -20,13 +20,14 @@ export interface FakeSamplerOptions {
   logprobs?: boolean;
   /** Every `noCodeEvery`-th completion (per call) has no code block; 0 = never. Default 0. */
   noCodeEvery?: number;
+
 }
 
 /**
  * A seeded fake sampler. The turn is read from the prompt (number of FAKE_FEEDBACK_TOKEN
  * markers + 1); randomness comes from params.seed, else from a hash of the prompt ids, so
- * results never depend on call order. Completion text is "```python\n# fake k/T\n```",
- * which FakeExecutor grades as k of T tests passed.
+ * results never depend on call order. Completion text is a python block containing
+ * "# fake k/T", which FakeExecutor grades as k of T tests passed.
  */
 export class FakeSampler implements Sampler {
   calls = 0;
@@ -35,7 +36,8 @@ export class FakeSampler implements Sampler {
   private readonly len: number;
   private readonly withLogprobs: boolean;
   private readonly noCodeEvery: number;
-  private readonly texts: string[];
+  /** texts[k][v]: a short answer graded k/T, variant v (POOL variants per grade). */
+  private readonly texts: string[][];
   private readonly pool: number[][] = [];
   private readonly lpPool: number[][] = [];
 
@@ -45,7 +47,16 @@ export class FakeSampler implements Sampler {
     this.len = options.completionTokens ?? 8;
     this.withLogprobs = options.logprobs ?? true;
     this.noCodeEvery = options.noCodeEvery ?? 0;
-    this.texts = Array.from({ length: this.tests + 1 }, (_, k) => `\`\`\`python\n# fake ${k}/${this.tests}\n\`\`\``);
+    // Flat (JSON round-tripped) strings, like the ones a backend's JSON reply gives.
+    this.texts = Array.from({ length: this.tests + 1 }, (_, k) =>
+      Array.from({ length: POOL }, (_, v) =>
+        JSON.parse(
+          JSON.stringify(
+            `Here is my solution:\n\n\`\`\`python\ndef solve(xs):\n    # fake ${k}/${this.tests}\n    return sorted(xs)[:${v}]\n\`\`\`\n\nIt sorts the list and keeps the first ${v} items.`,
+          ),
+        ) as string,
+      ),
+    );
     const rng = mulberry32(12345);
     for (let v = 0; v < POOL; v++) {
       const ids = Array.from({ length: this.len }, () => 10 + ((rng() * 50000) | 0));
@@ -56,7 +67,7 @@ export class FakeSampler implements Sampler {
   }
 
   /**
-   * Token ids and logprobs come from a fixed pool of POOL arrays (shared between
+   * Token ids, logprobs and texts come from fixed pools (POOL variants, shared between
    * completions; callers must not mutate them), so the fake costs a few random draws per
    * completion and the benchmark measures the tree code, not the fake.
    */
@@ -74,7 +85,7 @@ export class FakeSampler implements Sampler {
       out[j] = {
         tokenIds: this.pool[v]!,
         logprobs: this.withLogprobs ? this.lpPool[v]! : undefined,
-        text: noCode ? 'I am not sure how to solve this.' : this.texts[k]!,
+        text: noCode ? 'I am not sure how to solve this.' : this.texts[k]![v]!,
         finishReason: 'stop',
       };
     }
@@ -89,24 +100,31 @@ const FAKE_RE = /# fake (\d+)\/(\d+)/;
 /** Grades FakeSampler's completions: "# fake k/T" → reward k/T, passed when k = T. */
 export class FakeExecutor implements Executor<unknown> {
   calls = 0;
-  private readonly cache = new Map<string, ExecResult>();
   execute(_problem: unknown, code: string): ExecResult {
     this.calls++;
-    let r = this.cache.get(code);
-    if (r === undefined) {
-      r = this.grade(code);
-      if (this.cache.size < 1024) this.cache.set(code, r);
-    }
-    return r;
+    return this.grade(code);
   }
+
+  // One immutable result per (k, T), shared by every execution with that grade.
+  private readonly graded = new Map<number, ExecResult>();
+  private static readonly SYNTAX: ExecResult = Object.freeze({ reward: 0, passed: false, feedback: 'SyntaxError: invalid syntax' });
 
   private grade(code: string): ExecResult {
     const m = FAKE_RE.exec(code);
-    if (!m) return { reward: 0, passed: false, feedback: 'SyntaxError: invalid syntax' };
+    if (!m) return FakeExecutor.SYNTAX;
     const k = Number(m[1]);
     const T = Number(m[2]);
-    if (k >= T) return { reward: 1, passed: true, feedback: `All ${T} tests passed.` };
-    return { reward: k / T, passed: false, feedback: `Failed ${T - k} of ${T} tests: AssertionError` };
+    const key = k * 65536 + T;
+    let r = this.graded.get(key);
+    if (r === undefined) {
+      r = Object.freeze(
+        k >= T
+          ? { reward: 1, passed: true, feedback: `All ${T} tests passed.` }
+          : { reward: k / T, passed: false, feedback: `Failed ${T - k} of ${T} tests: AssertionError` },
+      );
+      this.graded.set(key, r);
+    }
+    return r;
   }
 }
 

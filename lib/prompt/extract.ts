@@ -27,7 +27,6 @@ export interface CodeBlock {
 }
 
 const DEFAULT_LANGS = ['python', 'py', 'python3', 'py3', ''];
-const OPEN_RE = /^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$/;
 
 /** Removes reasoning: <think>…</think> sections, an unterminated <think> to the end, and a leading "…</think>" whose opening tag was in the prompt. */
 export function stripThinking(text: string): string {
@@ -66,9 +65,20 @@ function allChar(text: string, from: number, to: number, c: number): boolean {
   return true;
 }
 
-/** All fenced code blocks (``` or ~~~, any length >= 3), in order. */
-export function findCodeBlocks(text: string): CodeBlock[] {
-  const blocks: CodeBlock[] = [];
+interface RawBlock {
+  lang: string;
+  /** Body range [start, end) in the text, without the fences. */
+  start: number;
+  end: number;
+  terminated: boolean;
+}
+
+// Opening fence line, matched in place (sticky) from a line start.
+const OPEN_LINE_RE = /[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^`\n]*$/my;
+
+/** Fenced blocks as ranges of `text` (no slicing). */
+function scanBlocks(text: string): RawBlock[] {
+  const blocks: RawBlock[] = [];
   const n = text.length;
   let pos = 0;
   while (pos <= n) {
@@ -77,7 +87,8 @@ export function findCodeBlocks(text: string): CodeBlock[] {
     const first = skipBlank(text, pos, eol);
     const c0 = text.charCodeAt(first);
     if (first + 2 < eol && isFenceChar(c0) && text.charCodeAt(first + 1) === c0 && text.charCodeAt(first + 2) === c0) {
-      const m = OPEN_RE.exec(text.slice(pos, eol));
+      OPEN_LINE_RE.lastIndex = pos;
+      const m = OPEN_LINE_RE.exec(text);
       if (m) {
         const fence = m[1]!;
         const lang = m[2]!.toLowerCase();
@@ -109,8 +120,8 @@ export function findCodeBlocks(text: string): CodeBlock[] {
           }
           lp = le + 1;
         }
-        const code = bodyStart > n ? '' : text.slice(bodyStart, Math.max(bodyStart, bodyEnd));
-        blocks.push({ lang, code, terminated });
+        const start = Math.min(bodyStart, n);
+        blocks.push({ lang, start, end: Math.max(start, bodyEnd), terminated });
         pos = next;
         continue;
       }
@@ -120,7 +131,32 @@ export function findCodeBlocks(text: string): CodeBlock[] {
   return blocks;
 }
 
-const NON_BLANK_RE = /\S/;
+/** All fenced code blocks (``` or ~~~, any length >= 3), in order. */
+export function findCodeBlocks(text: string): CodeBlock[] {
+  return scanBlocks(text).map((b) => ({ lang: b.lang, code: text.slice(b.start, b.end), terminated: b.terminated }));
+}
+
+// Result of trimRange (module-level to avoid allocating a pair).
+let trimStart = 0;
+let trimEnd = 0;
+
+/** Range of text[start, end) without leading blank lines and trailing whitespace. */
+function trimRange(text: string, start: number, end: number): void {
+  let s = start;
+  let i = start;
+  while (i < end) {
+    const c = text.charCodeAt(i);
+    if (c === 10) s = i + 1;
+    else if (c !== 32 && c !== 9 && c !== 13) break;
+    i++;
+  }
+  if (i >= end) s = end;
+  let e = end;
+  while (e > s && (isSpace(text.charCodeAt(e - 1)) || text.charCodeAt(e - 1) === 10)) e--;
+  trimStart = s;
+  trimEnd = e;
+}
+
 const CODE_LINE_RE = /^(?:def |async def |class |import |from [\w.]+ import |@\w|if __name__|[A-Za-z_]\w* ?=|print\()/m;
 
 function firstLineIndented(code: string): boolean {
@@ -156,14 +192,28 @@ export function extractCode(text: string, options: ExtractOptions = {}): string 
   const langs = options.languages ?? DEFAULT_LANGS;
   let s = options.stripThinking === false ? text : stripThinking(text);
   if (s.includes('\r')) s = s.replace(/\r\n/g, '\n');
-  const blocks = findCodeBlocks(s).filter((b) => langs.includes(b.lang) && NON_BLANK_RE.test(b.code));
   let code: string | null = null;
-  if (blocks.length > 0) {
-    let chosen = blocks[blocks.length - 1]!;
-    if (options.pick === 'longest') {
-      for (const b of blocks) if (b.code.trim().length > chosen.code.trim().length) chosen = b;
+  let found = false;
+  let bs = 0;
+  let be = 0;
+  const longest = options.pick === 'longest';
+  for (const b of scanBlocks(s)) {
+    if (!langs.includes(b.lang)) continue;
+    trimRange(s, b.start, b.end);
+    if (trimEnd <= trimStart) continue; // blank block
+    if (!found || !longest || trimEnd - trimStart > be - bs) {
+      bs = trimStart;
+      be = trimEnd;
     }
-    code = chosen.code;
+    found = true;
+  }
+  if (found) {
+    if (options.prefix !== undefined && firstLineIndented(s.slice(bs, be))) {
+      const p = options.prefix.endsWith('\n') ? options.prefix : options.prefix + '\n';
+      return p + s.slice(bs, be) + '\n';
+    }
+    // One slice, ending with the newline that follows the code when there is one.
+    return s.charCodeAt(be) === 10 ? s.slice(bs, be + 1) : s.slice(bs, be) + '\n';
   } else if ((options.allowUnfenced ?? true) && !/^[ \t]*(?:`{3,}|~{3,})/m.test(s)) {
     const body = s.replace(/^(?:[ \t]*\n)+/, '');
     if (CODE_LINE_RE.test(body) || (options.prefix !== undefined && firstLineIndented(body) && body.trim() !== '')) code = body;
