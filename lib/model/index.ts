@@ -281,12 +281,12 @@ export class PolicyModel {
   }
 
   /** Forward + loss + backward of one micro-batch; gradients add into the accumulated ones. */
-  accumulate(batch: TrainBatch, loss: LossOptions = {}, gradScale = 1): Promise<TrainStats> {
+  async accumulate(batch: TrainBatch, loss: LossOptions = {}, gradScale = 1): Promise<TrainStats> {
     return this.e.accumulate(rawBatch(batch), { ...loss, gradScale });
   }
 
   /** AdamW on the accumulated gradients (fp32 master weights), then zeroes them. */
-  optimizerStep(h: AdamWHyper): Promise<OptimizerResult> {
+  async optimizerStep(h: AdamWHyper): Promise<OptimizerResult> {
     return this.e.optimizerStep({ ...h });
   }
 
@@ -305,18 +305,21 @@ export class PolicyModel {
   zeroGrad(): void { this.e.zeroGrad(); }
 
   /** Log-probs of every token (0 at each sequence's first token), no gradients. */
-  score(batch: PackedBatch, opts: { temperature?: number; reference?: boolean } = {}): Promise<Float32Array> {
+  async score(batch: PackedBatch, opts: { temperature?: number; reference?: boolean } = {}): Promise<Float32Array> {
     return this.e.score(rawBatch(batch), opts.temperature ?? 1, opts.reference ?? false);
   }
 
   /** Logits of every position, [tokens x vocab] (tests and small models only). */
-  logits(batch: PackedBatch): Promise<Float32Array> { return this.e.logits(rawBatch(batch)); }
+  async logits(batch: PackedBatch): Promise<Float32Array> { return this.e.logits(rawBatch(batch)); }
 
   /** Freezes a copy of the current weights as the KL reference. */
   makeReference(): void { this.e.makeReference(); }
 
-  /** n samples per prompt, results in order prompt-major: [p0 s0, p0 s1, ..., p1 s0, ...]. */
-  generate(prompts: ArrayLike<number>[], opts: GenerateOptions): Promise<Generation[]> {
+  /**
+   * n samples per prompt, results in order prompt-major: [p0 s0, p0 s1, ..., p1 s0, ...].
+   * Prompt p's samples are drawn with seed + p, so they do not depend on the other prompts.
+   */
+  async generate(prompts: ArrayLike<number>[], opts: GenerateOptions): Promise<Generation[]> {
     return this.e.generate(prompts.map((p) => Int32Array.from(p)), { ...opts });
   }
 

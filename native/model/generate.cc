@@ -8,7 +8,8 @@
 //                  the largest z' whose probability mass reaches p;  p = softmax over the kept
 //                  set;  token = inverse CDF of p at u;  logp = log p[token]
 //   (vLLM's "processed" log-probs). u comes from a counter-based hash of
-//   (seed, prompt index, sample index, step), so results do not depend on batching.
+//   (seed + prompt index, sample index, step), so a prompt's samples do not depend on the
+//   other prompts of the call (prompt p of a call with seed s = a call with [p] and s + p).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -195,7 +196,9 @@ std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>&
     for (int64_t j = 0; j < o.n; ++j) {
       Sample& s = samples[size_t(p * o.n + j)];
       s.prompt = p, s.j = j;
-      s.stream = hash_u32(o.seed, uint64_t(p)) * 0x100000001ull ^ (uint64_t(j) << 40) ^ (o.seed << 1);
+      // prompt p's samples use seed + p: they do not depend on the other prompts of the call
+      const uint64_t ps = o.seed + uint64_t(p);
+      s.stream = (uint64_t(hash_u32(ps, uint64_t(j))) << 32) | hash_u32(ps ^ 0x5bd1e995u, uint64_t(j));
       s.cap = std::min(o.max_new_tokens, c.max_pos - plen[size_t(p)]);
     }
   std::vector<int32_t> idx;

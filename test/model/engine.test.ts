@@ -1,0 +1,206 @@
+// The policy model's own behaviour: save -> load bit-identical (f32, bf16, f16, sharded),
+// atomic saves, the fast paths against the plain reference loops on shapes that cross every
+// blocking edge of the matrix product, generation (seeded reproducibility, log-probs equal to
+// the scoring API's, n samples sharing a prompt, stop ids), async behaviour and bad input.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { checkModelConfig, initModel, packSequences, PolicyModel, setReferenceOps, type ModelSizes } from '../../lib/model/index.js';
+import { Rng, testSeed } from '../helpers/random.js';
+import { relError } from './helpers.js';
+
+const seed = testSeed('model engine');
+const rng = new Rng(seed);
+const work = mkdtempSync(join(tmpdir(), 'murphy-model-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+const small: ModelSizes = {
+  modelType: 'qwen3', vocabSize: 300, hiddenSize: 32, intermediateSize: 48, numLayers: 2, numHeads: 4, numKvHeads: 2,
+  headDim: 16, maxPositionEmbeddings: 128, tieWordEmbeddings: false, dtype: 'float32',
+};
+
+function randomSeqs(n: number, len: () => number, vocab: number): number[][] {
+  return Array.from({ length: n }, () => Array.from({ length: len() }, () => rng.int(vocab)));
+}
+
+describe('save and load', () => {
+  for (const dtype of ['float32', 'bfloat16', 'float16'] as const) {
+    for (const shard of [0, 20000]) {
+      it(`${dtype}${shard ? ', sharded' : ''}: save -> load -> save is bit-identical`, async () => {
+        const m = await PolicyModel.random({ ...small, modelType: rng.next() < 0.5 ? 'qwen3' : 'olmo2' }, { seed, initStd: 0.5 });
+        const d1 = join(work, `a-${dtype}-${shard}`), d2 = join(work, `b-${dtype}-${shard}`);
+        await m.save(d1, { dtype, maxShardBytes: shard });
+        const files = readdirSync(d1);
+        assert.ok(files.includes('config.json'));
+        assert.equal(files.includes('model.safetensors.index.json'), shard > 0, files.join(','));
+        assert.ok(!files.some((f) => f.includes('.tmp')), 'no temporary files left');
+        const m2 = await PolicyModel.load(d1);
+        assert.equal(m2.info.dtype, dtype);
+        await m2.save(d2, { maxShardBytes: shard });
+        for (const f of files.filter((x) => x.endsWith('.safetensors'))) {
+          assert.ok(readFileSync(join(d1, f)).equals(readFileSync(join(d2, f))), `${f} differs`);
+        }
+        for (const p of m.params()) {
+          const a = m.getParam(p.name), b = m2.getParam(p.name);
+          if (dtype === 'float32') assert.deepEqual(b, a);
+          else assert.ok(relError(b, a) < (dtype === 'bfloat16' ? 8e-3 : 1e-3), p.name);
+        }
+      });
+    }
+  }
+
+  it('overwrites an existing directory atomically and copies tokenizer files', async () => {
+    const tok = join(work, 'tok');
+    rmSync(tok, { recursive: true, force: true });
+    const r = await initModel({ out: tok, preset: 'tiny', seed: 1 });
+    assert.ok(existsSync(join(r.dir, 'tokenizer.json')) && existsSync(join(r.dir, 'tokenizer_config.json')));
+    const cfg = JSON.parse(readFileSync(join(r.dir, 'config.json'), 'utf8')) as Record<string, unknown>;
+    assert.equal(cfg.model_type, 'qwen3');
+    assert.deepEqual(cfg.architectures, ['Qwen3ForCausalLM']);
+    const m = await PolicyModel.load(r.dir);
+    await m.save(r.dir); // onto itself: reads the tokenizer from the old directory before replacing it
+    assert.ok(existsSync(join(r.dir, 'tokenizer.json')));
+    assert.deepEqual(readdirSync(work).filter((f) => f.includes('.tmp-') || f.includes('.old-')), []);
+  });
+});
+
+describe('fast paths vs reference loops', () => {
+  it('scores and gradients agree on shapes crossing the GEMM blocking (K > 256, N > 2048)', async () => {
+    const sizes: ModelSizes = {
+      modelType: 'olmo2', vocabSize: 2100, hiddenSize: 272, intermediateSize: 300, numLayers: 1, numHeads: 2,
+      numKvHeads: 1, headDim: 40, maxPositionEmbeddings: 256, tieWordEmbeddings: rng.next() < 0.5, dtype: 'float32',
+    };
+    const m = await PolicyModel.random(sizes, { seed, initStd: 0.05 });
+    const b = packSequences(randomSeqs(3, () => 5 + rng.int(30), sizes.vocabSize));
+    const T = b.tokens.length;
+    const lossOpts = { beta: 0.0 };
+    const train = { ...b, advantages: rng.normals(T), oldLogp: new Float32Array(T) };
+    const fast = await m.score(b);
+    train.oldLogp = Float32Array.from(fast, (x) => x + 0.1 * rng.normal());
+    await m.accumulate(train, lossOpts);
+    const gFast = m.params().map((p) => m.getGrad(p.name));
+    m.zeroGrad();
+    setReferenceOps(true);
+    try {
+      const ref = await m.score(b);
+      assert.ok(relError(fast, ref) <= 1e-5, `score ${relError(fast, ref)}`);
+      await m.accumulate(train, lossOpts);
+    } finally {
+      setReferenceOps(false);
+    }
+    m.params().forEach((p, i) => {
+      const e = relError(gFast[i], m.getGrad(p.name));
+      assert.ok(e <= 1e-4, `${p.name}: ${e}`);
+    });
+  });
+});
+
+describe('generation', () => {
+  it('seeded sampling is reproducible; log-probs equal the scoring API; n samples share a prompt', async () => {
+    const m = await PolicyModel.random({ ...small, modelType: 'olmo2', tieWordEmbeddings: true }, { seed, initStd: 0.3 });
+    const prompts = randomSeqs(3, () => 1 + rng.int(12), small.vocabSize);
+    const opts = { maxNewTokens: 10, temperature: 0.8, n: 3, seed: rng.int(1e6) };
+    const g1 = await m.generate(prompts, opts);
+    const g2 = await m.generate(prompts, opts);
+    assert.equal(g1.length, 9);
+    assert.deepEqual(g1.map((g) => Array.from(g.tokens)), g2.map((g) => Array.from(g.tokens)));
+    assert.deepEqual(g1.map((g) => Array.from(g.logprobs)), g2.map((g) => Array.from(g.logprobs)));
+    // batching does not change a prompt's samples
+    const solo = await m.generate([prompts[1]], { ...opts, seed: opts.seed + 1 });
+    assert.deepEqual(solo.map((g) => Array.from(g.tokens)), g1.slice(3, 6).map((g) => Array.from(g.tokens)));
+    // the samples of one prompt differ from each other (vocab 300, 10 tokens)
+    assert.notDeepEqual(Array.from(g1[0].tokens), Array.from(g1[1].tokens));
+    // log-probs equal scoring at the same temperature
+    const seqs = g1.map((g, i) => [...prompts[Math.floor(i / 3)], ...g.tokens]);
+    const b = packSequences(seqs);
+    const lp = await m.score(b, { temperature: 0.8 });
+    g1.forEach((g, i) => {
+      const start = b.seqOffsets[i] + prompts[Math.floor(i / 3)].length;
+      const e = relError(g.logprobs, lp.subarray(start, start + g.tokens.length));
+      assert.ok(e <= 1e-4, `sample ${i}: ${e}`);
+      assert.equal(g.finishReason, 'length');
+    });
+  });
+
+  it('greedy with KV cache equals greedy by full recomputation; stop ids end a sample', async () => {
+    const m = await PolicyModel.random(small, { seed, initStd: 0.3 });
+    const prompt = randomSeqs(1, () => 6, small.vocabSize)[0];
+    const [g] = await m.generate([prompt], { maxNewTokens: 6, temperature: 0 });
+    const seq = [...prompt];
+    for (let i = 0; i < 6; i++) {
+      const lg = await m.logits(packSequences([seq]));
+      const last = lg.subarray((seq.length - 1) * small.vocabSize, seq.length * small.vocabSize);
+      let best = 0;
+      for (let j = 1; j < last.length; j++) if (last[j] > last[best]) best = j;
+      seq.push(best);
+    }
+    assert.deepEqual(Array.from(g.tokens), seq.slice(prompt.length));
+    const [s] = await m.generate([prompt], { maxNewTokens: 6, temperature: 0, stopIds: [g.tokens[2]] });
+    assert.equal(s.finishReason, 'stop');
+    assert.deepEqual(Array.from(s.tokens), Array.from(g.tokens).slice(0, Array.from(g.tokens).indexOf(g.tokens[2]) + 1));
+    const top = await m.generate([prompt], { maxNewTokens: 4, temperature: 1, topK: 5, topP: 0.9, seed: 7, n: 2 });
+    for (const t of top) for (const x of t.logprobs) assert.ok(x <= 0 && x > -Math.log(5) - 1e-6 - 10);
+  });
+
+  it('a long generation runs off the event loop', async () => {
+    const m = await PolicyModel.random(small, { seed });
+    let ticks = 0;
+    const timer = setInterval(() => { ticks++; }, 1);
+    await m.generate(randomSeqs(4, () => 20, small.vocabSize), { maxNewTokens: 100, n: 2, temperature: 1, seed: 1 });
+    clearInterval(timer);
+    assert.ok(ticks > 0, 'the event loop kept running');
+  });
+});
+
+describe('bad input', () => {
+  const cfgText = (o: Record<string, unknown>) => JSON.stringify({
+    model_type: 'qwen3', vocab_size: 64, hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1,
+    num_attention_heads: 2, num_key_value_heads: 1, head_dim: 8, max_position_embeddings: 32, ...o,
+  });
+  it('config.json errors name the field', () => {
+    assert.throws(() => checkModelConfig(cfgText({ model_type: 'llama' })), /model_type 'llama' is not supported/);
+    assert.throws(() => checkModelConfig(cfgText({ rope_scaling: { rope_type: 'yarn', factor: 4 } })), /rope_scaling 'yarn'/);
+    assert.throws(() => checkModelConfig(cfgText({ hidden_size: undefined })), /'hidden_size' is missing/);
+    assert.throws(() => checkModelConfig(cfgText({ num_key_value_heads: 3 })), /multiple of num_key_value_heads/);
+    assert.throws(() => checkModelConfig('{"model_type": "qwen3",'), /config.json: invalid JSON/);
+  });
+
+  it('missing, corrupt or mismatched safetensors are clear errors', async () => {
+    const m = await PolicyModel.random(small, { seed });
+    const d = join(work, 'bad');
+    await m.save(d, { dtype: 'bfloat16' });
+    const st = join(d, 'model.safetensors');
+    const good = readFileSync(st);
+    await assert.rejects(PolicyModel.load(join(work, 'nope')), /config.json: cannot open/);
+    writeFileSync(st, good.subarray(0, good.length - 100));
+    await assert.rejects(PolicyModel.load(d), /model.safetensors: corrupt safetensors file.*truncated/);
+    writeFileSync(st, good.subarray(0, 4));
+    await assert.rejects(PolicyModel.load(d), /model.safetensors: corrupt/);
+    writeFileSync(st, good);
+    const cfg = JSON.parse(readFileSync(join(d, 'config.json'), 'utf8')) as Record<string, unknown>;
+    writeFileSync(join(d, 'config.json'), JSON.stringify({ ...cfg, intermediate_size: 50 }));
+    await assert.rejects(PolicyModel.load(d), /'model.layers.0.mlp.gate_proj.weight' has shape \[48, 32\] but config.json \(hidden_size, intermediate_size\) implies \[50, 32\]/);
+    rmSync(st);
+    writeFileSync(join(d, 'config.json'), JSON.stringify(cfg));
+    await assert.rejects(PolicyModel.load(d), /no model.safetensors or model.safetensors.index.json/);
+  });
+
+  it('token ids outside the vocabulary and positions beyond max_position_embeddings are rejected', async () => {
+    const m = await PolicyModel.random(small, { seed });
+    await assert.rejects(m.score(packSequences([[1, 2, 300]])), /token id 300 at position 2 is outside the vocabulary \[0, 300\)/);
+    await assert.rejects(m.score(packSequences([Array.from({ length: 129 }, () => 1)])), /beyond max_position_embeddings \(128\)/);
+    await assert.rejects(m.generate([[1, -1]], { maxNewTokens: 2 }), /outside the vocabulary/);
+    await assert.rejects(m.generate([Array.from({ length: 128 }, () => 1)], { maxNewTokens: 2 }), /max_position_embeddings/);
+    await assert.rejects(m.accumulate({ ...packSequences([[1, 2]]) }, {}), /advantages.*oldLogp/);
+    await assert.rejects(m.accumulate({ ...packSequences([[1, 2]]), advantages: new Float32Array(2), oldLogp: new Float32Array(2) }, { beta: 0.1 }), /reference/);
+  });
+
+  it('an impossible allocation is an out-of-memory error, not a crash', async () => {
+    await assert.rejects(
+      PolicyModel.random({ ...small, vocabSize: 2 ** 31 - 1, hiddenSize: 65536 }, { seed }),
+      /out of memory allocating .* for the model weights/,
+    );
+  });
+});
