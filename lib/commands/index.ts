@@ -1,10 +1,12 @@
 // The list of CLI commands. Add a module here to expose it as `murphy-native <name>`.
 import type { CommandModule } from 'yargs';
 import { doctorCommand } from './doctor.js';
+import { initModelCommand } from './init-model.js';
 import { verifyDatasetCommand } from './verify-dataset.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export const commands: CommandModule<any, any>[] = [
   doctorCommand,
   verifyDatasetCommand,
+  initModelCommand,
 ];
