@@ -66,8 +66,12 @@ export function remoteScript(req: object, token: string): string {
     'def _murphy_remote():\n' +
     '    import base64, tempfile\n' +
     `    req = json.loads(base64.b64decode("${b64}").decode("utf-8"))\n` +
-    '    srv = Server({"workBase": tempfile.mkdtemp(prefix="murphy-")})\n' +
-    '    resp = srv.handle(req)\n' +
+    '    base = tempfile.mkdtemp(prefix="murphy-")\n' +
+    '    srv = Server({"workBase": base})\n' +
+    '    try:\n' +
+    '        resp = srv.handle(req)\n' +
+    '    finally:\n' +
+    '        shutil.rmtree(base, ignore_errors=True)\n' +
     `    sys.__stdout__.write("\\n${token}" + json.dumps(resp) + "\\n")\n` +
     '    sys.__stdout__.flush()\n' +
     '\n_murphy_remote()\n'
