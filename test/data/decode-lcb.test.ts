@@ -1,12 +1,11 @@
 // python/murphy_exec/decode_lcb.py: decodes LiveCodeBench's pickle blobs into JSON the loader reads.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { loadDataset } from '../../lib/data/index.js';
-import { HAVE_SHARED, REPO, SHARED } from '../exec/helpers.js';
+import { HAVE_SHARED, REPO, SHARED, tempDir } from '../exec/helpers.js';
 
 const SCRIPT = join(REPO, 'python', 'murphy_exec', 'decode_lcb.py');
 const PY = process.env.MURPHY_PYTHON ?? 'python3';
@@ -17,7 +16,7 @@ function pyBlob(expr: string): string {
 
 describe('decode_lcb.py', () => {
   it('original LiveCodeBench rows: private tests decoded, then loadable', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lcbdec-'));
+    const dir = tempDir('lcbdec-');
     const priv = [{ input: '2\n', output: '4\n', testtype: 'stdin' }, { input: '3\n', output: '6\n', testtype: 'stdin' }];
     const rec = {
       question_title: 'double', question_content: 'Print 2n.', platform: 'atcoder', question_id: 'abc000_a', contest_id: 'abc000',
@@ -35,14 +34,14 @@ describe('decode_lcb.py', () => {
     });
   });
   it('refuses a pickle that would run code', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lcbdec-'));
+    const dir = tempDir('lcbdec-');
     const evil = pyBlob('type("E", (), {"__reduce__": lambda self: (os.system, ("echo pwned",))})()');
     const rec = { question_content: 'q', platform: 'x', question_id: 'y', public_test_cases: '[]', private_test_cases: evil, metadata: '{}' };
     writeFileSync(join(dir, 'in.jsonl'), JSON.stringify(rec) + '\n');
     assert.throws(() => execFileSync(PY, [SCRIPT, join(dir, 'in.jsonl'), join(dir, 'out.jsonl')], { stdio: 'pipe' }), /refusing to load posix\.system|refusing to load/);
   });
   it('SandboxFusion packaging: reproduces the shared decoded file', { skip: !HAVE_SHARED && 'no ../shared/data' }, () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lcbdec-'));
+    const dir = tempDir('lcbdec-');
     execFileSync(PY, [SCRIPT, join(SHARED, 'code_eval_live_code_bench_v1.jsonl'), join(dir, 'd.json')]);
     const a = JSON.parse(readFileSync(join(dir, 'd.json'), 'utf8')) as { inputs: string[]; outputs: string[]; fn_name: string | null }[];
     const b = JSON.parse(readFileSync(join(SHARED, 'code_eval_live_code_bench_v1.tests-decoded.json'), 'utf8')) as typeof a;

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
@@ -16,7 +15,7 @@ import {
   SAMPLE_FILES,
   type Problem,
 } from '../../lib/data/index.js';
-import { HAVE_SHARED, SHARED } from '../exec/helpers.js';
+import { HAVE_SHARED, SHARED, tempDir } from '../exec/helpers.js';
 
 function countBy<T>(xs: T[], f: (x: T) => string): Record<string, number> {
   const m: Record<string, number> = {};
@@ -93,7 +92,7 @@ describe('the benchmark files in ../shared/data', { skip: !HAVE_SHARED && 'no ..
     assert.equal(ps[0].referenceSolution, undefined, 'the placeholder canonical_solution is not a solution');
   });
   it('LiveCodeBench without decoded tests fails with instructions', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lcb-'));
+    const dir = tempDir('lcb-');
     const { readFileSync } = await import('node:fs');
     writeFileSync(join(dir, 'x.jsonl'), readFileSync(join(SHARED, 'code_eval_live_code_bench_v1.jsonl')));
     await assert.rejects(loadLiveCodeBench(join(dir, 'x.jsonl')), /compressed pickle.*decode_lcb\.py/s);
@@ -105,7 +104,7 @@ describe('formats and detection', () => {
     assert.deepEqual([1, 10, 11, 510, 511, 600, 601, 974].map(mbppSplit), ['prompt', 'prompt', 'test', 'test', 'validation', 'validation', 'train', 'train']);
   });
   it('KodCode-V1 naming (`test` instead of `test_code`)', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'kc-'));
+    const dir = tempDir('kc-');
     const rec = { question_id: 'Q1', question: 'Write f.', solution: 'def f():\n    return 1\n', test: 'from solution import f\n\ndef test_f():\n    assert f() == 1\n', gpt_difficulty: 'easy', test_info: [{ function_name: 'f', function_declaration: 'def f():' }] };
     writeFileSync(join(dir, 'v1.jsonl'), JSON.stringify(rec) + '\n');
     const [p] = await loadDataset(join(dir, 'v1.jsonl'));
@@ -121,7 +120,7 @@ describe('formats and detection', () => {
     assert.deepEqual(ps[1].visibleTests, [0]);
     assert.equal(ps[1].tests.kind, 'functional');
     assert.equal(ps[1].starterCode?.includes('class Solution'), true);
-    const dir = mkdtempSync(join(tmpdir(), 'lcb-'));
+    const dir = tempDir('lcb-');
     const rec = { question_content: 'q', platform: 'atcoder', question_id: 'x', starter_code: '', difficulty: 'easy', public_test_cases: JSON.stringify([{ input: '1\n', output: '1\n', testtype: 'stdin' }]), private_test_cases: 'eJzLSM3JyQcABiwCFQ==', metadata: '{}' };
     writeFileSync(join(dir, 'lcb.jsonl'), JSON.stringify(rec) + '\n');
     await assert.rejects(loadDataset(join(dir, 'lcb.jsonl')), /compressed pickle/);

@@ -1,5 +1,6 @@
 // Shared helpers of the executor tests.
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkBubblewrap } from '../../lib/exec/index.js';
@@ -54,3 +55,14 @@ export function descendants(root = process.pid): Proc[] {
     return false;
   });
 }
+
+const madeDirs: string[] = [];
+/** A temporary directory removed when the test process exits. */
+export function tempDir(prefix: string): string {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  madeDirs.push(d);
+  return d;
+}
+process.on('exit', () => {
+  for (const d of madeDirs) rmSync(d, { recursive: true, force: true });
+});

@@ -1,13 +1,12 @@
 // `murphy-native verify-dataset`: counts, failures with reasons, --json.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { verifyDataset } from '../../lib/commands/verify-dataset.js';
-import { ASSETS, REPO } from './helpers.js';
+import { ASSETS, REPO, tempDir } from './helpers.js';
 
 const run = promisify(execFile);
 
@@ -20,7 +19,7 @@ describe('verify-dataset', () => {
   });
 
   it('lists a broken reference with its reason; --json writes total, passed, failures', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'verify-'));
+    const dir = tempDir('verify-');
     const file = join(dir, 'mine.jsonl');
     const recs = [
       { id: 'ok', prompt: 'add', asserts: ['assert add(1, 1) == 2'], solution: 'def add(a, b):\n    return a + b\n' },
