@@ -1,0 +1,71 @@
+// The embedded rollout backend: the native engine in this process, no HTTP. Concurrent
+// generate() calls (the tree builder issues many) are merged into batched engine calls.
+import type { Completion } from '../murphy/types.js';
+import { EngineBatcher, finishSample, type BatcherOptions, type BatcherStats } from './local.js';
+import { NativeEngine } from './engine.js';
+import { resolveSampling, type SamplingDefaults } from './params.js';
+import type { PolicyWeights, RolloutBackend, RolloutEngine, RolloutParams, TextCodec, WeightSyncReport } from './types.js';
+import { RolloutError } from './types.js';
+
+export interface EmbeddedOptions extends SamplingDefaults, BatcherOptions {
+  engine: RolloutEngine;
+  /** Decodes completion text and handles stop strings; without one, text is ''. */
+  tokenizer?: TextCodec;
+}
+
+export class EmbeddedBackend implements RolloutBackend {
+  readonly kind = 'embedded';
+  readonly engine: RolloutEngine;
+  private readonly batcher: EngineBatcher;
+  private readonly tokenizer: TextCodec | undefined;
+  private readonly defaults: SamplingDefaults;
+  private closed = false;
+
+  constructor(o: EmbeddedOptions) {
+    this.engine = o.engine;
+    this.tokenizer = o.tokenizer;
+    this.batcher = new EngineBatcher(o.engine, o);
+    this.defaults = { maxTokens: o.maxTokens, stopTokenIds: o.stopTokenIds ?? o.tokenizer?.eosTokenIds };
+  }
+
+  /** An embedded backend over a model directory (its tokenizer files are used when present). */
+  static async fromDir(dir: string, o: Omit<EmbeddedOptions, 'engine'> = {}): Promise<EmbeddedBackend> {
+    return new EmbeddedBackend({ ...o, engine: await NativeEngine.load(dir) });
+  }
+
+  get stats(): BatcherStats { return this.batcher.stats; }
+
+  async generate(promptIds: number[], n: number, params: RolloutParams): Promise<Completion[]> {
+    if (this.closed) throw new RolloutError('the embedded backend is closed');
+    if (!Number.isSafeInteger(n) || n < 1) throw new RolloutError(`n must be an integer >= 1, got ${n}`);
+    if (promptIds.length === 0) throw new RolloutError('empty prompt');
+    const s = resolveSampling(params, this.defaults);
+    if (s.stop.length > 0 && this.tokenizer === undefined) throw new RolloutError('stop strings need a tokenizer');
+    const req = { promptIds, n, maxTokens: s.maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK, seed: s.seed, stopTokenIds: s.stopTokenIds };
+    const out = await this.batcher.submit(req);
+    return out.map((x) => {
+      const f = finishSample(x, req, s.stop, this.tokenizer);
+      return { tokenIds: f.tokenIds, logprobs: f.logprobs, text: f.text, finishReason: f.finishReason };
+    });
+  }
+
+  /**
+   * Serves `policy`'s weights. When the engine generates with the policy object itself there
+   * is nothing to move; otherwise parameters are copied in memory, with no generation in flight.
+   */
+  async syncWeights(policy: PolicyWeights, step: number): Promise<WeightSyncReport> {
+    const t0 = performance.now();
+    const shared = this.engine instanceof NativeEngine && (this.engine.model as unknown) === policy;
+    if (!shared) {
+      const e = this.engine;
+      if (e.setWeights === undefined) throw new RolloutError('this engine cannot take weights from memory');
+      await this.batcher.exclusive(() => e.setWeights?.(policy));
+    }
+    return { step, method: shared ? 'shared' : 'memory', servers: [], failed: [], seconds: (performance.now() - t0) / 1000 };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.batcher.exclusive(() => undefined);
+  }
+}

@@ -1,0 +1,86 @@
+// The native policy model (lib/model) as a RolloutEngine: KV-cache generation, batched
+// across requests that share sampling options, and weight replacement from disk or memory.
+import { randomInt } from 'node:crypto';
+import { PolicyModel, type ModelInfo } from '../model/index.js';
+import type { EngineInfo, EngineRequest, EngineSample, PolicyWeights, RolloutEngine } from './types.js';
+import { RolloutError } from './types.js';
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function shapeKey(i: ModelInfo): string {
+  return [i.modelType, i.vocabSize, i.hiddenSize, i.intermediateSize, i.numLayers, i.numHeads, i.numKvHeads, i.headDim,
+    i.tieWordEmbeddings].join(',');
+}
+
+/**
+ * RolloutEngine over a PolicyModel. The native sampler draws each sample's random numbers
+ * from (seed, prompt position in the call, sample index, step), so a seeded request is
+ * always run as the only prompt of its call (its samples are then a function of the request
+ * alone, whoever else is asking); unseeded requests with equal options share calls.
+ */
+export class NativeEngine implements RolloutEngine {
+  private m: PolicyModel;
+
+  constructor(model: PolicyModel) {
+    this.m = model;
+  }
+
+  /** Loads a Hugging Face model directory. */
+  static async load(dir: string): Promise<NativeEngine> {
+    return new NativeEngine(await PolicyModel.load(dir));
+  }
+
+  /** The model currently served (replaced by loadWeights). */
+  get model(): PolicyModel { return this.m; }
+
+  info(): EngineInfo {
+    const i = this.m.info;
+    return { vocabSize: i.vocabSize, maxModelLen: i.maxPositionEmbeddings };
+  }
+
+  canBatch(a: EngineRequest, b: EngineRequest): boolean {
+    return a.seed === undefined && b.seed === undefined && a.n === b.n && a.maxTokens === b.maxTokens &&
+      a.temperature === b.temperature && a.topP === b.topP && a.topK === b.topK && sameIds(a.stopTokenIds, b.stopTokenIds);
+  }
+
+  async generate(batch: EngineRequest[]): Promise<EngineSample[][]> {
+    if (batch.length === 0) return [];
+    const r = batch[0];
+    for (const b of batch) {
+      if (b !== r && !this.canBatch(r, b)) throw new RolloutError('NativeEngine.generate: requests in one batch must share options and be unseeded');
+    }
+    const gens = await this.m.generate(batch.map((b) => b.promptIds), {
+      maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, n: r.n,
+      seed: r.seed ?? randomInt(2 ** 47), stopIds: r.stopTokenIds,
+    });
+    return batch.map((_, p) => gens.slice(p * r.n, (p + 1) * r.n).map((g) => ({
+      tokenIds: Array.from(g.tokens), logprobs: Array.from(g.logprobs), finishReason: g.finishReason,
+    })));
+  }
+
+  async loadWeights(dir: string): Promise<void> {
+    const next = await PolicyModel.load(dir);
+    if (shapeKey(next.info) !== shapeKey(this.m.info)) {
+      throw new RolloutError(`weights in ${dir} are for a different model (${shapeKey(next.info)}) than the one served (${shapeKey(this.m.info)})`, { status: 400 });
+    }
+    this.m = next;
+  }
+
+  setWeights(policy: PolicyWeights): void {
+    if ((policy as unknown) === this.m) return;
+    const theirs = new Map(policy.params().map((p) => [p.name, p]));
+    const mine = this.m.params();
+    for (const p of mine) {
+      const t = theirs.get(p.name);
+      if (t === undefined || t.numel !== p.numel || !sameIds(t.shape, p.shape)) {
+        throw new RolloutError(`setWeights: the policy has no parameter '${p.name}' of shape [${p.shape.join(', ')}]`);
+      }
+    }
+    if (theirs.size !== mine.length) throw new RolloutError(`setWeights: the policy has ${theirs.size} parameters, the served model ${mine.length}`);
+    for (const p of mine) this.m.setParam(p.name, policy.getParam(p.name));
+  }
+}

@@ -1,0 +1,128 @@
+// Rollout backends: what the tree builder samples from, and how trained weights reach it.
+//
+// A RolloutBackend is a murphy Sampler (prompt token ids in, completions with token ids,
+// per-token log-probs and finish reasons out) that can also be told to serve new weights.
+// Two implementations: VllmBackend (vLLM servers over HTTP) and EmbeddedBackend (the native
+// engine in this process). `murphy-native serve` exposes the embedded engine over the same
+// HTTP API as vLLM.
+import type { Completion, Sampler, SampleParams } from '../murphy/types.js';
+
+/** Sampling parameters a rollout backend understands: murphy's plus explicit stop token ids. */
+export interface RolloutParams extends SampleParams {
+  /**
+   * Token ids that end a completion (the id is kept in tokenIds). Default: the backend's
+   * configured stop ids (typically the tokenizer's EOS ids).
+   */
+  stopTokenIds?: number[];
+  /**
+   * Requests with the same affinity key go to the same server (vLLM prefix cache). Without
+   * one, a prompt goes where the longest earlier prompt that is a prefix of it went, so the
+   * turns of one tree stay together with no help from the caller.
+   */
+  affinity?: string;
+}
+
+/** The policy's weights as the trainer holds them (lib/model's PolicyModel satisfies this). */
+export interface PolicyWeights {
+  params(): { name: string; shape: number[]; numel: number }[];
+  getParam(name: string): Float32Array;
+  /** Writes a Hugging Face directory (config.json, safetensors, tokenizer files) atomically. */
+  save(dir: string): Promise<void>;
+}
+
+export interface WeightSyncReport {
+  /** Training step the weights belong to. */
+  step: number;
+  /** How the weights moved: 'disk' (checkpoint + RPC), 'memory' (copied in process), 'shared' (same object). */
+  method: 'disk' | 'memory' | 'shared' | (string & {});
+  /** Checkpoint directory written, for disk syncs. */
+  path?: string;
+  /** Servers (base URLs) that loaded the weights; empty for in-process backends. */
+  servers: string[];
+  /** Servers that could not be updated (dead, or the RPC failed) with the reason. */
+  failed: { server: string; error: string }[];
+  seconds: number;
+}
+
+/** Moves the trainer's weights to wherever rollouts are generated. */
+export interface WeightSync {
+  sync(policy: PolicyWeights, step: number): Promise<WeightSyncReport>;
+}
+
+/** A source of rollouts for the tree builder. */
+export interface RolloutBackend extends Sampler {
+  readonly kind: 'vllm' | 'embedded' | (string & {});
+  generate(promptIds: number[], n: number, params: RolloutParams): Promise<Completion[]>;
+  /**
+   * Makes the backend serve `policy`'s current weights: waits for in-flight requests,
+   * holds new ones, moves the weights, then resumes.
+   */
+  syncWeights(policy: PolicyWeights, step: number): Promise<WeightSyncReport>;
+  close(): Promise<void>;
+}
+
+/** Error from a rollout backend or server; `status` is the HTTP status when there was one. */
+export class RolloutError extends Error {
+  override name = 'RolloutError';
+  readonly status: number | undefined;
+  readonly server: string | undefined;
+  constructor(message: string, opts: { status?: number; server?: string; cause?: unknown } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.status = opts.status;
+    this.server = opts.server;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The engine behind the embedded backend and `serve`.
+
+/** One prompt's request to an engine, with every sampling field resolved. */
+export interface EngineRequest {
+  promptIds: number[];
+  n: number;
+  maxTokens: number;
+  /** 0 = greedy. */
+  temperature: number;
+  topP: number;
+  /** 0 = off. */
+  topK: number;
+  /** undefined = unseeded (the engine picks one). */
+  seed: number | undefined;
+  stopTokenIds: number[];
+}
+
+/** One sample as an engine produced it. */
+export interface EngineSample {
+  tokenIds: number[];
+  logprobs: number[];
+  finishReason: 'stop' | 'length';
+}
+
+export interface EngineInfo {
+  vocabSize: number;
+  /** Prompt + completion tokens the engine can hold. */
+  maxModelLen: number;
+}
+
+/**
+ * A generation engine: runs a batch of requests in one call. Results must depend only on
+ * each request (its prompt, n, options and seed), never on what else is in the batch.
+ */
+export interface RolloutEngine {
+  info(): EngineInfo;
+  /** Whether a and b may run in one generate() call. */
+  canBatch(a: EngineRequest, b: EngineRequest): boolean;
+  /** One EngineSample[] (length n) per request, in request order. */
+  generate(batch: EngineRequest[]): Promise<EngineSample[][]>;
+  /** Replaces the weights with a Hugging Face checkpoint directory's. */
+  loadWeights(dir: string): Promise<void>;
+  /** Copies the weights from an in-process policy (same parameter names and shapes). */
+  setWeights?(policy: PolicyWeights): Promise<void> | void;
+}
+
+/** Text side of a tokenizer (lib/prompt's ChatTokenizer satisfies it). */
+export interface TextCodec {
+  encode(text: string): number[];
+  decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
+  readonly eosTokenIds?: readonly number[];
+}

@@ -1,0 +1,1 @@
+"""Python-side helpers for murphy-native: the vLLM worker extension (weight loading)."""
