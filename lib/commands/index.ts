@@ -2,6 +2,7 @@
 import type { CommandModule } from 'yargs';
 import { doctorCommand } from './doctor.js';
 import { initModelCommand } from './init-model.js';
+import { serveCommand } from './serve.js';
 import { verifyDatasetCommand } from './verify-dataset.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -9,4 +10,5 @@ export const commands: CommandModule<any, any>[] = [
   doctorCommand,
   verifyDatasetCommand,
   initModelCommand,
+  serveCommand,
 ];
