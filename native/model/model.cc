@@ -423,7 +423,7 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
       any |= g_c[size_t(i)] != 0.0f;
     }
     if (!any) continue;
-    gather(r0, cn);
+    if (n > C) gather(r0, cn);  // a single chunk still holds its logits from pass 1
     LogprobBackwardArgs ba;
     ba.logits = logits.data(), ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt.data();
     ba.temperature = opt.temperature, ba.lse = lse.data() + r0, ba.grad_logp = g_c.data();

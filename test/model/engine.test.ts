@@ -97,6 +97,22 @@ describe('fast paths vs reference loops', () => {
   });
 });
 
+describe('chunked loss', () => {
+  it('gradients do not depend on the logits chunk size (one chunk vs chunks of 3 rows)', async () => {
+    const m = await PolicyModel.random({ ...small, tieWordEmbeddings: true }, { seed, initStd: 0.3 });
+    const b = packSequences(randomSeqs(3, () => 4 + rng.int(10), small.vocabSize));
+    const T = b.tokens.length;
+    const lp = await m.score(b);
+    const train = { ...b, advantages: rng.normals(T), oldLogp: Float32Array.from(lp, (x) => x + 0.2 * rng.normal()), refLogp: Float32Array.from(lp, (x) => x + 0.1 * rng.normal()) };
+    const s1 = await m.accumulate(train, { beta: 0.05 });
+    const g1 = m.params().map((p) => m.getGrad(p.name));
+    m.zeroGrad();
+    const s3 = await m.accumulate(train, { beta: 0.05, chunkTokens: 3 });
+    assert.ok(Math.abs(s1.loss - s3.loss) <= 1e-6 * Math.max(1, Math.abs(s1.loss)));
+    m.params().forEach((p, i) => assert.ok(relError(m.getGrad(p.name), g1[i]) <= 1e-5, p.name));
+  });
+});
+
 describe('generation', () => {
   it('seeded sampling is reproducible; log-probs equal the scoring API; n samples share a prompt', async () => {
     const m = await PolicyModel.random({ ...small, modelType: 'olmo2', tieWordEmbeddings: true }, { seed, initStd: 0.3 });
