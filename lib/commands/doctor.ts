@@ -1,5 +1,6 @@
 // `murphy-native doctor`: what this installation can do on this machine.
 import type { CommandModule } from 'yargs';
+import { describeIsolation, type IsolationReport } from '../exec/index.js';
 import { binaryInfo, cpuInfo, cuda } from '../native.js';
 
 export interface DoctorReport {
@@ -8,10 +9,23 @@ export interface DoctorReport {
   cuda: ReturnType<typeof cuda.status>;
   node: string;
   platform: string;
+  /** The code executor's protections on this machine; null when they could not be checked. */
+  sandbox: IsolationReport | null;
+  sandboxError?: string;
 }
 
-export function doctorReport(): DoctorReport {
-  return { binary: binaryInfo(), cpu: cpuInfo(), cuda: cuda.status(), node: process.version, platform: `${process.platform}-${process.arch}` };
+export async function doctorReport(opts: { python?: string } = {}): Promise<DoctorReport> {
+  let sandbox: IsolationReport | null = null;
+  let sandboxError: string | undefined;
+  try {
+    sandbox = await describeIsolation({ python: opts.python });
+  } catch (err) {
+    sandboxError = err instanceof Error ? err.message : String(err);
+  }
+  return {
+    binary: binaryInfo(), cpu: cpuInfo(), cuda: cuda.status(), node: process.version, platform: `${process.platform}-${process.arch}`,
+    sandbox, ...(sandboxError ? { sandboxError } : {}),
+  };
 }
 
 const GiB = 1024 ** 3;
@@ -32,15 +46,28 @@ export function formatDoctor(r: DoctorReport): string {
   } else {
     lines.push(`cuda           ${r.cuda.reason}`);
   }
+  if (r.sandbox) {
+    const s = r.sandbox;
+    lines.push(`sandbox        ${s.bubblewrap ? 'bubblewrap' : 'no bubblewrap (weaker isolation)'}, mode ${s.mode}, python ${s.python}`);
+    lines.push(`  network      ${s.network}`);
+    lines.push(`  files        ${s.filesystem}`);
+    lines.push(`  limits       ${s.limits.join('; ')}`);
+    for (const n of s.notes) lines.push(`  note         ${n}`);
+  } else {
+    lines.push(`sandbox        could not be checked: ${r.sandboxError ?? 'unknown error'}`);
+  }
   return lines.join('\n');
 }
 
-export const doctorCommand: CommandModule<object, { json: boolean }> = {
+export const doctorCommand: CommandModule<object, { json: boolean; python?: string }> = {
   command: 'doctor',
   describe: 'Show which native binary is loaded, CPU threads and SIMD level, CUDA devices and sandbox protections',
-  builder: (y) => y.option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' }),
-  handler: (argv) => {
-    const r = doctorReport();
+  builder: (y) =>
+    y
+      .option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' })
+      .option('python', { type: 'string', describe: 'Python interpreter the executor uses (default: python3 on PATH)' }),
+  handler: async (argv) => {
+    const r = await doctorReport({ python: argv.python });
     process.stdout.write(argv.json ? `${JSON.stringify(r, null, 2)}\n` : `${formatDoctor(r)}\n`);
   },
 };

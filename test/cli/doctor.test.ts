@@ -14,6 +14,8 @@ describe('murphy-native doctor', () => {
     assert.match(r.stdout, /native addon\s+(CPU-only|CUDA-enabled), (local build|prebuilt binary|local CUDA build|MURPHY_NATIVE_BINARY): \S+\.node/);
     assert.match(r.stdout, /cpu\s+\d+ kernel threads .* SIMD: (avx512|avx2|baseline)/);
     assert.match(r.stdout, /cuda\s+(no CUDA device: .+|runtime \d+)/);
+    assert.match(r.stdout, /sandbox\s+(bubblewrap|no bubblewrap \(weaker isolation\)), mode \S+/);
+    assert.match(r.stdout, /network\s+\S+/);
   });
   it('--json gives the same as data', () => {
     const r = run('doctor', '--json');
