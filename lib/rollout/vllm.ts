@@ -62,7 +62,7 @@ interface ServerState {
   dead: boolean;
   deadReason: string;
   lastProbe: number;
-  probing: boolean;
+  probing: Promise<boolean> | undefined;
 }
 
 type Json = Record<string, unknown>;
@@ -194,7 +194,7 @@ export class VllmBackend implements RolloutBackend {
     if (o.servers.length === 0) throw new RolloutError('VllmBackend: no servers');
     this.o = o;
     this.servers = o.servers.map((u) => ({
-      url: u.replace(/\/+$/, '').replace(/\/v1$/, ''), outstanding: 0, failures: 0, dead: false, deadReason: '', lastProbe: 0, probing: false,
+      url: u.replace(/\/+$/, '').replace(/\/v1$/, ''), outstanding: 0, failures: 0, dead: false, deadReason: '', lastProbe: 0, probing: undefined,
     }));
     this.modelName = o.model;
     this.fetchFn = o.fetch ?? (globalThis.fetch as unknown as FetchLike);
@@ -350,38 +350,35 @@ export class VllmBackend implements RolloutBackend {
     for (const [k, v] of this.named) if (v === s) this.named.delete(k);
   }
 
-  private async probe(s: ServerState): Promise<boolean> {
-    if (s.probing) return false;
-    s.probing = true;
+  /** GET /health on a dead server; concurrent callers share one probe. */
+  private probe(s: ServerState): Promise<boolean> {
+    if (s.probing !== undefined) return s.probing;
     s.lastProbe = Date.now();
-    try {
-      await this.request(s.url, 'GET', '/health', undefined, 5_000);
-      s.dead = false;
-      s.failures = 0;
-      s.deadReason = '';
-      this.emit({ type: 'server-alive', server: s.url });
-      return true;
-    } catch {
-      return false;
-    } finally {
-      s.probing = false;
-      s.lastProbe = Date.now();
-    }
+    s.probing = (async () => {
+      try {
+        await this.request(s.url, 'GET', '/health', undefined, 5_000);
+        s.dead = false;
+        s.failures = 0;
+        s.deadReason = '';
+        this.emit({ type: 'server-alive', server: s.url });
+        return true;
+      } catch {
+        return false;
+      } finally {
+        s.probing = undefined;
+        s.lastProbe = Date.now();
+      }
+    })();
+    return s.probing;
   }
 
-  private async pick(promptIds: readonly number[], key: string | undefined, avoid: ServerState | undefined): Promise<ServerState> {
+  /** Chooses a server (synchronously, so concurrent callers see each other's load); undefined when all are dead. */
+  private pick(promptIds: readonly number[], key: string | undefined, avoid: ServerState | undefined): ServerState | undefined {
     const revive = this.o.reviveMs ?? 15_000;
     const now = Date.now();
-    for (const s of this.servers) if (s.dead && now - s.lastProbe >= revive) void this.probe(s);
-    let live = this.servers.filter((s) => !s.dead);
-    if (live.length === 0) {
-      // last resort: probe everything now
-      await Promise.all(this.servers.map((s) => this.probe(s)));
-      live = this.servers.filter((s) => !s.dead);
-      if (live.length === 0) {
-        throw new RolloutError(`every vLLM server is down:\n${this.servers.map((s) => `  ${s.url}: ${s.deadReason}`).join('\n')}`);
-      }
-    }
+    for (const s of this.servers) if (s.dead && s.probing === undefined && now - s.lastProbe >= revive) void this.probe(s);
+    const live = this.servers.filter((s) => !s.dead);
+    if (live.length === 0) return undefined;
     const choices = live.length > 1 && avoid !== undefined ? live.filter((s) => s !== avoid) : live;
     // affinity: the same key, or the longest earlier prompt that prefixes this one
     let aff: ServerState | undefined = key !== undefined ? this.named.get(key) : undefined;
@@ -394,7 +391,21 @@ export class VllmBackend implements RolloutBackend {
     if (aff !== undefined && choices.includes(aff)) return aff;
     let best = choices[0];
     for (const s of choices) if (s.outstanding < best.outstanding) best = s;
+    // claim the key now, so that concurrent requests of the same tree follow
+    if (key !== undefined) this.named.set(key, best);
     return best;
+  }
+
+  private async pickOrRevive(promptIds: readonly number[], key: string | undefined, avoid: ServerState | undefined): Promise<ServerState> {
+    const s = this.pick(promptIds, key, avoid);
+    if (s !== undefined) return s;
+    // last resort: probe everything now
+    await Promise.all(this.servers.map((x) => this.probe(x)));
+    const t = this.pick(promptIds, key, avoid);
+    if (t === undefined) {
+      throw new RolloutError(`every vLLM server is down:\n${this.servers.map((x) => `  ${x.url}: ${x.deadReason}`).join('\n')}`);
+    }
+    return t;
   }
 
   private remember(promptIds: readonly number[], key: string | undefined, s: ServerState): void {
@@ -430,7 +441,7 @@ export class VllmBackend implements RolloutBackend {
     const deadAfter = this.o.deadAfter ?? 3;
     let avoid: ServerState | undefined;
     for (let attempt = 0; ; attempt++) {
-      const s = await this.pick(promptIds, key, avoid);
+      const s = this.pick(promptIds, key, avoid) ?? await this.pickOrRevive(promptIds, key, avoid);
       s.outstanding++;
       let res: unknown;
       try {
