@@ -173,15 +173,19 @@ export function finishSample(s: EngineSample, req: EngineRequest, stop: readonly
   if (hit !== undefined) {
     // smallest k whose decoded prefix contains a stop string (containment grows with k)
     let lo = 1, hi = tokenIds.length;
+    // a prefix may end inside a multi-byte character: like vLLM's incremental detokenizer,
+    // hold back the replacement characters that stand for it
+    const prefix = (k: number) => (k === s.tokenIds.length ? text : decode(tokenIds.slice(0, k)).replace(/\uFFFD+$/, ''));
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (firstStop(decode(tokenIds.slice(0, mid)), stop) !== undefined) hi = mid;
+      if (firstStop(prefix(mid), stop) !== undefined) hi = mid;
       else lo = mid + 1;
     }
+    const cut = prefix(lo);
+    const h = firstStop(cut, stop) ?? hit;
     tokenIds = tokenIds.slice(0, lo);
     logprobs = logprobs.slice(0, lo);
-    const h = firstStop(decode(tokenIds), stop) ?? hit;
-    text = decode(tokenIds).slice(0, h.at);
+    text = cut.slice(0, h.at);
     finishReason = 'stop';
     stopReason = h.s;
   } else if (finishReason === 'stop') {
