@@ -5,3 +5,4 @@ export * from './murphy/index.js';
 export * from './prompt/index.js';
 export * from './exec/index.js';
 export * from './data/index.js';
+export * from './rollout/index.js';
