@@ -1,0 +1,177 @@
+// The run configuration of `murphy-native train`: every key with its type, default, allowed
+// values and one line of documentation. Keys are camelCase in files and code and kebab-case
+// on the command line (--num-generations for numGenerations); names follow TRL's GRPOConfig
+// where the concept exists there (num_generations, beta, epsilon, loss_type, scale_rewards,
+// learning_rate, warmup_steps, max_completion_length, ...). docs/training.md lists them.
+
+export type KeyType = 'int' | 'number' | 'string' | 'boolean' | 'enum';
+
+export interface KeyDef {
+  type: KeyType;
+  /** Default value; null means "unset" (documented per key). */
+  default: number | string | boolean | null;
+  /** Allowed values (type 'enum'). */
+  values?: readonly string[];
+  /** Inclusive bounds for numbers. */
+  min?: number;
+  max?: number;
+  /** Exclusive lower bound for numbers. */
+  gt?: number;
+  /** null allowed (keys whose default is null always allow it). */
+  nullable?: boolean;
+  /** Help text. */
+  doc: string;
+  /** Section for the help and the docs. */
+  group: 'run' | 'model' | 'data' | 'rollout' | 'method' | 'loss' | 'optim' | 'eval' | 'demo';
+}
+
+export const ALGOS = ['murphy', 'grpo'] as const;
+export const BACKENDS = ['embedded', 'vllm'] as const;
+export const LOSS_TYPES = ['dapo', 'grpo', 'dr_grpo'] as const;
+export const SCALE_REWARDS = ['group', 'batch', 'none'] as const;
+export const CREDITS = ['mars', 'mers'] as const;
+export const REWARD_MODES = ['fraction', 'binary'] as const;
+export const LR_SCHEDULERS = ['constant', 'cosine', 'linear'] as const;
+export const DATASET_FORMAT_VALUES = ['auto', 'humaneval', 'mbpp', 'kodcode', 'livecodebench', 'jsonl'] as const;
+export const TASKS = ['repair'] as const;
+export const HISTORY_MODES = ['full', 'latest'] as const;
+
+/** The resolved configuration: every key present. */
+export interface TrainConfig {
+  // run
+  out: string | null;
+  seed: number;
+  maxSteps: number;
+  saveSteps: number;
+  logTrees: boolean;
+  // model
+  model: string | null;
+  modelPreset: 'tiny' | 'small';
+  // data
+  dataset: string | null;
+  datasetFormat: (typeof DATASET_FORMAT_VALUES)[number];
+  datasetLimit: number | null;
+  task: (typeof TASKS)[number];
+  // rollout
+  backend: (typeof BACKENDS)[number];
+  serverUrl: string | null;
+  servedModelName: string | null;
+  temperature: number;
+  topP: number;
+  topK: number;
+  maxCompletionLength: number;
+  executorWorkers: number | null;
+  testTimeout: number;
+  // method
+  algo: (typeof ALGOS)[number];
+  computeMatched: boolean;
+  batchSize: number;
+  numGenerations: number;
+  numFollowUpGenerations: number | null;
+  maxTurns: number;
+  credit: (typeof CREDITS)[number];
+  gamma: number;
+  scaleRewards: (typeof SCALE_REWARDS)[number];
+  rewardMode: (typeof REWARD_MODES)[number];
+  intraKeep: number | null;
+  interKeep: number | null;
+  history: (typeof HISTORY_MODES)[number];
+  // loss
+  lossType: (typeof LOSS_TYPES)[number];
+  beta: number;
+  epsilon: number;
+  epsilonHigh: number | null;
+  // optimisation
+  learningRate: number;
+  lrSchedulerType: (typeof LR_SCHEDULERS)[number];
+  warmupSteps: number;
+  minLrRatio: number;
+  weightDecay: number;
+  maxGradNorm: number;
+  adamBeta1: number;
+  adamBeta2: number;
+  microBatchTokens: number;
+  // evaluation
+  evalIterations: number;
+  evalProblems: number;
+  evalSteps: number;
+  // demo
+  sftSteps: number;
+  sftLearningRate: number;
+}
+
+export type ConfigKey = keyof TrainConfig;
+
+export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
+  out: { type: 'string', default: null, group: 'run', doc: 'Run directory (default: runs/<date>-<algo>); config, metrics, trees and checkpoints go here.' },
+  seed: { type: 'int', default: 0, min: 0, group: 'run', doc: 'Seed of everything (model init, problem order, sampling); the same seed and config reproduce the same run.' },
+  maxSteps: { type: 'int', default: 40, min: 1, group: 'run', doc: 'Training steps (one optimizer step each).' },
+  saveSteps: { type: 'int', default: 20, min: 1, group: 'run', doc: 'Write a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM).' },
+  logTrees: { type: 'boolean', default: true, group: 'run', doc: 'Append every rollout tree to trees.jsonl.gz (for the report\'s tree viewer).' },
+
+  model: { type: 'string', default: null, group: 'model', doc: 'Hugging Face model directory (config.json + safetensors). Unset: a tiny random model (the CPU demo).' },
+  modelPreset: { type: 'enum', values: ['tiny', 'small'], default: 'tiny', group: 'model', doc: 'Size of the random model created when no model is given.' },
+
+  dataset: { type: 'string', default: null, group: 'data', doc: 'Training problems (HumanEval/MBPP/KodCode/LiveCodeBench/JSONL file). Unset: the built-in synthetic task.' },
+  datasetFormat: { type: 'enum', values: DATASET_FORMAT_VALUES, default: 'auto', group: 'data', doc: 'Format of --dataset (auto: detected from the records).' },
+  datasetLimit: { type: 'int', default: null, min: 1, group: 'data', doc: 'Use at most this many problems of the dataset.' },
+  task: { type: 'enum', values: TASKS, default: 'repair', group: 'data', doc: 'Built-in synthetic task family used when no dataset is given.' },
+
+  backend: { type: 'enum', values: BACKENDS, default: 'embedded', group: 'rollout', doc: 'Rollout backend: the native engine in this process, or a vLLM (OpenAI-compatible) server.' },
+  serverUrl: { type: 'string', default: null, group: 'rollout', doc: 'Base URL of the vLLM server (backend vllm), e.g. http://127.0.0.1:8000.' },
+  servedModelName: { type: 'string', default: null, group: 'rollout', doc: 'Model name the server serves (default: the server\'s first model).' },
+  temperature: { type: 'number', default: 1, min: 0, group: 'rollout', doc: 'Sampling temperature of rollouts.' },
+  topP: { type: 'number', default: 1, gt: 0, max: 1, group: 'rollout', doc: 'Nucleus sampling of rollouts.' },
+  topK: { type: 'int', default: 0, min: 0, group: 'rollout', doc: 'Top-k sampling of rollouts (0 = off).' },
+  maxCompletionLength: { type: 'int', default: 48, min: 1, group: 'rollout', doc: 'Maximum tokens per completion (TRL max_completion_length).' },
+  executorWorkers: { type: 'int', default: null, min: 1, group: 'rollout', doc: 'Python executor processes (default: one per core). Not used by the built-in task.' },
+  testTimeout: { type: 'number', default: 3, gt: 0, group: 'rollout', doc: 'Seconds per test in the Python executor.' },
+
+  algo: { type: 'enum', values: ALGOS, default: 'murphy', group: 'method', doc: 'murphy: multi-turn trees with feedback; grpo: the single-turn baseline (S = 1).' },
+  computeMatched: { type: 'boolean', default: false, group: 'method', doc: 'With --algo grpo: G = MURPHY\'s average completions per problem (measured over the first step\'s MURPHY trees).' },
+  batchSize: { type: 'int', default: 8, min: 1, group: 'method', doc: 'Problems per training step.' },
+  numGenerations: { type: 'int', default: 4, min: 1, group: 'method', doc: 'G: completions per turn-1 prompt (TRL num_generations).' },
+  numFollowUpGenerations: { type: 'int', default: null, min: 1, group: 'method', doc: 'G\': completions per feedback prompt (default: G).' },
+  maxTurns: { type: 'int', default: 2, min: 1, max: 8, group: 'method', doc: 'S: maximum turns of a MURPHY tree (grpo forces 1).' },
+  credit: { type: 'enum', values: CREDITS, default: 'mars', group: 'method', doc: 'Reward propagation up the tree: MaRS (max) or MeRS (mean).' },
+  gamma: { type: 'number', default: 1, min: 0, max: 1, group: 'method', doc: 'Discount of children\'s credit.' },
+  scaleRewards: { type: 'enum', values: SCALE_REWARDS, default: 'group', group: 'method', doc: 'Advantage std scaling (TRL scale_rewards).' },
+  rewardMode: { type: 'enum', values: REWARD_MODES, default: 'fraction', group: 'method', doc: 'Reward = fraction of tests passed, or 1/0.' },
+  intraKeep: { type: 'int', default: null, min: 1, group: 'method', doc: 'IntraP: keep m samples per group, chosen for maximum reward variance (unset: off).' },
+  interKeep: { type: 'int', default: null, min: 0, group: 'method', doc: 'InterP: keep at most b expanded groups per tree, by reward spread (unset: off).' },
+  history: { type: 'enum', values: HISTORY_MODES, default: 'full', group: 'method', doc: 'Feedback prompts carry every earlier attempt (full) or only the latest.' },
+
+  lossType: { type: 'enum', values: LOSS_TYPES, default: 'dapo', group: 'loss', doc: 'Loss aggregation (TRL loss_type): token mean (dapo), per-sequence mean (grpo), constant normaliser (dr_grpo).' },
+  beta: { type: 'number', default: 0, min: 0, group: 'loss', doc: 'KL coefficient to the initial policy (k3 estimator); 0 = no reference model.' },
+  epsilon: { type: 'number', default: 0.2, gt: 0, max: 1, group: 'loss', doc: 'Lower clip range of the ratio (TRL epsilon).' },
+  epsilonHigh: { type: 'number', default: null, gt: 0, group: 'loss', doc: 'Upper clip range (TRL epsilon_high; default: epsilon).' },
+
+  learningRate: { type: 'number', default: 2e-3, gt: 0, group: 'optim', doc: 'Peak AdamW learning rate.' },
+  lrSchedulerType: { type: 'enum', values: LR_SCHEDULERS, default: 'constant', group: 'optim', doc: 'Learning-rate schedule after warm-up.' },
+  warmupSteps: { type: 'int', default: 0, min: 0, group: 'optim', doc: 'Linear warm-up steps from 0 to the peak rate.' },
+  minLrRatio: { type: 'number', default: 0, min: 0, max: 1, group: 'optim', doc: 'Floor of cosine/linear decay as a fraction of the peak.' },
+  weightDecay: { type: 'number', default: 0, min: 0, group: 'optim', doc: 'AdamW decoupled weight decay.' },
+  maxGradNorm: { type: 'number', default: 1, min: 0, group: 'optim', doc: 'Global gradient-norm clipping (0 = off).' },
+  adamBeta1: { type: 'number', default: 0.9, min: 0, max: 1, group: 'optim', doc: 'AdamW beta1.' },
+  adamBeta2: { type: 'number', default: 0.999, min: 0, max: 1, group: 'optim', doc: 'AdamW beta2.' },
+  microBatchTokens: { type: 'int', default: 8192, min: 16, group: 'optim', doc: 'Token budget of one micro-batch (prompt + completion tokens); gradients accumulate over micro-batches.' },
+
+  evalIterations: { type: 'int', default: 2, min: 1, max: 10, group: 'eval', doc: 'k of the Iter-k pass@1 evaluation run before and after training.' },
+  evalProblems: { type: 'int', default: 64, min: 1, group: 'eval', doc: 'Held-out problems evaluated before and after training (0 problems of the training set are reused).' },
+  evalSteps: { type: 'int', default: 0, min: 0, group: 'eval', doc: 'Also evaluate every N steps (0 = only before and after).' },
+
+  sftSteps: { type: 'int', default: 30, min: 0, group: 'demo', doc: 'Supervised warm-up steps on the built-in task before RL (built-in task only).' },
+  sftLearningRate: { type: 'number', default: 3e-3, gt: 0, group: 'demo', doc: 'Learning rate of the supervised warm-up.' },
+};
+
+export const CONFIG_KEYS = Object.keys(SCHEMA) as ConfigKey[];
+
+/** camelCase -> kebab-case (numGenerations -> num-generations). */
+export function kebab(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+/** snake_case or kebab-case -> camelCase. */
+export function camel(key: string): string {
+  return key.replace(/[_-]([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+}

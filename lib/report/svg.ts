@@ -1,0 +1,102 @@
+// A small inline-SVG line chart: no dependencies, so the report opens offline.
+
+export interface Series {
+  name: string;
+  /** [x, y] points; non-finite y values are skipped. */
+  points: [number, number][];
+}
+
+export interface ChartOptions {
+  title: string;
+  xLabel?: string;
+  yLabel?: string;
+  width?: number;
+  height?: number;
+  /** Fixed y range (default: from the data). */
+  yMin?: number;
+  yMax?: number;
+  /** Format of y tick labels. */
+  percent?: boolean;
+}
+
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
+
+export function escapeXml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+}
+
+function niceTicks(lo: number, hi: number, n = 5): number[] {
+  if (!(hi > lo)) return [lo];
+  const span = hi - lo;
+  const step0 = span / n;
+  const mag = 10 ** Math.floor(Math.log10(step0));
+  const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((s) => span / s <= n) ?? 10 * mag;
+  const out: number[] = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) out.push(Math.abs(v) < 1e-12 * span ? 0 : v);
+  return out;
+}
+
+function fmt(v: number, percent: boolean): string {
+  if (percent) return `${(v * 100).toFixed(0)}%`;
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(1);
+  return String(Number(v.toPrecision(3)));
+}
+
+/** An SVG line chart (with point markers when a series has few points). */
+export function lineChart(series: readonly Series[], o: ChartOptions): string {
+  const W = o.width ?? 420;
+  const H = o.height ?? 240;
+  const L = 52;
+  const R = 10;
+  const T = 26;
+  const B = 38;
+  const pts = series.flatMap((s) => s.points.filter((p) => Number.isFinite(p[1]) && Number.isFinite(p[0])));
+  const xs = pts.map((p) => p[0]);
+  const ys = pts.map((p) => p[1]);
+  let x0 = xs.length ? Math.min(...xs) : 0;
+  let x1 = xs.length ? Math.max(...xs) : 1;
+  let y0 = o.yMin ?? (ys.length ? Math.min(...ys) : 0);
+  let y1 = o.yMax ?? (ys.length ? Math.max(...ys) : 1);
+  if (x1 === x0) {
+    x0 -= 1;
+    x1 += 1;
+  }
+  if (y1 === y0) {
+    const d = Math.abs(y0) > 0 ? Math.abs(y0) * 0.1 : 1;
+    y0 -= d;
+    y1 += d;
+  }
+  const sx = (x: number): number => L + ((x - x0) / (x1 - x0)) * (W - L - R);
+  const sy = (y: number): number => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
+  const parts: string[] = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${escapeXml(o.title)}">`);
+  parts.push(`<text x="${W / 2}" y="16" text-anchor="middle" class="ct">${escapeXml(o.title)}</text>`);
+  for (const t of niceTicks(y0, y1)) {
+    const y = sy(t).toFixed(1);
+    parts.push(`<line x1="${L}" x2="${W - R}" y1="${y}" y2="${y}" class="grid"/><text x="${L - 4}" y="${y}" dy="3" text-anchor="end" class="tick">${fmt(t, o.percent ?? false)}</text>`);
+  }
+  for (const t of niceTicks(x0, x1, 6)) {
+    const x = sx(t).toFixed(1);
+    parts.push(`<line x1="${x}" x2="${x}" y1="${H - B}" y2="${H - B + 4}" class="axis"/><text x="${x}" y="${H - B + 15}" text-anchor="middle" class="tick">${fmt(t, false)}</text>`);
+  }
+  parts.push(`<line x1="${L}" x2="${W - R}" y1="${H - B}" y2="${H - B}" class="axis"/><line x1="${L}" x2="${L}" y1="${T}" y2="${H - B}" class="axis"/>`);
+  if (o.xLabel) parts.push(`<text x="${(L + W - R) / 2}" y="${H - 6}" text-anchor="middle" class="lbl">${escapeXml(o.xLabel)}</text>`);
+  if (o.yLabel) parts.push(`<text transform="translate(12 ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle" class="lbl">${escapeXml(o.yLabel)}</text>`);
+  series.forEach((s, i) => {
+    const c = COLORS[i % COLORS.length]!;
+    const p = s.points.filter((q) => Number.isFinite(q[1]) && Number.isFinite(q[0]));
+    if (p.length === 0) return;
+    const d = p.map((q, j) => `${j ? 'L' : 'M'}${sx(q[0]).toFixed(1)},${sy(q[1]).toFixed(1)}`).join('');
+    parts.push(`<path d="${d}" fill="none" stroke="${c}" stroke-width="1.8" class="series" data-name="${escapeXml(s.name)}"/>`);
+    if (p.length <= 30) for (const q of p) parts.push(`<circle cx="${sx(q[0]).toFixed(1)}" cy="${sy(q[1]).toFixed(1)}" r="2.5" fill="${c}"><title>${escapeXml(`${s.name}: ${fmt(q[1], o.percent ?? false)} at ${q[0]}`)}</title></circle>`);
+  });
+  if (series.length > 1 || (series[0] && series[0].name)) {
+    series.forEach((s, i) => {
+      const y = T + 4 + i * 13;
+      parts.push(`<rect x="${L + 8}" y="${y}" width="10" height="3" fill="${COLORS[i % COLORS.length]}"/><text x="${L + 22}" y="${y + 4}" class="leg">${escapeXml(s.name)}</text>`);
+    });
+  }
+  parts.push('</svg>');
+  return parts.join('');
+}

@@ -1,0 +1,557 @@
+// The training loop: problems → MURPHY trees (rollouts, execution, credit, pruning,
+// advantages) → micro-batches by token budget → gradient accumulation → AdamW step →
+// weight sync → metrics, trees and checkpoints. Every random choice is a function of
+// (seed, step, ...), so a run is reproduced by its seed and config, and a resumed run
+// continues exactly where the checkpoint left it.
+import { existsSync, readFileSync, renameSync, rmSync, mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TrainConfig } from '../config/schema.js';
+import { batchStats, flattenSamples, type TrainingSample } from '../murphy/flatten.js';
+import { computeMatchedGroupSize } from '../murphy/baseline.js';
+import { processTrees, type ProcessConfig } from '../murphy/pipeline.js';
+import { mix32, mulberry32 } from '../murphy/rng.js';
+import { treeToJSON } from '../murphy/serialize.js';
+import { buildTrees, type TreeBuildConfig } from '../murphy/tree.js';
+import type { CodeExtractor, Completion, ExecResult, Executor, PromptBuilder, RolloutTree, SampleParams, Sampler } from '../murphy/types.js';
+import type { RolloutBackend, RolloutParams } from '../rollout/types.js';
+import { learningRate, packSamples, planMicroBatches } from './batching.js';
+import { decodeSafetensorsF32, encodeSafetensorsF32, type LossOptions, type Policy, type TrainStats } from './policy.js';
+import { BusyClock, silentProgress, type ProgressSink } from './progress.js';
+import { RunDir, fileSize, writeFileAtomic } from './rundir.js';
+
+export class TrainError extends Error {
+  override name = 'TrainError';
+}
+
+export interface TrainDeps<P> {
+  policy: Policy;
+  backend: RolloutBackend;
+  executor: Executor<P>;
+  prompts: PromptBuilder<P>;
+  /** Training problems (the loop cycles through seeded permutations of them). */
+  problems: readonly P[];
+  extractCode?: CodeExtractor<P>;
+  /** Token ids that end a completion (the tokenizer's EOS ids). */
+  stopTokenIds?: number[];
+  /** Called before training (step 0, fresh runs only), every evalSteps, and after the last step. */
+  evaluate?: (label: string, step: number) => Promise<void>;
+  progress?: ProgressSink;
+}
+
+export interface TrainOptions {
+  /** Continue from the newest checkpoint of the run directory. */
+  resume?: boolean;
+  /** Install SIGINT/SIGTERM handlers that checkpoint and stop. Default true. */
+  handleSignals?: boolean;
+  /** Tests: behave as if a signal arrived right after this step. */
+  stopAfterStep?: number;
+  /** Checkpoints kept (older ones are removed). Default 2. */
+  keepCheckpoints?: number;
+}
+
+/** What a checkpoint's state.json holds besides the policy. */
+export interface TrainerState {
+  version: 1;
+  /** Completed optimizer steps. */
+  step: number;
+  /** Problems drawn so far (the data position; the order is a seeded permutation per epoch). */
+  problemsConsumed: number;
+  /** The run's seed: every other random stream is derived from (seed, step, ...). */
+  seed: number;
+  /** G actually used (differs from the config for compute-matched GRPO). */
+  groupSize: number;
+  followUpGroupSize: number;
+  /** Byte sizes of metrics.jsonl and trees.jsonl.gz at this checkpoint. */
+  metricsBytes: number;
+  treesBytes: number;
+  /** Whether the optimizer moments were saved (exact resume). */
+  optimizerState: boolean;
+}
+
+export interface StepMetrics {
+  step: number;
+  epoch: number;
+  lr: number;
+  problems: number;
+  /** Mean reward of all sampled nodes, and per turn. */
+  reward: number;
+  rewardPerTurn: number[];
+  /** Pass rate of the nodes of each turn (pass@1 per turn). */
+  passAt1PerTurn: number[];
+  /** Problems with any passing attempt / with a passing turn-1 attempt. */
+  solvedFraction: number;
+  solvedFirstTurnFraction: number;
+  /** Failed attempts that were expanded, and how many of them a later turn fixed. */
+  expanded: number;
+  fixedLater: number;
+  fixedLaterFraction: number;
+  nodesPerTree: number;
+  nodesPerTurn: number[];
+  groupsPerTree: number;
+  prunedIntraFraction: number;
+  prunedInterFraction: number;
+  prunedTokens: number;
+  zeroVarianceGroups: number;
+  samples: number;
+  samplesTrained: number;
+  microBatches: number;
+  tokensSampled: number;
+  tokensTrained: number;
+  loss: number;
+  kl: number;
+  clipLowFraction: number;
+  clipHighFraction: number;
+  clipFraction: number;
+  meanRatio: number;
+  gradNorm: number;
+  /** Wall-clock figures (the only fields that differ between identical runs). */
+  time: {
+    rollout: number;
+    execution: number;
+    training: number;
+    sync: number;
+    total: number;
+    tokensPerSecond: number;
+    trainTokensPerSecond: number;
+  };
+}
+
+export interface TrainSummary {
+  steps: number;
+  stoppedEarly: boolean;
+  lastCheckpoint: string | null;
+  metrics: StepMetrics[];
+}
+
+const STATE_FILE = 'state.json';
+const LATEST = 'latest';
+
+/** Seeded permutation of 0..n-1 (Fisher-Yates over mulberry32). */
+export function permutation(n: number, seed: number): number[] {
+  const p = Array.from({ length: n }, (_, i) => i);
+  const rng = mulberry32(seed);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(rng() * (i + 1));
+    [p[i], p[j]] = [p[j]!, p[i]!];
+  }
+  return p;
+}
+
+/** Indices of the problems of the batch that starts at data position `consumed`. */
+export function batchIndices(n: number, consumed: number, size: number, seed: number): number[] {
+  const out: number[] = [];
+  let epoch = -1;
+  let perm: number[] = [];
+  for (let k = consumed; k < consumed + size; k++) {
+    const e = Math.floor(k / n);
+    if (e !== epoch) {
+      epoch = e;
+      perm = permutation(n, mix32(seed, e, 0x0da7a));
+    }
+    out.push(perm[k % n]!);
+  }
+  return out;
+}
+
+/** The newest complete checkpoint of a run, or null. */
+export function latestCheckpoint(run: RunDir): string | null {
+  const p = join(run.checkpointsDir, LATEST);
+  if (!existsSync(p)) return null;
+  const name = readFileSync(p, 'utf8').trim();
+  const dir = join(run.checkpointsDir, name);
+  return existsSync(join(dir, STATE_FILE)) ? dir : null;
+}
+
+export function readTrainerState(dir: string): TrainerState {
+  const s = JSON.parse(readFileSync(join(dir, STATE_FILE), 'utf8')) as TrainerState;
+  if (s.version !== 1) throw new TrainError(`checkpoint ${dir}: unsupported state version ${String(s.version)}`);
+  return s;
+}
+
+function mean(xs: readonly number[]): number {
+  return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+/** Sampler/executor wrappers that measure busy time and count calls (for progress). */
+function instrument<P>(backend: Sampler, executor: Executor<P>, progress: ProgressSink) {
+  const rollClock = new BusyClock();
+  const execClock = new BusyClock();
+  const counts = { sampleCalls: 0, sampleDone: 0, execCalls: 0, execDone: 0 };
+  let phase: 'rollout' | 'execution' | null = null;
+  const show = (): void => {
+    const want = counts.sampleDone < counts.sampleCalls ? 'rollout' : 'execution';
+    if (want !== phase) {
+      progress.end();
+      phase = want;
+      progress.start(want, want === 'rollout' ? counts.sampleCalls : counts.execCalls);
+    }
+    if (phase === 'rollout') progress.update(counts.sampleDone, `${counts.execDone} programs run`);
+    else progress.update(counts.execDone, '');
+  };
+  const sampler: Sampler = {
+    generate: async (ids: number[], n: number, params: SampleParams): Promise<Completion[]> => {
+      counts.sampleCalls++;
+      rollClock.begin();
+      try {
+        return await backend.generate(ids, n, params);
+      } finally {
+        rollClock.finish();
+        counts.sampleDone++;
+        show();
+      }
+    },
+  };
+  const exec: Executor<P> = {
+    execute: async (p: P, code: string): Promise<ExecResult> => {
+      counts.execCalls++;
+      execClock.begin();
+      try {
+        return await executor.execute(p, code);
+      } finally {
+        execClock.finish();
+        counts.execDone++;
+        show();
+      }
+    },
+  };
+  return {
+    sampler,
+    exec,
+    rollClock,
+    execClock,
+    done: () => {
+      if (phase) progress.end();
+      phase = null;
+    },
+  };
+}
+
+/** Builder and post-processing configuration of one step. */
+export function stepBuildConfig<P>(c: TrainConfig, G: number, Gp: number, step: number, stopTokenIds: number[] | undefined): TreeBuildConfig<P> {
+  const sampling: RolloutParams = {
+    temperature: c.temperature,
+    topP: c.topP,
+    topK: c.topK,
+    maxTokens: c.maxCompletionLength,
+  };
+  if (stopTokenIds && stopTokenIds.length) sampling.stopTokenIds = stopTokenIds;
+  return {
+    groupSize: G,
+    followUpGroupSize: Gp,
+    maxTurns: c.algo === 'grpo' ? 1 : c.maxTurns,
+    rewardMode: c.rewardMode,
+    sampling,
+    seed: mix32(c.seed, step, 0x5a5a),
+    samplerConcurrency: 64,
+    executorConcurrency: 64,
+  };
+}
+
+export function processConfig(c: TrainConfig): ProcessConfig {
+  return {
+    credit: c.credit,
+    gamma: c.gamma,
+    scaleRewards: c.scaleRewards,
+    intraP: c.intraKeep !== null ? { keep: c.intraKeep } : null,
+    interP: c.interKeep !== null ? { perProblem: c.interKeep } : null,
+  };
+}
+
+export function lossOptions(c: TrainConfig): LossOptions {
+  return {
+    temperature: c.temperature > 0 ? c.temperature : 1,
+    epsLow: c.epsilon,
+    epsHigh: c.epsilonHigh ?? c.epsilon,
+    beta: c.beta,
+    lossType: c.lossType,
+    normLength: c.maxCompletionLength,
+  };
+}
+
+/** Metrics of one step from its trees (training figures filled in by the caller). */
+export function treeMetrics(trees: readonly RolloutTree<unknown>[]): Pick<
+  StepMetrics,
+  | 'problems' | 'reward' | 'rewardPerTurn' | 'passAt1PerTurn' | 'solvedFraction' | 'solvedFirstTurnFraction' | 'expanded' | 'fixedLater'
+  | 'fixedLaterFraction' | 'nodesPerTree' | 'nodesPerTurn' | 'groupsPerTree' | 'prunedIntraFraction' | 'prunedInterFraction' | 'prunedTokens' | 'tokensSampled'
+> {
+  const b = batchStats(trees);
+  const S = b.nodesPerTurn.length;
+  const rsum = new Array<number>(S).fill(0);
+  let all = 0;
+  let nodes = 0;
+  let groups = 0;
+  let prunedTokens = 0;
+  for (const t of trees) {
+    groups += t.groups.length;
+    for (const n of t.nodes) {
+      rsum[n.turn - 1]! += n.reward;
+      all += n.reward;
+      nodes++;
+      if (n.pruned) prunedTokens += n.completionIds.length + t.groups[n.group]!.promptIds.length;
+    }
+  }
+  const T = Math.max(1, trees.length);
+  const nz = (x: number): number => (Number.isFinite(x) ? x : 0);
+  return {
+    problems: trees.length,
+    reward: nodes ? all / nodes : 0,
+    rewardPerTurn: b.nodesPerTurn.map((c, i) => (c ? rsum[i]! / c : 0)),
+    passAt1PerTurn: b.passRatePerTurn.map(nz),
+    solvedFraction: b.solved / T,
+    solvedFirstTurnFraction: b.solvedFirstTurn / T,
+    expanded: b.expanded,
+    fixedLater: b.fixedLater,
+    fixedLaterFraction: b.expanded ? b.fixedLater / b.expanded : 0,
+    nodesPerTree: nodes / T,
+    nodesPerTurn: b.nodesPerTurn,
+    groupsPerTree: groups / T,
+    prunedIntraFraction: nodes ? b.prunedIntra / nodes : 0,
+    prunedInterFraction: nodes ? b.prunedInter / nodes : 0,
+    prunedTokens,
+    tokensSampled: b.completionTokensSampled,
+  };
+}
+
+/**
+ * Runs (or resumes) training in `run`. The configuration must already be resolved; it is
+ * written to RUN/config.json by the caller.
+ */
+export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps<P>, opts: TrainOptions = {}): Promise<TrainSummary> {
+  const c = config;
+  const progress = deps.progress ?? silentProgress;
+  const policy = deps.policy;
+  if (deps.problems.length === 0) throw new TrainError('no training problems');
+  if (!(c.temperature > 0)) throw new TrainError('config key "temperature" (--temperature): training needs a temperature > 0');
+  run.create();
+
+  // ---- state: fresh or resumed
+  let state: TrainerState;
+  if (opts.resume) {
+    const ck = latestCheckpoint(run);
+    if (!ck) throw new TrainError(`nothing to resume in ${run.root}: no complete checkpoint under ${run.checkpointsDir}`);
+    state = readTrainerState(ck);
+    const info = await policy.loadState(ck);
+    if (c.beta > 0) await restoreReference(run, policy, ck);
+    run.truncateTo(state);
+    progress.line(`resumed from ${ck} at step ${state.step}${info.optimizerState ? '' : ' (optimizer moments were not saved: not an exact resume)'}`);
+  } else {
+    if (existsSync(run.metricsPath) && fileSize(run.metricsPath) > 0) {
+      throw new TrainError(`${run.root} already holds a run (metrics.jsonl); use --resume ${run.root} or another --out`);
+    }
+    let G = c.numGenerations;
+    let Gp = c.numFollowUpGenerations ?? G;
+    if (c.algo === 'grpo' && c.computeMatched) {
+      // Measure MURPHY's average completions per problem on the first batch with the initial policy.
+      const probe = batchIndices(deps.problems.length, 0, c.batchSize, c.seed).map((i) => deps.problems[i]!);
+      const probeCfg = { ...stepBuildConfig<P>({ ...c, algo: 'murphy' }, G, Gp, 0, deps.stopTokenIds), seed: mix32(c.seed, 0xc0de) };
+      const trees = await buildTrees(probe, { sampler: deps.backend, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode }, probeCfg);
+      G = computeMatchedGroupSize(trees);
+      Gp = G;
+      progress.line(`compute-matched GRPO: G = ${G} (MURPHY's average completions per problem on the first batch)`);
+    }
+    state = { version: 1, step: 0, problemsConsumed: 0, seed: c.seed, groupSize: G, followUpGroupSize: Gp, metricsBytes: 0, treesBytes: 0, optimizerState: false };
+    if (c.beta > 0) {
+      policy.makeReference();
+      saveReference(run, policy);
+    }
+    if (deps.evaluate) await deps.evaluate('initial', 0);
+  }
+
+  // ---- signals
+  let stopRequested = false;
+  let signalName = '';
+  const onSignal = (sig: NodeJS.Signals): void => {
+    if (stopRequested) {
+      process.stderr.write(`\nsecond ${sig}: exiting without a checkpoint\n`);
+      process.exit(130);
+    }
+    stopRequested = true;
+    signalName = sig;
+    progress.line(`\n${sig}: finishing the current phase, writing a checkpoint, then exiting`);
+  };
+  const handle = opts.handleSignals ?? true;
+  if (handle) {
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  }
+
+  const metrics: StepMetrics[] = [];
+  let lastCheckpoint: string | null = latestCheckpoint(run);
+  const keep = opts.keepCheckpoints ?? 2;
+  const loss = lossOptions(c);
+  const lrOpts = { type: c.lrSchedulerType, peak: c.learningRate, warmupSteps: c.warmupSteps, totalSteps: c.maxSteps, minRatio: c.minLrRatio };
+  const useSamplerLogprobs = c.topP === 1 && c.topK === 0;
+  let savedAt = state.step;
+
+  const checkpoint = async (): Promise<void> => {
+    lastCheckpoint = await writeCheckpoint(run, policy, state, keep);
+    savedAt = state.step;
+  };
+
+  try {
+    while (state.step < c.maxSteps && !stopRequested) {
+      const step = state.step + 1;
+      const tStep = performance.now();
+      const idx = batchIndices(deps.problems.length, state.problemsConsumed, c.batchSize, c.seed);
+      const problems = idx.map((i) => deps.problems[i]!);
+
+      // ---- rollouts + execution
+      const ins = instrument(deps.backend, deps.executor, progress);
+      const buildCfg = stepBuildConfig<P>(c, state.groupSize, state.followUpGroupSize, step, deps.stopTokenIds);
+      let trees: RolloutTree<P>[];
+      try {
+        trees = await buildTrees(problems, { sampler: ins.sampler, executor: ins.exec, prompts: deps.prompts, extractCode: deps.extractCode }, buildCfg);
+      } finally {
+        ins.done();
+      }
+      if (stopRequested) break; // the step is discarded: resume redoes it identically
+      const report = processTrees(trees, processConfig(c), true);
+      const all = flattenSamples(trees);
+      const samples: TrainingSample[] = c.beta > 0 ? all : all.filter((s) => s.advantage !== 0);
+
+      // ---- training
+      const tTrain = performance.now();
+      const plan = planMicroBatches(samples, c.microBatchTokens);
+      const totalLoss = samples.reduce((a, s) => a + s.completionIds.length, 0);
+      const micro: TrainStats[] = [];
+      let tokensTrained = 0;
+      progress.start('training', plan.length);
+      for (let k = 0; k < plan.length; k++) {
+        const mb = packSamples(plan[k]!);
+        if (!useSamplerLogprobs || mb.batch.oldLogp === undefined) {
+          mb.batch.oldLogp = await policy.score(mb.batch, { temperature: loss.temperature });
+        }
+        const scale = c.lossType === 'dapo' ? mb.lossTokens / totalLoss : mb.samples.length / samples.length;
+        micro.push(await policy.accumulate(mb.batch, loss, scale));
+        tokensTrained += mb.tokens;
+        progress.update(k + 1, `${tokensTrained} tokens`);
+      }
+      progress.end();
+      const lr = learningRate(step, lrOpts);
+      // No trainable sample (every group zero-variance): no optimizer step, so AdamW's
+      // momentum does not keep moving the weights on a zero gradient.
+      const opt = plan.length > 0
+        ? await policy.optimizerStep({ lr, beta1: c.adamBeta1, beta2: c.adamBeta2, weightDecay: c.weightDecay, maxGradNorm: c.maxGradNorm })
+        : { gradNorm: 0, clipCoef: 1, skipped: true, step: -1 };
+      const trainSec = (performance.now() - tTrain) / 1000;
+
+      // ---- weight sync
+      const tSync = performance.now();
+      await deps.backend.syncWeights(policy, step);
+      const syncSec = (performance.now() - tSync) / 1000;
+
+      // ---- bookkeeping
+      state.step = step;
+      state.problemsConsumed += problems.length;
+      const act = micro.reduce((a, s) => a + s.nActive, 0);
+      const wavg = (f: (s: TrainStats) => number): number => (act > 0 ? micro.reduce((a, s) => a + f(s) * s.nActive, 0) / act : 0);
+      const tm = treeMetrics(trees);
+      const total = (performance.now() - tStep) / 1000;
+      const m: StepMetrics = {
+        step,
+        epoch: Math.floor((state.problemsConsumed - 1) / deps.problems.length),
+        lr,
+        ...tm,
+        zeroVarianceGroups: report.advantages.zeroVarianceGroups,
+        samples: all.length,
+        samplesTrained: samples.length,
+        microBatches: plan.length,
+        tokensTrained,
+        loss: wavg((s) => s.loss),
+        kl: wavg((s) => s.meanKl),
+        clipLowFraction: wavg((s) => s.clipLowFrac),
+        clipHighFraction: wavg((s) => s.clipHighFrac),
+        clipFraction: wavg((s) => s.clipLowFrac + s.clipHighFrac),
+        meanRatio: wavg((s) => s.meanRatio),
+        gradNorm: opt.gradNorm,
+        time: {
+          rollout: ins.rollClock.seconds(),
+          execution: ins.execClock.seconds(),
+          training: trainSec,
+          sync: syncSec,
+          total,
+          tokensPerSecond: total > 0 ? (tm.tokensSampled + tokensTrained) / total : 0,
+          trainTokensPerSecond: trainSec > 0 ? tokensTrained / trainSec : 0,
+        },
+      };
+      metrics.push(m);
+      if (c.logTrees) state.treesBytes = run.appendTreeLines(trees.map((t) => JSON.stringify({ step, ...treeToJSON(t, { tokenIds: false }) })));
+      state.metricsBytes = run.appendMetrics([m]);
+      progress.line(formatStepLine(m, c.maxSteps));
+
+      if (opts.stopAfterStep === step) {
+        stopRequested = true;
+        signalName = 'stopAfterStep';
+      }
+      if (step % c.saveSteps === 0 || step === c.maxSteps || stopRequested) await checkpoint();
+      if (deps.evaluate && !stopRequested && ((c.evalSteps > 0 && step % c.evalSteps === 0 && step < c.maxSteps) || step === c.maxSteps)) {
+        await deps.evaluate(step === c.maxSteps ? 'final' : `step-${step}`, step);
+      }
+    }
+    if (stopRequested && savedAt !== state.step) await checkpoint();
+    if (stopRequested && state.step === 0 && lastCheckpoint === null) await checkpoint();
+  } finally {
+    if (handle) {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
+  }
+  if (stopRequested && signalName) progress.line(`stopped (${signalName}) after step ${state.step}; resume with --resume ${run.root}`);
+  return { steps: state.step, stoppedEarly: stopRequested, lastCheckpoint, metrics };
+}
+
+export function formatStepLine(m: StepMetrics, maxSteps: number): string {
+  const pct = (x: number): string => `${(100 * x).toFixed(0)}%`;
+  const turns = m.passAt1PerTurn.map((p, i) => `t${i + 1} ${pct(p)}`).join(' ');
+  return (
+    `step ${String(m.step).padStart(String(maxSteps).length)}/${maxSteps}  reward ${m.reward.toFixed(3)}  pass@1 ${turns}  ` +
+    `fixed ${m.fixedLater}/${m.expanded}  nodes/tree ${m.nodesPerTree.toFixed(1)}  loss ${m.loss.toFixed(4)}  |g| ${m.gradNorm.toFixed(3)}  ` +
+    `lr ${m.lr.toExponential(2)}  ${m.time.total.toFixed(1)}s (roll ${m.time.rollout.toFixed(1)} exec ${m.time.execution.toFixed(1)} train ${m.time.training.toFixed(1)})`
+  );
+}
+
+// ---------------------------------------------------------------------------------------
+// checkpoints
+
+async function writeCheckpoint(run: RunDir, policy: Policy, state: TrainerState, keep: number): Promise<string> {
+  const dir = run.checkpointDir(state.step);
+  const tmp = `${dir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  try {
+    const info = await policy.saveState(tmp);
+    const st: TrainerState = { ...state, optimizerState: info.optimizerState };
+    writeFileAtomic(join(tmp, STATE_FILE), JSON.stringify(st, null, 2) + '\n');
+    if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
+    renameSync(tmp, dir);
+  } catch (e) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw e;
+  }
+  const name = dir.slice(run.checkpointsDir.length + 1);
+  writeFileAtomic(join(run.checkpointsDir, LATEST), name + '\n');
+  // prune old checkpoints
+  const all = readdirSync(run.checkpointsDir).filter((n) => /^step-\d+$/.test(n)).sort();
+  for (const n of all.slice(0, Math.max(0, all.length - keep))) if (n !== name) rmSync(join(run.checkpointsDir, n), { recursive: true, force: true });
+  return dir;
+}
+
+const REFERENCE = 'reference.safetensors';
+
+function saveReference(run: RunDir, policy: Policy): void {
+  const t: Record<string, { shape: number[]; data: Float32Array }> = {};
+  for (const p of policy.params()) t[p.name] = { shape: p.shape, data: policy.getParam(p.name) };
+  writeFileAtomic(join(run.root, REFERENCE), encodeSafetensorsF32(t, { kind: 'KL reference (initial policy)' }));
+}
+
+/** beta > 0 on resume: the reference is the initial policy, saved at the start of the run. */
+async function restoreReference(run: RunDir, policy: Policy, ck: string): Promise<void> {
+  const p = join(run.root, REFERENCE);
+  if (!existsSync(p)) throw new TrainError(`${p} is missing: cannot restore the KL reference`);
+  const setter = policy as Policy & { setParam?: (name: string, v: Float32Array) => void };
+  if (typeof setter.setParam !== 'function') throw new TrainError('the policy cannot set parameters; cannot restore the KL reference');
+  const { tensors } = decodeSafetensorsF32(readFileSync(p));
+  for (const [n, t] of Object.entries(tensors)) setter.setParam(n, t.data);
+  policy.makeReference();
+  await policy.loadState(ck);
+}

@@ -1,0 +1,165 @@
+// What the training loop needs from the policy, and its implementation over lib/model's
+// native PolicyModel. Tests use a small TypeScript fake of the same interface.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type {
+  AdamWHyper,
+  LossOptions,
+  OptimizerResult,
+  PackedBatch,
+  PolicyModel,
+  TrainBatch,
+  TrainStats,
+} from '../model/index.js';
+import type { PolicyWeights } from '../rollout/types.js';
+import { writeFileAtomic } from './rundir.js';
+
+export type { AdamWHyper, LossOptions, OptimizerResult, PackedBatch, TrainBatch, TrainStats };
+
+/** The trainable policy: gradient accumulation, optimizer step, scoring, and its full state. */
+export interface Policy extends PolicyWeights {
+  /** Forward + loss + backward of one micro-batch; its gradient (times gradScale) adds into the accumulated one. */
+  accumulate(batch: TrainBatch, loss: LossOptions, gradScale: number): Promise<TrainStats>;
+  /** AdamW on the accumulated gradients, then zeroes them. */
+  optimizerStep(h: AdamWHyper): Promise<OptimizerResult>;
+  /** Log-probs of every token (0 at each sequence's first token), no gradients. */
+  score(batch: PackedBatch, opts?: { temperature?: number }): Promise<Float32Array>;
+  /** Freezes the current weights as the KL reference. */
+  makeReference(): void;
+  /** Writes everything a resume needs (Hugging Face weights, fp32 master weights, optimizer state) under dir. */
+  saveState(dir: string): Promise<PolicyStateInfo>;
+  /** Restores what saveState wrote. */
+  loadState(dir: string): Promise<PolicyStateInfo>;
+}
+
+export interface PolicyStateInfo {
+  /** Subdirectory with the Hugging Face checkpoint. */
+  hfDir: string;
+  /** Whether the optimizer moments are part of the state (exact resume) or not. */
+  optimizerState: boolean;
+}
+
+/** Optional optimizer-state API of the native model (used when lib/model provides it). */
+interface OptimizerStateApi {
+  optimizerState(): { step: number; tensors: Record<string, Float32Array> };
+  loadOptimizerState(state: { step: number; tensors: Record<string, Float32Array> }): void;
+}
+
+// ---------------------------------------------------------------------------------------
+// safetensors (F32 only): enough for master weights and optimizer moments.
+
+export function encodeSafetensorsF32(tensors: Record<string, { shape: number[]; data: Float32Array }>, metadata: Record<string, string> = {}): Buffer {
+  const header: Record<string, unknown> = { __metadata__: metadata };
+  let off = 0;
+  const names = Object.keys(tensors).sort();
+  for (const n of names) {
+    const t = tensors[n]!;
+    header[n] = { dtype: 'F32', shape: t.shape, data_offsets: [off, off + t.data.byteLength] };
+    off += t.data.byteLength;
+  }
+  let hjson = JSON.stringify(header);
+  while ((8 + Buffer.byteLength(hjson)) % 8 !== 0) hjson += ' ';
+  const hbuf = Buffer.from(hjson, 'utf8');
+  const out = Buffer.alloc(8 + hbuf.length + off);
+  out.writeBigUInt64LE(BigInt(hbuf.length), 0);
+  hbuf.copy(out, 8);
+  let p = 8 + hbuf.length;
+  for (const n of names) {
+    const d = tensors[n]!.data;
+    Buffer.from(d.buffer, d.byteOffset, d.byteLength).copy(out, p);
+    p += d.byteLength;
+  }
+  return out;
+}
+
+export function decodeSafetensorsF32(buf: Buffer): { tensors: Record<string, { shape: number[]; data: Float32Array }>; metadata: Record<string, string> } {
+  const hlen = Number(buf.readBigUInt64LE(0));
+  const header = JSON.parse(buf.subarray(8, 8 + hlen).toString('utf8')) as Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>;
+  const base = 8 + hlen;
+  const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
+  let metadata: Record<string, string> = {};
+  for (const [n, h] of Object.entries(header)) {
+    if (n === '__metadata__') {
+      metadata = h as unknown as Record<string, string>;
+      continue;
+    }
+    if (h.dtype !== 'F32') throw new Error(`safetensors: tensor ${n} has dtype ${h.dtype}, expected F32`);
+    const [a, b] = h.data_offsets;
+    const copy = new Float32Array((b - a) / 4);
+    Buffer.from(copy.buffer).set(buf.subarray(base + a, base + b));
+    tensors[n] = { shape: h.shape, data: copy };
+  }
+  return { tensors, metadata };
+}
+
+// ---------------------------------------------------------------------------------------
+
+/** Policy over lib/model's native PolicyModel. */
+export class NativePolicy implements Policy {
+  constructor(readonly model: PolicyModel) {}
+
+  params(): { name: string; shape: number[]; numel: number }[] {
+    return this.model.params();
+  }
+  getParam(name: string): Float32Array {
+    return this.model.getParam(name);
+  }
+  setParam(name: string, values: Float32Array): void {
+    this.model.setParam(name, values);
+  }
+  save(dir: string): Promise<void> {
+    return this.model.save(dir);
+  }
+  accumulate(batch: TrainBatch, loss: LossOptions, gradScale: number): Promise<TrainStats> {
+    return this.model.accumulate(batch, loss, gradScale);
+  }
+  optimizerStep(h: AdamWHyper): Promise<OptimizerResult> {
+    return this.model.optimizerStep(h);
+  }
+  score(batch: PackedBatch, opts: { temperature?: number } = {}): Promise<Float32Array> {
+    return this.model.score(batch, opts);
+  }
+  makeReference(): void {
+    this.model.makeReference();
+  }
+
+  private optApi(): OptimizerStateApi | null {
+    const m = this.model as unknown as Partial<OptimizerStateApi>;
+    return typeof m.optimizerState === 'function' && typeof m.loadOptimizerState === 'function' ? (m as OptimizerStateApi) : null;
+  }
+
+  async saveState(dir: string): Promise<PolicyStateInfo> {
+    const hfDir = join(dir, 'policy');
+    await this.model.save(hfDir);
+    const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
+    for (const p of this.model.params()) tensors[p.name] = { shape: p.shape, data: this.model.getParam(p.name) };
+    writeFileAtomic(join(dir, 'master.safetensors'), encodeSafetensorsF32(tensors, { kind: 'fp32 master weights' }));
+    const api = this.optApi();
+    if (api) {
+      const st = api.optimizerState();
+      const ot: Record<string, { shape: number[]; data: Float32Array }> = {};
+      for (const [n, d] of Object.entries(st.tensors)) ot[n] = { shape: [d.length], data: d };
+      writeFileAtomic(join(dir, 'optimizer.safetensors'), encodeSafetensorsF32(ot, { step: String(st.step) }));
+    }
+    return { hfDir, optimizerState: api !== null };
+  }
+
+  async loadState(dir: string): Promise<PolicyStateInfo> {
+    const master = join(dir, 'master.safetensors');
+    if (existsSync(master)) {
+      const { tensors } = decodeSafetensorsF32(readFileSync(master));
+      for (const [n, t] of Object.entries(tensors)) this.model.setParam(n, t.data);
+    }
+    const api = this.optApi();
+    const opt = join(dir, 'optimizer.safetensors');
+    let restored = false;
+    if (api && existsSync(opt)) {
+      const { tensors, metadata } = decodeSafetensorsF32(readFileSync(opt));
+      const flat: Record<string, Float32Array> = {};
+      for (const [n, t] of Object.entries(tensors)) flat[n] = t.data;
+      api.loadOptimizerState({ step: Number(metadata.step ?? 0), tensors: flat });
+      restored = true;
+    }
+    return { hfDir: join(dir, 'policy'), optimizerState: restored };
+  }
+}
