@@ -17,10 +17,11 @@ function shapeKey(i: ModelInfo): string {
 }
 
 /**
- * RolloutEngine over a PolicyModel. The native sampler draws each sample's random numbers
- * from (seed, prompt position in the call, sample index, step), so a seeded request is
- * always run as the only prompt of its call (its samples are then a function of the request
- * alone, whoever else is asking); unseeded requests with equal options share calls.
+ * RolloutEngine over a PolicyModel. The native sampler draws the p-th prompt's samples with
+ * seed + p (one seed per call), so a seeded request is run as the only prompt of its call
+ * (its samples are then a function of the request alone, whoever else is asking); unseeded
+ * requests with equal options share calls. Per-prompt seeds in the native API would let
+ * seeded requests share calls too.
  */
 export class NativeEngine implements RolloutEngine {
   private m: PolicyModel;
