@@ -147,7 +147,11 @@ export interface GenerateOptions {
   topK?: number;
   /** Samples per prompt; they share the prompt's KV cache. Default 1. */
   n?: number;
+  /** Prompt p samples with seed + p. */
   seed?: number;
+  /** One seed per prompt (overrides `seed`): prompt p samples with seeds[p], so requests that
+   * carry their own seeds can share one call and still get exactly their own samples. */
+  seeds?: number[];
   stopIds?: number[];
 }
 
@@ -317,7 +321,8 @@ export class PolicyModel {
 
   /**
    * n samples per prompt, results in order prompt-major: [p0 s0, p0 s1, ..., p1 s0, ...].
-   * Prompt p's samples are drawn with seed + p, so they do not depend on the other prompts.
+   * Prompt p's samples are drawn with seeds[p] (or seed + p), so they do not depend on the
+   * other prompts.
    */
   async generate(prompts: ArrayLike<number>[], opts: GenerateOptions): Promise<Generation[]> {
     return this.e.generate(prompts.map((p) => Int32Array.from(p)), { ...opts });

@@ -17,11 +17,10 @@ function shapeKey(i: ModelInfo): string {
 }
 
 /**
- * RolloutEngine over a PolicyModel. The native sampler draws the p-th prompt's samples with
- * seed + p (one seed per call), so a seeded request is run as the only prompt of its call
- * (its samples are then a function of the request alone, whoever else is asking); unseeded
- * requests with equal options share calls. Per-prompt seeds in the native API would let
- * seeded requests share calls too.
+ * RolloutEngine over a PolicyModel. Requests with equal sampling options share one native
+ * call; each prompt carries its own seed (the request's, or a fresh random one), and the
+ * native sampler draws a prompt's samples from its seed alone, so a seeded request gets the
+ * same samples whoever else is asking.
  */
 export class NativeEngine implements RolloutEngine {
   private m: PolicyModel;
@@ -44,7 +43,7 @@ export class NativeEngine implements RolloutEngine {
   }
 
   canBatch(a: EngineRequest, b: EngineRequest): boolean {
-    return a.seed === undefined && b.seed === undefined && a.n === b.n && a.maxTokens === b.maxTokens &&
+    return a.n === b.n && a.maxTokens === b.maxTokens &&
       a.temperature === b.temperature && a.topP === b.topP && a.topK === b.topK && sameIds(a.stopTokenIds, b.stopTokenIds);
   }
 
@@ -52,11 +51,11 @@ export class NativeEngine implements RolloutEngine {
     if (batch.length === 0) return [];
     const r = batch[0];
     for (const b of batch) {
-      if (b !== r && !this.canBatch(r, b)) throw new RolloutError('NativeEngine.generate: requests in one batch must share options and be unseeded');
+      if (b !== r && !this.canBatch(r, b)) throw new RolloutError('NativeEngine.generate: requests in one batch must share their sampling options');
     }
     const gens = await this.m.generate(batch.map((b) => b.promptIds), {
       maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, n: r.n,
-      seed: r.seed ?? randomInt(2 ** 47), stopIds: r.stopTokenIds,
+      seeds: batch.map((b) => b.seed ?? randomInt(2 ** 47)), stopIds: r.stopTokenIds,
     });
     return batch.map((_, p) => gens.slice(p * r.n, (p + 1) * r.n).map((g) => ({
       tokenIds: Array.from(g.tokens), logprobs: Array.from(g.logprobs), finishReason: g.finishReason,

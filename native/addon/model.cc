@@ -413,6 +413,17 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       so.max_new_tokens = to_int(o.Get("maxNewTokens"), "maxNewTokens", 1, int64_t(1) << 24);
       so.n = o.Get("n").IsUndefined() ? 1 : to_int(o.Get("n"), "n", 1, 1 << 16);
       so.seed = uint64_t(opt_number(o, "seed", 0));
+      Napi::Value sv = o.Get("seeds");
+      if (sv.IsArray()) {
+        Napi::Array sa = sv.As<Napi::Array>();
+        if (sa.Length() != arr.Length())
+          throw Error("generate: 'seeds' has " + std::to_string(sa.Length()) + " entries but there are " +
+                      std::to_string(arr.Length()) + " prompts (one seed per prompt)");
+        for (uint32_t i = 0; i < sa.Length(); ++i)
+          so.seeds.push_back(uint64_t(to_int(sa.Get(i), "seeds[]", 0, (int64_t(1) << 53) - 1)));
+      } else if (!sv.IsUndefined() && !sv.IsNull()) {
+        throw Error("generate: 'seeds' must be an array of integers, one per prompt");
+      }
       Napi::Value st = o.Get("stopIds");
       if (st.IsArray()) {
         Napi::Array sa = st.As<Napi::Array>();

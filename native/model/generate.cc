@@ -196,8 +196,8 @@ std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>&
     for (int64_t j = 0; j < o.n; ++j) {
       Sample& s = samples[size_t(p * o.n + j)];
       s.prompt = p, s.j = j;
-      // prompt p's samples use seed + p: they do not depend on the other prompts of the call
-      const uint64_t ps = o.seed + uint64_t(p);
+      // prompt p's samples use seeds[p] (or seed + p): they do not depend on the other prompts
+      const uint64_t ps = o.seeds.empty() ? o.seed + uint64_t(p) : o.seeds[size_t(p)];
       s.stream = (uint64_t(hash_u32(ps, uint64_t(j))) << 32) | hash_u32(ps ^ 0x5bd1e995u, uint64_t(j));
       s.cap = std::min(o.max_new_tokens, c.max_pos - plen[size_t(p)]);
     }

@@ -78,7 +78,11 @@ describe('serve', () => {
     assert.ok(srv.batcher.stats.maxMerged > Math.max(1, before0 - 1), `max merged ${srv.batcher.stats.maxMerged}`);
     const seeds = [11, 22, 33, 44];
     const mk = (s: number) => ({ prompt: chat(`p${s}`), n: 2, max_tokens: 10, seed: s, return_token_ids: true, logprobs: 0 });
+    const st0 = { ...srv.batcher.stats };
     const together = await Promise.all([...seeds.map((s) => post('/v1/completions', mk(s))), ...Array.from({ length: 4 }, () => post('/v1/completions', body))]);
+    // seeded requests share engine calls too (each prompt carries its own seed)
+    const st1 = srv.batcher.stats;
+    assert.ok(st1.batches - st0.batches < st1.requests - st0.requests, `seeded requests were merged: ${st1.batches - st0.batches} calls for ${st1.requests - st0.requests} requests`);
     for (let i = 0; i < seeds.length; i++) {
       const alone = await post('/v1/completions', mk(seeds[i]));
       assert.deepEqual(choicesOf(together[i].json).map((c) => c.token_ids), choicesOf(alone.json).map((c) => c.token_ids));

@@ -105,6 +105,9 @@ struct SampleOptions {
   int64_t max_new_tokens = 16;
   int64_t n = 1;             // samples per prompt
   uint64_t seed = 0;
+  // Per-prompt seeds: when given (one per prompt), prompt p samples with seeds[p] instead of
+  // seed + p, so requests with their own seeds can share one call.
+  std::vector<uint64_t> seeds;
   std::vector<int32_t> stop_ids;
 };
 
