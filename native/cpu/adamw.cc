@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "murphy/adamw.h"
+#include "murphy/validate.h"
 #include "simd.h"
 #include "threads.h"
 
@@ -102,24 +103,6 @@ std::vector<Chunk> make_chunks(const AdamWArgs& a) {
   return out;
 }
 
-void validate(const AdamWArgs& a) {
-  auto bad = [](const std::string& what) { throw Error("adamw: " + what); };
-  if (a.n_tensors < 0 || (a.n_tensors > 0 && !a.tensors)) bad("tensors are required");
-  if (!(a.lr >= 0.0) || !std::isfinite(a.lr)) bad("lr must be a finite number >= 0, got " + std::to_string(a.lr));
-  if (!(a.beta1 >= 0.0f && a.beta1 < 1.0f)) bad("beta1 must be in [0, 1), got " + std::to_string(a.beta1));
-  if (!(a.beta2 >= 0.0f && a.beta2 < 1.0f)) bad("beta2 must be in [0, 1), got " + std::to_string(a.beta2));
-  if (!(a.eps > 0.0f)) bad("eps must be > 0, got " + std::to_string(a.eps));
-  if (!(a.weight_decay >= 0.0f) || !std::isfinite(a.weight_decay)) bad("weightDecay must be a finite number >= 0");
-  if (a.step < 1) bad("step must be >= 1 (the 1-based index of the step being taken), got " + std::to_string(a.step));
-  if (!std::isfinite(a.max_grad_norm)) bad("maxGradNorm must be finite (<= 0 disables clipping)");
-  for (int64_t t = 0; t < a.n_tensors; ++t) {
-    const AdamWTensor& x = a.tensors[t];
-    if (x.numel < 0) bad("tensor " + std::to_string(t) + " has a negative size");
-    if (x.numel > 0 && (!x.param || !x.grad || !x.m || !x.v))
-      bad("tensor " + std::to_string(t) + " needs param, grad, m and v");
-  }
-}
-
 cpu_detail::AdamWScalars scalars(const AdamWArgs& a, double coef, bool decay) {
   const double bc1 = 1.0 - std::pow(a.beta1, double(a.step));
   const double bc2 = 1.0 - std::pow(a.beta2, double(a.step));
@@ -139,7 +122,7 @@ cpu_detail::AdamWScalars scalars(const AdamWArgs& a, double coef, bool decay) {
 }  // namespace
 
 AdamWResult adamw_cpu(const AdamWArgs& a) {
-  validate(a);
+  validate_adamw(a);
   const std::vector<Chunk> chunks = make_chunks(a);
   const int64_t nc = int64_t(chunks.size());
   std::vector<double> sq(size_t(nc), 0.0);

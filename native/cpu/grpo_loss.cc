@@ -20,37 +20,13 @@
 #include <vector>
 
 #include "murphy/grpo_loss.h"
+#include "murphy/validate.h"
 #include "simd.h"
 #include "threads.h"
 
 namespace murphy {
 namespace {
 
-void validate(const GrpoLossArgs& a) {
-  if (a.n_tokens < 0) throw Error("grpoLoss: the number of tokens must be >= 0");
-  if (a.n_tokens > 0 && (!a.logp || !a.old_logp || !a.advantages))
-    throw Error("grpoLoss: logp, oldLogp and advantages are required");
-  if (a.beta != 0.0f && !a.ref_logp)
-    throw Error("grpoLoss: beta = " + std::to_string(a.beta) + " needs refLogp (reference log-probs); pass them or set beta to 0");
-  if (!(a.eps_low >= 0.0f) || !(a.eps_low < 1.0f))
-    throw Error("grpoLoss: epsLow must be in [0, 1), got " + std::to_string(a.eps_low));
-  if (!(a.eps_high >= 0.0f) || !std::isfinite(a.eps_high))
-    throw Error("grpoLoss: epsHigh must be a finite number >= 0, got " + std::to_string(a.eps_high));
-  if (a.dual_clip != 0.0f && !(a.dual_clip > 1.0f))
-    throw Error("grpoLoss: dualClip must be > 1 (or 0 to disable), got " + std::to_string(a.dual_clip));
-  if (!std::isfinite(a.beta)) throw Error("grpoLoss: beta must be finite");
-  if (a.n_seqs < 1 || !a.seq_offsets)
-    throw Error("grpoLoss: seqOffsets must hold at least [0, nTokens] (one sequence)");
-  if (a.seq_offsets[0] != 0 || a.seq_offsets[a.n_seqs] != a.n_tokens)
-    throw Error("grpoLoss: seqOffsets must start at 0 and end at nTokens = " + std::to_string(a.n_tokens) +
-                " (got " + std::to_string(a.seq_offsets[0]) + " .. " + std::to_string(a.seq_offsets[a.n_seqs]) + ")");
-  for (int64_t s = 0; s < a.n_seqs; ++s)
-    if (a.seq_offsets[s + 1] < a.seq_offsets[s])
-      throw Error("grpoLoss: seqOffsets must be non-decreasing; offset " + std::to_string(s + 1) + " < offset " +
-                  std::to_string(s));
-  if (a.agg == LossAgg::ConstNorm && !(a.norm_length > 0.0f))
-    throw Error("grpoLoss: lossType 'dr_grpo' needs normLength > 0 (the max completion length)");
-}
 
 struct Partial {
   double loss = 0, ratio = 0, kl = 0;
@@ -123,7 +99,7 @@ inline __attribute__((always_inline)) void token(int64_t t, const float* logp, c
 namespace murphy {
 
 GrpoLossStats grpo_loss_cpu(const GrpoLossArgs& a) {
-  validate(a);
+  validate_grpo(a, a.seq_offsets);
   const int64_t S = a.n_seqs;
   // Per-sequence active-token counts (SeqMean) and the global count (TokenMean).
   std::vector<int64_t> seq_active(size_t(S), 0);

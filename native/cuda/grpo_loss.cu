@@ -22,6 +22,7 @@
 
 #include "check.cuh"
 #include "murphy/grpo_loss.h"
+#include "murphy/validate.h"
 
 namespace murphy {
 using namespace cudadetail;
@@ -222,33 +223,13 @@ __global__ void __launch_bounds__(kBlock) k_grpo_final(const Partial* __restrict
   }
 }
 
+// seq_offsets live on the device: bring them over to check them (small: S + 1 values).
 void validate(const GrpoLossArgs& a, std::vector<int64_t>& off) {
-  if (a.n_tokens < 0) throw Error("grpoLoss: the number of tokens must be >= 0");
-  if (a.n_tokens > 0 && (!a.logp || !a.old_logp || !a.advantages))
-    throw Error("grpoLoss: logp, oldLogp and advantages are required");
-  if (a.beta != 0.0f && !a.ref_logp)
-    throw Error("grpoLoss: beta = " + std::to_string(a.beta) +
-                " needs refLogp (reference log-probs); pass them or set beta to 0");
-  if (!(a.eps_low >= 0.0f) || !(a.eps_low < 1.0f))
-    throw Error("grpoLoss: epsLow must be in [0, 1), got " + std::to_string(a.eps_low));
-  if (!(a.eps_high >= 0.0f) || !std::isfinite(a.eps_high))
-    throw Error("grpoLoss: epsHigh must be a finite number >= 0, got " + std::to_string(a.eps_high));
-  if (a.dual_clip != 0.0f && !(a.dual_clip > 1.0f))
-    throw Error("grpoLoss: dualClip must be > 1 (or 0 to disable), got " + std::to_string(a.dual_clip));
-  if (!std::isfinite(a.beta)) throw Error("grpoLoss: beta must be finite");
-  if (a.n_seqs < 1 || !a.seq_offsets) throw Error("grpoLoss: seqOffsets must hold at least [0, nTokens] (one sequence)");
-  // seq_offsets live on the device: bring them over to check them (small: S + 1 values).
-  off.resize(size_t(a.n_seqs + 1));
-  CUDA_CHECK(cudaMemcpy(off.data(), a.seq_offsets, off.size() * sizeof(int64_t), cudaMemcpyDeviceToHost));
-  if (off[0] != 0 || off[size_t(a.n_seqs)] != a.n_tokens)
-    throw Error("grpoLoss: seqOffsets must start at 0 and end at nTokens = " + std::to_string(a.n_tokens) + " (got " +
-                std::to_string(off[0]) + " .. " + std::to_string(off[size_t(a.n_seqs)]) + ")");
-  for (int64_t s = 0; s < a.n_seqs; ++s)
-    if (off[size_t(s + 1)] < off[size_t(s)])
-      throw Error("grpoLoss: seqOffsets must be non-decreasing; offset " + std::to_string(s + 1) + " < offset " +
-                  std::to_string(s));
-  if (a.agg == LossAgg::ConstNorm && !(a.norm_length > 0.0f))
-    throw Error("grpoLoss: lossType 'dr_grpo' needs normLength > 0 (the max completion length)");
+  if (a.n_seqs >= 1 && a.seq_offsets) {
+    off.resize(size_t(a.n_seqs + 1));
+    CUDA_CHECK(cudaMemcpy(off.data(), a.seq_offsets, off.size() * sizeof(int64_t), cudaMemcpyDeviceToHost));
+  }
+  validate_grpo(a, off.empty() ? nullptr : off.data());
 }
 
 }  // namespace
