@@ -166,8 +166,9 @@ async function main() {
     const logits = dtype === 'f32' ? z32 : (toBf16(z32) as Uint16Array);
     const esz = dtype === 'f32' ? 4 : 2;
     log(`log-probs ${dtype} [${n} x ${v}] ...`);
-    let fwd = logprobForward({ logits, targets: y, nRows: n, vocab: v });
-    const fwdMs = await median(`logprob_fwd_${dtype}`, () => { fwd = logprobForward({ logits, targets: y, nRows: n, vocab: v }); }, its);
+    const fwdOut = { logp: new Float32Array(n), lse: new Float32Array(n) };
+    const fwd = logprobForward({ logits, targets: y, nRows: n, vocab: v, out: fwdOut });
+    const fwdMs = await median(`logprob_fwd_${dtype}`, () => logprobForward({ logits, targets: y, nRows: n, vocab: v, out: fwdOut }), its);
     push({ name: `logprob_fwd_${dtype}`, shape: `${n}x${v}`, median_ms: fwdMs, bytes: n * v * esz + n * 12, baseline_ratio: dtype === 'f32' ? tsFwdMs / fwdMs : null, torch_ratio: torch ? torch[`logprob_fwd_${dtype}`] / fwdMs : null });
     const out = dtype === 'f32' ? new Float32Array(n * v) : new Uint16Array(n * v);
     const bwdMs = await median(`logprob_bwd_${dtype}`, () => logprobBackward({ logits, targets: y, nRows: n, vocab: v, lse: fwd.lse, gradLogp: g, out }), its);
@@ -198,8 +199,8 @@ async function main() {
     for (let s = 0; s <= T / seqlen; s++) offs[s] = BigInt(s * seqlen);
     for (let s = 0; s < T / seqlen; s++) adv.fill(((s * 37) % 17) / 8 - 1, s * seqlen, (s + 1) * seqlen);
     const mask = new Uint8Array(T).map((_, i) => (i % 10 === 0 ? 0 : 1));
-    const ms = await median('grpo_loss', () => grpoLoss({ logp, oldLogp: old, advantages: adv, mask, seqOffsets: offs, epsLow: 0.2, epsHigh: 0.28 }), its * 2);
     const grad = new Float32Array(T);
+    const ms = await median('grpo_loss', () => grpoLoss({ logp, oldLogp: old, advantages: adv, mask, seqOffsets: offs, epsLow: 0.2, epsHigh: 0.28, out: { gradLogp: grad } }), its * 2);
     const tsMs = timeOnce(() => tsGrpo(logp, old, adv, mask, grad));
     // reads logp, old, adv (12 B) + mask (1 B), writes the gradient (4 B)
     push({ name: 'grpo_loss', shape: `${T} tokens`, median_ms: ms, bytes: T * 17, baseline_ratio: tsMs / ms, torch_ratio: torch ? torch.grpo_loss / ms : null, note: 'torch: TRL dapo loss, forward + backward + clip stats' });

@@ -236,6 +236,8 @@ export interface LogprobForwardInput {
   temperature?: number;
   /** Also compute the entropy of each row's distribution. */
   entropy?: boolean;
+  /** Arrays to write into instead of allocating new ones ([nRows] each, where the logits live). */
+  out?: { logp?: Tensor<'f32'>; lse?: Tensor<'f32'>; entropy?: Tensor<'f32'> };
 }
 
 export interface LogprobForwardOutput<T extends Tensor<'f32'> = Tensor<'f32'>> {
@@ -258,9 +260,9 @@ export function logprobForward(input: LogprobForwardInput): LogprobForwardOutput
   checkCount('nRows', nRows, 0, MAX_ROWS);
   checkCount('vocab', vocab, 1, MAX_VOCAB);
   const t = input.temperature ?? 1;
-  const logp = likeOf(logits, 'f32', nRows);
-  const lse = likeOf(logits, 'f32', nRows);
-  const entropy = input.entropy ? likeOf(logits, 'f32', nRows) : undefined;
+  const logp = input.out?.logp ?? likeOf(logits, 'f32', nRows);
+  const lse = input.out?.lse ?? likeOf(logits, 'f32', nRows);
+  const entropy = input.entropy ? (input.out?.entropy ?? likeOf(logits, 'f32', nRows)) : undefined;
   addon.logprobForward(
     raw(logits)!, dtypeOf(logits, input.dtype), raw(targets)!, nRows, vocab, t, raw(logp)!, raw(lse)!,
     raw(entropy) ?? null,
@@ -268,7 +270,7 @@ export function logprobForward(input: LogprobForwardInput): LogprobForwardOutput
   return entropy ? { logp, lse, entropy } : { logp, lse };
 }
 
-export interface LogprobBackwardInput extends Omit<LogprobForwardInput, 'entropy'> {
+export interface LogprobBackwardInput extends Omit<LogprobForwardInput, 'entropy' | 'out'> {
   /** [nRows] from logprobForward. */
   lse: Tensor<'f32'>;
   /** [nRows] dL/dlogp. */
@@ -328,6 +330,8 @@ export interface GrpoLossInput {
   normLength?: number;
   /** Also return the per-token loss l_t. */
   tokenLoss?: boolean;
+  /** Arrays to write into instead of allocating new ones ([T] each, where the inputs live). */
+  out?: { gradLogp?: Tensor<'f32'>; tokenLoss?: Tensor<'f32'> };
 }
 
 export interface GrpoLossStats {
@@ -361,8 +365,8 @@ export interface GrpoLossOutput {
  */
 export function grpoLoss(input: GrpoLossInput): GrpoLossOutput {
   const n = input.logp.length;
-  const gradLogp = likeOf(input.logp, 'f32', n);
-  const tokenLoss = input.tokenLoss ? likeOf(input.logp, 'f32', n) : undefined;
+  const gradLogp = input.out?.gradLogp ?? likeOf(input.logp, 'f32', n);
+  const tokenLoss = input.tokenLoss ? (input.out?.tokenLoss ?? likeOf(input.logp, 'f32', n)) : undefined;
   const s = addon.grpoLoss({
     logp: raw(input.logp),
     oldLogp: raw(input.oldLogp),

@@ -91,6 +91,18 @@ describe('grpoLoss vs float64 (TRL formulas)', () => {
     assert.equal(out.loss, 0);
     assert.equal(out.stats.nActive, 0);
   });
+  it('writes into caller-provided output arrays', () => {
+    const c = makeCase(5, 40, { ref: true });
+    const gradLogp = new Float32Array(c.input.logp.length).fill(NaN);
+    const tokenLoss = new Float32Array(c.input.logp.length).fill(NaN);
+    const a = grpoLoss({ ...c.input, ...base, beta: 0.1, tokenLoss: true, out: { gradLogp, tokenLoss } });
+    const b = grpoLoss({ ...c.input, ...base, beta: 0.1, tokenLoss: true });
+    assert.equal(a.gradLogp, gradLogp);
+    assert.equal(a.tokenLoss, tokenLoss);
+    assert.deepEqual(gradLogp, b.gradLogp);
+    assert.deepEqual(tokenLoss, b.tokenLoss);
+    assert.throws(() => grpoLoss({ ...c.input, out: { gradLogp: new Float32Array(1) } }), /'gradLogp' has 1 elements but \d+ are needed/);
+  });
   it('hand-computed example', () => {
     // r = (e^0.1, 1, e^-0.5); A = (1, 1, -1); eps 0.2:
     // l = (-e^0.1, -1, -(max(e^-0.5, 0.8) * -1) = 0.8) -> mean = (-1.10517 - 1 + 0.8) / 3

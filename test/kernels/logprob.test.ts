@@ -97,6 +97,14 @@ describe('logprobForward vs float64', () => {
     checkForward(case_(6, 999, { negInf: 0.3, maskRows: [0, 4] }), '-inf');
     checkForward(case_(4, 257, { negInf: 0.5, maskRows: [2], bf16: true }), '-inf bf16');
   });
+  it('writes into caller-provided output arrays', () => {
+    const c = case_(4, 100);
+    const out = { logp: new Float32Array(4), lse: new Float32Array(4), entropy: new Float32Array(4) };
+    const r = logprobForward({ logits: c.logits, targets: c.targets, nRows: 4, vocab: 100, entropy: true, out });
+    assert.equal(r.logp, out.logp);
+    assert.equal(r.entropy, out.entropy);
+    assert.deepEqual(out.lse, logprobForward({ logits: c.logits, targets: c.targets, nRows: 4, vocab: 100 }).lse);
+  });
   it('large logits keep their precision', () => {
     const z = new Float32Array([1e4, 1e4 - 1, -1e4, 0, 88, 89]);
     const out = logprobForward({ logits: z, targets: new Int32Array([1]), nRows: 1, vocab: 6 });
