@@ -6,3 +6,8 @@ export * from './prompt/index.js';
 export * from './exec/index.js';
 export * from './data/index.js';
 export * from './rollout/index.js';
+export * from './config/exports.js';
+export * from './train/index.js';
+export * from './eval/index.js';
+export * from './report/index.js';
+export * from './demo/index.js';

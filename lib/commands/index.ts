@@ -3,6 +3,9 @@ import type { CommandModule } from 'yargs';
 import { doctorCommand } from './doctor.js';
 import { initModelCommand } from './init-model.js';
 import { serveCommand } from './serve.js';
+import { trainCommand } from './train.js';
+import { evalCommand } from './eval.js';
+import { reportCommand } from './report.js';
 import { verifyDatasetCommand } from './verify-dataset.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -11,4 +14,7 @@ export const commands: CommandModule<any, any>[] = [
   verifyDatasetCommand,
   initModelCommand,
   serveCommand,
+  trainCommand,
+  evalCommand,
+  reportCommand,
 ];

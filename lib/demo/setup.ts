@@ -59,7 +59,7 @@ export async function supervisedWarmup(policy: Policy, problems: readonly Proble
   const eos = tok.eosTokenIds[0]!;
   const rng = mulberry32(mix32(o.seed, 0x5f7));
   const ex = new RepairExecutor();
-  const digit = (): number => 1 + Math.floor(rng() * 9);
+  const digit = (): number => 1 + Math.floor(rng() * 5);
   const losses: number[] = [];
   for (let step = 1; step <= o.steps; step++) {
     const samples: TrainingSample[] = [];

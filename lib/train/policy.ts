@@ -96,7 +96,11 @@ export function decodeSafetensorsF32(buf: Buffer): { tensors: Record<string, { s
 
 /** Policy over lib/model's native PolicyModel. */
 export class NativePolicy implements Policy {
-  constructor(readonly model: PolicyModel) {}
+  /** tokenizerDir: tokenizer files copied into every saved checkpoint (default: the model's own directory). */
+  constructor(
+    readonly model: PolicyModel,
+    private readonly opts: { tokenizerDir?: string } = {},
+  ) {}
 
   params(): { name: string; shape: number[]; numel: number }[] {
     return this.model.params();
@@ -108,7 +112,7 @@ export class NativePolicy implements Policy {
     this.model.setParam(name, values);
   }
   save(dir: string): Promise<void> {
-    return this.model.save(dir);
+    return this.model.save(dir, { tokenizerDir: this.opts.tokenizerDir });
   }
   accumulate(batch: TrainBatch, loss: LossOptions, gradScale: number): Promise<TrainStats> {
     return this.model.accumulate(batch, loss, gradScale);
@@ -130,7 +134,7 @@ export class NativePolicy implements Policy {
 
   async saveState(dir: string): Promise<PolicyStateInfo> {
     const hfDir = join(dir, 'policy');
-    await this.model.save(hfDir);
+    await this.save(hfDir);
     const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
     for (const p of this.model.params()) tensors[p.name] = { shape: p.shape, data: this.model.getParam(p.name) };
     writeFileAtomic(join(dir, 'master.safetensors'), encodeSafetensorsF32(tensors, { kind: 'fp32 master weights' }));

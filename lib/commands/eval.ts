@@ -1,0 +1,123 @@
+// `murphy-native eval --dataset FILE (--model DIR | --server-url URL --tokenizer DIR)`:
+// Iter-k pass@1 with execution feedback (docs/evaluation.md).
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Argv, CommandModule } from 'yargs';
+import { ConfigError } from '../config/index.js';
+import { DATASET_FORMATS, problemPrompt, type Problem } from '../data/index.js';
+import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
+import { PythonExecutor } from '../exec/executor.js';
+import { ChatPromptBuilder } from '../prompt/chat.js';
+import { loadChatTokenizer } from '../prompt/tokenizer.js';
+import { EmbeddedBackend } from '../rollout/embedded.js';
+import type { RolloutBackend } from '../rollout/types.js';
+import { VllmBackend } from '../rollout/vllm.js';
+import { loadTrainingProblems } from '../train/run.js';
+import { writeFileAtomic } from '../train/rundir.js';
+
+export interface EvalArgs {
+  dataset: string;
+  format: string;
+  limit?: number;
+  model?: string;
+  serverUrl?: string;
+  servedModelName?: string;
+  tokenizer?: string;
+  k: number;
+  n: number;
+  temperature: number;
+  topP: number;
+  maxTokens: number;
+  seed: number;
+  out?: string;
+  workers?: number;
+  testTimeout: number;
+  feedback: 'visible' | 'all';
+}
+
+/** Runs the evaluation and returns the results file's content (written to args.out when given). */
+export async function runEval(a: EvalArgs, log: (s: string) => void = () => undefined): Promise<EvalResultsFile> {
+  if (!a.model && !a.serverUrl) throw new ConfigError('give --model DIR (embedded engine) or --server-url URL (vLLM)');
+  if (a.model && !existsSync(join(a.model, 'config.json'))) throw new ConfigError(`model directory ${a.model} has no config.json`);
+  const tokDir = a.tokenizer ?? a.model;
+  if (!tokDir) throw new ConfigError('with --server-url, give --tokenizer DIR (the served model\'s tokenizer files) or --model');
+  if (!existsSync(join(tokDir, 'tokenizer.json'))) throw new ConfigError(`no tokenizer.json in ${tokDir}`);
+  if (!Number.isInteger(a.k) || a.k < 1) throw new ConfigError(`--k must be an integer >= 1, got ${a.k}`);
+  if (!Number.isInteger(a.n) || a.n < 1) throw new ConfigError(`--n must be an integer >= 1, got ${a.n}`);
+  const problems: Problem[] = await loadTrainingProblems(a.dataset, a.format, a.limit ?? null);
+  const tok = loadChatTokenizer(tokDir);
+  const backend: RolloutBackend = a.serverUrl
+    ? await VllmBackend.connect({ servers: a.serverUrl.split(','), model: a.servedModelName, tokenizer: tok, maxRetries: 2 })
+    : await EmbeddedBackend.fromDir(a.model!, { tokenizer: tok });
+  const executor = new PythonExecutor({ workers: a.workers, limits: { testTimeout: a.testTimeout }, feedback: { scope: a.feedback } });
+  const prompts = new ChatPromptBuilder<Problem>(tok, { task: (p) => problemPrompt(p, 'instruction') });
+  try {
+    const r = await evaluateIterK(problems, { sampler: backend, executor, prompts }, {
+      k: a.k,
+      n: a.n,
+      temperature: a.temperature,
+      topP: a.topP,
+      maxTokens: a.maxTokens,
+      stopTokenIds: [...tok.eosTokenIds],
+      seed: a.seed,
+      groupBy: (p) => p.difficulty,
+      onProgress: (d) => {
+        if (d % 50 === 0) log(`  ${d} generations`);
+      },
+    });
+    const file: EvalResultsFile = {
+      version: 1,
+      dataset: resolve(a.dataset),
+      model: a.model ? resolve(a.model) : `${a.serverUrl} (${backend instanceof VllmBackend ? backend.model ?? '' : ''})`,
+      settings: { k: a.k, n: a.temperature === 0 ? 1 : a.n, temperature: a.temperature, topP: a.topP, maxTokens: a.maxTokens, seed: a.seed, backend: a.serverUrl ? 'vllm' : 'embedded', feedback: `${a.feedback} tests` },
+      problems: r.problems,
+      iterations: r.iterations,
+      byGroup: r.byGroup,
+      perProblem: r.perProblem,
+      seconds: r.seconds,
+      createdAt: new Date().toISOString(),
+    };
+    if (a.out) writeFileAtomic(a.out, JSON.stringify(file, null, 1) + '\n');
+    return file;
+  } finally {
+    await executor.close();
+    await backend.close();
+  }
+}
+
+export const evalCommand: CommandModule<object, EvalArgs> = {
+  command: 'eval',
+  describe: 'Iter-k pass@1: attempt, run against the visible tests, feed back, retry (HumanEval, MBPP, LiveCodeBench, KodCode, JSONL)',
+  builder: (y) =>
+    y
+      .option('dataset', { type: 'string', demandOption: true, describe: 'Problems file (HumanEval/MBPP/KodCode/LiveCodeBench/JSONL)' })
+      .option('format', { type: 'string', choices: DATASET_FORMATS as string[], default: 'auto', describe: 'Dataset format' })
+      .option('limit', { type: 'number', describe: 'Evaluate the first N problems' })
+      .option('model', { type: 'string', describe: 'Model directory: generate with the embedded native engine (and its tokenizer)' })
+      .option('server-url', { type: 'string', describe: 'vLLM (or murphy-native serve) base URL(s), comma-separated' })
+      .option('served-model-name', { type: 'string', describe: 'Model name on the server' })
+      .option('tokenizer', { type: 'string', describe: 'Tokenizer directory (default: --model)' })
+      .option('k', { type: 'number', default: 5, describe: 'Iterations (attempts with feedback)' })
+      .option('n', { type: 'number', default: 1, describe: 'Conversations per problem (sampled; greedy uses 1)' })
+      .option('temperature', { type: 'number', default: 0, describe: '0 = greedy' })
+      .option('top-p', { type: 'number', default: 1 })
+      .option('max-tokens', { type: 'number', default: 1024, describe: 'Maximum completion tokens per attempt' })
+      .option('seed', { type: 'number', default: 0 })
+      .option('feedback', { type: 'string', choices: ['visible', 'all'], default: 'visible', describe: 'Which tests the feedback describes (solved always means all tests pass)' })
+      .option('workers', { type: 'number', describe: 'Executor processes (default: one per core)' })
+      .option('test-timeout', { type: 'number', default: 3, describe: 'Seconds per test' })
+      .option('out', { type: 'string', describe: 'Write the results JSON here' }) as unknown as Argv<EvalArgs>,
+  handler: async (argv) => {
+    try {
+      const log = (s: string): void => {
+        process.stderr.write(s + '\n');
+      };
+      const r = await runEval(argv, log);
+      process.stdout.write(formatIterKTable(r) + '\n');
+      if (argv.out) process.stdout.write(`results: ${resolve(argv.out)}\n`);
+    } catch (e) {
+      process.stderr.write(`murphy-native eval: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.exitCode = 1;
+    }
+  },
+};

@@ -1,0 +1,28 @@
+// `murphy-native report RUN_DIR`: one self-contained HTML file (plots, Iter-k curves, tree viewer).
+import type { Argv, CommandModule } from 'yargs';
+import { writeReport } from '../report/html.js';
+
+interface ReportArgs {
+  run: string;
+  out?: string;
+  maxTrees: number;
+}
+
+export const reportCommand: CommandModule<object, ReportArgs> = {
+  command: 'report <run>',
+  describe: 'Write RUN/report.html: metric plots, Iter-k curves and a rollout-tree viewer, in one file that opens offline',
+  builder: (y) =>
+    y
+      .positional('run', { type: 'string', demandOption: true, describe: 'Run directory (of murphy-native train)' })
+      .option('out', { type: 'string', describe: 'Output file (default: RUN/report.html)' })
+      .option('max-trees', { type: 'number', default: 4000, describe: 'Most rollout trees embedded for the viewer (spread over steps)' }) as unknown as Argv<ReportArgs>,
+  handler: async (argv) => {
+    try {
+      const path = writeReport(argv.run, argv.out, { maxTrees: argv.maxTrees });
+      process.stdout.write(`report: ${path}\n`);
+    } catch (e) {
+      process.stderr.write(`murphy-native report: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.exitCode = 1;
+    }
+  },
+};

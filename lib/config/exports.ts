@@ -1,0 +1,20 @@
+// Public names of the configuration module (lib/index.ts re-exports these).
+export {
+  ConfigError,
+  resolveConfig,
+  loadConfigFile,
+  validatePartial,
+  checkValue,
+  checkConfig,
+  defaultConfig,
+  configOptions,
+  flagsFromArgv,
+  formatConfig,
+  configTableMarkdown,
+  normaliseKey,
+  SCHEMA as CONFIG_SCHEMA,
+  CONFIG_KEYS,
+  type TrainConfig,
+  type ConfigKey,
+  type KeyDef as ConfigKeyDef,
+} from './index.js';

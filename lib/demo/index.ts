@@ -1,0 +1,16 @@
+// The CPU demo: the built-in code-repair task family and its tiny model.
+export {
+  allRepairSpecs,
+  repairProblem,
+  repairSplit,
+  repairSpecOf,
+  repairProgram,
+  parseRepairProgram,
+  repairFeedback,
+  repairExtract,
+  RepairExecutor,
+  REPAIR_INPUTS,
+  type RepairSpec,
+  type RepairOp,
+} from './repair.js';
+export { builtinTokenizer, demoModelSizes, createDemoModel, repairPromptBuilder, demoExtract, supervisedWarmup, type SftOptions } from './setup.js';

@@ -1,0 +1,270 @@
+// `murphy-native train` as a library call: pre-flight checks (nothing is written before they
+// pass), the run directory, model/tokenizer/backend/executor/prompt set-up, the demo's
+// supervised warm-up, Iter-k evaluations before and after, the loop, and the report.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { checkConfig, ConfigError, formatConfig, validatePartial } from '../config/index.js';
+import type { TrainConfig } from '../config/schema.js';
+import { loadDataset, problemPrompt, type DatasetFormat, type Problem } from '../data/index.js';
+import { builtinTokenizer, createDemoModel, demoExtract, repairPromptBuilder, supervisedWarmup } from '../demo/setup.js';
+import { repairSplit, RepairExecutor } from '../demo/repair.js';
+import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
+import { PythonExecutor } from '../exec/executor.js';
+import { builtinTokenizerFiles, PolicyModel } from '../model/index.js';
+import { mix32 } from '../murphy/rng.js';
+import type { CodeExtractor, Executor, PromptBuilder } from '../murphy/types.js';
+import { ChatPromptBuilder } from '../prompt/chat.js';
+import { loadChatTokenizer, type HfChatTokenizer } from '../prompt/tokenizer.js';
+import { EmbeddedBackend } from '../rollout/embedded.js';
+import { NativeEngine } from '../rollout/engine.js';
+import type { RolloutBackend } from '../rollout/types.js';
+import { VllmBackend } from '../rollout/vllm.js';
+import { writeReport } from '../report/html.js';
+import { latestCheckpoint, permutation, train, TrainError, type TrainSummary } from './loop.js';
+import { NativePolicy } from './policy.js';
+import { silentProgress, type ProgressSink } from './progress.js';
+import { RunDir, writeFileAtomic } from './rundir.js';
+
+export interface RunTrainingOptions {
+  /** Continue the run in this directory (its config.json is used; see RESUMABLE_KEYS). */
+  resume?: string;
+  progress?: ProgressSink;
+  /** Human-readable lines (config, evaluation tables, where things are). */
+  log?: (line: string) => void;
+  handleSignals?: boolean;
+  /** Tests: stop as if interrupted after this step. */
+  stopAfterStep?: number;
+  /** Write report.html at the end. Default true. */
+  report?: boolean;
+}
+
+export interface RunTrainingResult {
+  runDir: string;
+  summary: TrainSummary;
+  evals: { label: string; file: string; result: EvalResultsFile }[];
+  reportPath: string | null;
+}
+
+/** Keys a resume may change; every other key must equal the run's. */
+export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees'] as const;
+
+/** True when the problem has at least one test. */
+export function hasTests(p: Problem): boolean {
+  const t = p.tests;
+  switch (t.kind) {
+    case 'humaneval':
+      return t.test.trim().length > 0;
+    case 'assert':
+      return t.asserts.length > 0;
+    case 'pytest':
+      return /def\s+test/.test(t.testCode);
+    case 'stdio':
+    case 'functional':
+      return t.cases.length > 0;
+    default:
+      return false;
+  }
+}
+
+/** Loads and checks a dataset: the file exists, has problems, and every problem has tests. */
+export async function loadTrainingProblems(path: string, format: string, limit: number | null): Promise<Problem[]> {
+  if (!existsSync(path)) throw new ConfigError(`dataset file not found: ${path} (config key "dataset", --dataset)`);
+  let problems: Problem[];
+  try {
+    problems = await loadDataset(path, { format: format as DatasetFormat, limit: limit ?? undefined });
+  } catch (e) {
+    throw new ConfigError(`cannot load dataset ${path}: ${(e as Error).message}`);
+  }
+  if (problems.length === 0) throw new ConfigError(`dataset ${path} has no problems`);
+  const bad = problems.filter((p) => !hasTests(p));
+  if (bad.length > 0) {
+    throw new ConfigError(`dataset ${path}: ${bad.length} of ${problems.length} problems have no tests (first: ${bad[0]!.id}); rewards need tests`);
+  }
+  return problems;
+}
+
+function defaultOut(c: TrainConfig): string {
+  const d = new Date();
+  const p = (n: number): string => String(n).padStart(2, '0');
+  return join('runs', `${d.getFullYear()}${p(d.getMonth() + 1)}${p(d.getDate())}-${p(d.getHours())}${p(d.getMinutes())}${p(d.getSeconds())}-${c.algo}`);
+}
+
+/** Reads the configuration of an existing run and applies the allowed overrides. */
+export function resumeConfig(dir: string, flags: Record<string, unknown>): TrainConfig {
+  const run = new RunDir(dir);
+  if (!existsSync(run.configPath)) throw new TrainError(`cannot resume ${run.root}: no config.json there`);
+  const saved = checkConfig({ ...(validatePartial(JSON.parse(readFileSync(run.configPath, 'utf8')), run.configPath) as TrainConfig) });
+  const given = validatePartial(flags, 'command-line flags') as Record<string, unknown>;
+  for (const [k, v] of Object.entries(given)) {
+    if (k === 'out') continue;
+    if ((RESUMABLE_KEYS as readonly string[]).includes(k)) (saved as unknown as Record<string, unknown>)[k] = v;
+    else if (JSON.stringify(v) !== JSON.stringify((saved as unknown as Record<string, unknown>)[k])) {
+      throw new ConfigError(`config key "${k}" cannot change on resume (run has ${JSON.stringify((saved as unknown as Record<string, unknown>)[k])}, got ${JSON.stringify(v)}); only ${RESUMABLE_KEYS.join(', ')} can`);
+    }
+  }
+  saved.out = run.root;
+  return saved;
+}
+
+interface Parts {
+  problems: Problem[];
+  evalProblems: Problem[];
+  datasetName: string;
+  demo: boolean;
+}
+
+/** Pre-flight: everything that can fail on user input, before anything is written. */
+async function preflight(c: TrainConfig): Promise<Parts> {
+  if (c.model && !existsSync(join(c.model, 'config.json'))) throw new ConfigError(`model directory ${c.model} has no config.json (config key "model", --model)`);
+  if (c.dataset === null) {
+    const { train: tr, test } = repairSplit(c.seed);
+    return { problems: tr, evalProblems: test.slice(0, c.evalProblems), datasetName: `builtin:${c.task}`, demo: true };
+  }
+  const all = await loadTrainingProblems(c.dataset, c.datasetFormat, c.datasetLimit);
+  // Held-out evaluation problems: a seeded quarter (at most evalProblems) never trained on.
+  const perm = permutation(all.length, mix32(c.seed, 0xe7a1));
+  const nEval = all.length >= 4 ? Math.min(c.evalProblems, Math.floor(all.length / 4)) : 0;
+  const evalSet = new Set(perm.slice(0, nEval));
+  return {
+    problems: all.filter((_, i) => !evalSet.has(i)),
+    evalProblems: all.filter((_, i) => evalSet.has(i)),
+    datasetName: c.dataset,
+    demo: false,
+  };
+}
+
+export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {}): Promise<RunTrainingResult> {
+  const log = o.log ?? (() => undefined);
+  const progress = o.progress ?? silentProgress;
+  const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
+  const parts = await preflight(c);
+  const run = new RunDir(c.out!);
+  const ck = o.resume ? latestCheckpoint(run) : null;
+  if (o.resume && !ck) throw new TrainError(`nothing to resume in ${run.root}: no complete checkpoint`);
+  if (!o.resume && existsSync(run.metricsPath)) throw new TrainError(`${run.root} already holds a run; use --resume ${run.root} or another --out`);
+
+  // ---- tokenizer and model (read-only so far)
+  let tok: HfChatTokenizer;
+  let tokenizerDir: string | undefined;
+  if (c.model) {
+    tok = loadChatTokenizer(c.model);
+    tokenizerDir = resolve(c.model);
+  } else {
+    tok = builtinTokenizer();
+  }
+  let backend: RolloutBackend | null = null;
+  let model: PolicyModel;
+  if (ck) model = await PolicyModel.load(join(ck, 'policy'));
+  else if (c.model) model = await PolicyModel.load(c.model);
+  else model = await createDemoModel(c.seed, c.modelPreset);
+  const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
+  if (c.backend === 'vllm') {
+    backend = await VllmBackend.connect({
+      servers: c.serverUrl!.split(',').map((s) => s.trim()),
+      model: c.servedModelName ?? undefined,
+      tokenizer: tok,
+      syncDir: join(resolve(run.root), 'sync'),
+      maxRetries: 2,
+    });
+  }
+
+  // ---- from here on the run directory is written
+  run.create();
+  if (!o.resume) writeFileAtomic(run.configPath, JSON.stringify(c, null, 2) + '\n');
+  log(`${o.resume ? 'resuming' : 'run'} ${run.root}\n${formatConfig(c)}`);
+  if (!tokenizerDir) {
+    tokenizerDir = join(run.root, 'tokenizer');
+    if (!existsSync(join(tokenizerDir, 'tokenizer.json'))) {
+      mkdirSync(tokenizerDir, { recursive: true });
+      for (const [f, text] of Object.entries(builtinTokenizerFiles())) writeFileSync(join(tokenizerDir, f), text);
+    }
+  }
+  const policy = new NativePolicy(model, { tokenizerDir });
+  backend ??= new EmbeddedBackend({ engine: new NativeEngine(model), tokenizer: tok, maxTokens: c.maxCompletionLength });
+
+  let executor: Executor<Problem>;
+  let evalExecutor: Executor<Problem>;
+  let closeExec = async (): Promise<void> => undefined;
+  let prompts: PromptBuilder<Problem>;
+  let extract: CodeExtractor<Problem> | undefined;
+  if (parts.demo) {
+    executor = new RepairExecutor();
+    evalExecutor = executor;
+    prompts = repairPromptBuilder(tok, c.history);
+    extract = demoExtract;
+  } else {
+    const px = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits: { testTimeout: c.testTimeout } });
+    const pe = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits: { testTimeout: c.testTimeout }, feedback: { scope: 'visible' } });
+    executor = px;
+    evalExecutor = pe;
+    closeExec = async () => {
+      await Promise.all([px.close(), pe.close()]);
+    };
+    prompts = new ChatPromptBuilder<Problem>(tok, { task: (p) => problemPrompt(p, 'instruction'), history: c.history });
+  }
+
+  const evals: RunTrainingResult['evals'] = [];
+  const evaluate = async (label: string, step: number): Promise<void> => {
+    if (parts.evalProblems.length === 0) return;
+    progress.start('eval', 0);
+    const r = await evaluateIterK(parts.evalProblems, { sampler: backend!, executor: evalExecutor, prompts, extractCode: extract }, {
+      k: c.evalIterations,
+      temperature: 0,
+      maxTokens: c.maxCompletionLength,
+      stopTokenIds: stop,
+      seed: mix32(c.seed, 0xe7a1),
+      groupBy: (p) => p.difficulty,
+      onProgress: (d) => progress.update(d),
+    });
+    progress.end();
+    const file: EvalResultsFile = {
+      version: 1,
+      label,
+      dataset: parts.demo ? `${parts.datasetName} (held-out)` : `${parts.datasetName} (held-out)`,
+      model: c.model ?? `random ${c.modelPreset} (seed ${c.seed})`,
+      step,
+      settings: { k: c.evalIterations, n: 1, temperature: 0, maxTokens: c.maxCompletionLength, seed: mix32(c.seed, 0xe7a1), backend: c.backend, feedback: parts.demo ? 'all tests' : 'visible tests' },
+      problems: r.problems,
+      iterations: r.iterations,
+      byGroup: r.byGroup,
+      perProblem: r.perProblem,
+      seconds: r.seconds,
+      createdAt: new Date().toISOString(),
+    };
+    const path = join(run.evalDir, `${String(step).padStart(6, '0')}-${label}.json`);
+    writeFileAtomic(path, JSON.stringify(file, null, 1) + '\n');
+    evals.push({ label, file: path, result: file });
+    log(`evaluation '${label}' (step ${step}), ${r.problems} held-out problems, greedy:\n${formatIterKTable({ ...file, dataset: file.dataset, model: file.model })}`);
+  };
+
+  let summary: TrainSummary;
+  try {
+    if (parts.demo && !o.resume && c.sftSteps > 0) {
+      progress.start('warm-up', c.sftSteps);
+      const losses = await supervisedWarmup(policy, parts.problems, prompts as ChatPromptBuilder<Problem>, tok, {
+        steps: c.sftSteps,
+        batchSize: 32,
+        lr: c.sftLearningRate,
+        seed: c.seed,
+        onStep: (s, l) => progress.update(s, `loss ${l.toFixed(3)}`),
+      });
+      progress.end();
+      log(`supervised warm-up: ${c.sftSteps} steps, loss ${losses[0]?.toFixed(3)} -> ${losses[losses.length - 1]?.toFixed(3)}`);
+      await backend.syncWeights(policy, 0);
+    }
+    summary = await train(c, run, { policy, backend, executor, prompts, problems: parts.problems, extractCode: extract, stopTokenIds: stop, evaluate, progress }, {
+      resume: Boolean(o.resume),
+      handleSignals: o.handleSignals,
+      stopAfterStep: o.stopAfterStep,
+    });
+  } finally {
+    await closeExec();
+    await backend.close();
+  }
+  let reportPath: string | null = null;
+  if (o.report ?? true) {
+    reportPath = writeReport(run.root);
+    log(`report: ${reportPath}`);
+  }
+  return { runDir: run.root, summary, evals, reportPath };
+}
