@@ -1,0 +1,111 @@
+// Iter-k pass@1 on scripted conversations (hand-checkable numbers), and `murphy-native eval`
+// on shipped sample data with a tiny model through the real executor.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { runEval } from '../../lib/commands/eval.js';
+import { sampleDataDir, SAMPLE_FILES } from '../../lib/data/index.js';
+import { evaluateIterK, formatIterKTable } from '../../lib/eval/iterk.js';
+import { BUILTIN_VOCAB, initModel } from '../../lib/model/index.js';
+import type { Completion, ExecResult, FollowUpContext, PromptBuilder, SampleParams, Sampler } from '../../lib/murphy/index.js';
+
+interface P {
+  id: string;
+  /** The attempt (1-based) that succeeds, by conversation; 0 = never. */
+  passAt: number[];
+  difficulty: string;
+}
+
+const FEEDBACK = 99;
+
+/** Turn-1 prompt = [problem index]; each feedback turn appends FEEDBACK. */
+class Prompts implements PromptBuilder<P> {
+  constructor(private readonly problems: P[]) {}
+  initial(p: P): number[] {
+    return [this.problems.indexOf(p)];
+  }
+  followUp(ctx: FollowUpContext<P>): number[] {
+    return [...ctx.promptIds, ...ctx.node.completionIds, FEEDBACK];
+  }
+}
+
+/** Answers "ok" at the scripted attempt of each conversation (conversation = sample index at turn 1). */
+class Script implements Sampler {
+  calls: SampleParams[] = [];
+  constructor(private readonly problems: P[]) {}
+  generate(ids: number[], n: number, params: SampleParams): Completion[] {
+    this.calls.push(params);
+    const p = this.problems[ids[0]!]!;
+    const turn = ids.filter((x) => x === FEEDBACK).length + 1;
+    // the conversation index is carried in the first completion token of turn 1
+    const conv = turn === 1 ? -1 : ids[1]!;
+    return Array.from({ length: n }, (_, j) => {
+      const c = conv < 0 ? j : conv;
+      const ok = p.passAt[c] === turn;
+      return { tokenIds: [c, 7], text: ok ? 'ok' : 'wrong', finishReason: 'stop' };
+    });
+  }
+}
+
+const exec = { execute: (_p: P, code: string): ExecResult => (code === 'ok' ? { reward: 1, passed: true, feedback: 'passed' } : { reward: 0.5, passed: false, feedback: 'f(1) = 2, expected 3' }) };
+const extract = (c: Completion) => c.text;
+
+describe('Iter-k pass@1', () => {
+  const problems: P[] = [
+    { id: 'a', passAt: [1, 1], difficulty: 'easy' },
+    { id: 'b', passAt: [2, 0], difficulty: 'easy' },
+    { id: 'c', passAt: [3, 3], difficulty: 'hard' },
+    { id: 'd', passAt: [0, 0], difficulty: 'hard' },
+  ];
+
+  it('counts a conversation solved from the attempt that first passes', async () => {
+    const r = await evaluateIterK(problems, { sampler: new Script(problems), executor: exec, prompts: new Prompts(problems), extractCode: extract }, { k: 4, n: 2, temperature: 1, groupBy: (p) => p.difficulty });
+    assert.deepEqual(r.perProblem.map((x) => x.solvedAt), [[1, 1], [2, null], [3, 3], [null, null]]);
+    // k=1: a (2/2) ; k=2: + b (1/2) ; k=3: + c (2/2); k=4: same
+    assert.deepEqual(r.iterations.map((p) => p.pass1), [0.25, 0.375, 0.625, 0.625]);
+    assert.deepEqual(r.iterations.map((p) => p.solved), [1, 1.5, 2.5, 2.5]);
+    assert.deepEqual(r.byGroup!.easy!.iterations.map((p) => p.pass1), [0.5, 0.75, 0.75, 0.75]);
+    assert.deepEqual(r.byGroup!.hard!.iterations.map((p) => p.pass1), [0, 0, 0.5, 0.5]);
+    const table = formatIterKTable({ dataset: 'scripted', model: 'script', ...r });
+    assert.match(table, /all \(4\)\s+25\.0%\s+37\.5%\s+62\.5%\s+62\.5%/);
+    assert.match(table, /hard \(2\)/);
+  });
+
+  it('greedy uses one conversation per problem and temperature 0', async () => {
+    const s = new Script(problems);
+    const r = await evaluateIterK(problems, { sampler: s, executor: exec, prompts: new Prompts(problems), extractCode: extract }, { k: 2, n: 8 });
+    assert.ok(r.perProblem.every((x) => x.solvedAt.length === 1));
+    assert.ok(s.calls.every((c) => c.temperature === 0));
+    assert.deepEqual(r.iterations.map((p) => p.solved), [1, 2]);
+  });
+});
+
+describe('murphy-native eval', () => {
+  const work = mkdtempSync(join(tmpdir(), 'murphy-eval-'));
+  after(() => rmSync(work, { recursive: true, force: true }));
+
+  it('writes results JSON for a shipped sample with a tiny model (all unsolved, every field present)', async () => {
+    const { dir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed: 1 });
+    const out = join(work, 'results.json');
+    const r = await runEval({
+      dataset: join(sampleDataDir(), SAMPLE_FILES.mbpp), format: 'auto', limit: 3, model: dir, k: 2, n: 1, temperature: 0, topP: 1, maxTokens: 8, seed: 0,
+      out, workers: 2, testTimeout: 3, feedback: 'visible',
+    });
+    assert.ok(existsSync(out));
+    const j = JSON.parse(readFileSync(out, 'utf8')) as typeof r;
+    assert.equal(j.problems, 3);
+    assert.deepEqual(j.iterations.map((p) => p.k), [1, 2]);
+    assert.ok(j.iterations.every((p) => p.pass1 >= 0 && p.pass1 <= 1 && typeof p.solved === 'number'));
+    assert.equal(j.settings.k, 2);
+    assert.match(j.dataset, /mbpp-sample/);
+    assert.match(j.model, /model$/);
+  });
+
+  it('clear errors for a missing dataset and missing model', async () => {
+    const base = { format: 'auto', k: 2, n: 1, temperature: 0, topP: 1, maxTokens: 8, seed: 0, testTimeout: 3, feedback: 'visible' as const };
+    await assert.rejects(runEval({ ...base, dataset: join(work, 'nope.jsonl'), model: join(work, 'model') }), /dataset file not found/);
+    await assert.rejects(runEval({ ...base, dataset: join(sampleDataDir(), SAMPLE_FILES.mbpp) }), /--model DIR .* or --server-url/);
+  });
+});
