@@ -8,7 +8,7 @@
 // The tests (f(0) == 7, f(1) == 8, ... for "+"; f(1) == 7, f(2) == 14, ... for "*") are hidden, so a
 // first attempt can only guess the constant; the executor's feedback on a wrong attempt,
 //
-//     user:      f(0) = 5, expected 7
+//     user:      f(0) failed: got 5, expected 7
 //
 // carries exactly what a fix needs. A model that learns to read its feedback solves at turn 2
 // what it could not at turn 1 — the point of MURPHY. Programs are graded by a small
@@ -96,7 +96,7 @@ export function parseRepairProgram(code: string): { op: string; k: number } | nu
 
 /** Feedback text for a wrong program (what the executor prints). */
 export function repairFeedback(x: number, got: number, expected: number): string {
-  return `f(${x}) = ${got}, expected ${expected}`;
+  return `f(${x}) failed: got ${got}, expected ${expected}`;
 }
 
 /** Grades programs of the demo grammar against a repair problem's tests. */

@@ -44,16 +44,22 @@ export interface SftOptions {
   seed: number;
   /** Fraction of examples that are feedback turns. Default 0.5. */
   followUpFraction?: number;
+  /**
+   * Fraction of feedback-turn examples answered with the fix the feedback names (the rest get
+   * a random constant). Default 0.5: the warm-up shows the skill now and then; RL has to make
+   * it reliable.
+   */
+  feedbackDemoFraction?: number;
   onStep?: (step: number, loss: number) => void;
 }
 
 /**
  * Supervised warm-up through the same native step (cross-entropy on completion tokens).
- * It teaches the answer format, not the use of feedback: half of the examples are turn-1
- * prompts answered with the reference fix (whose constant the prompt does not reveal), the
- * other half are feedback turns (a wrong first attempt, the executor's feedback) answered
- * with a well-formed program whose constant is drawn uniformly, i.e. independent of the
- * feedback. Reading the feedback is left for RL to discover.
+ * Half of the examples are turn-1 prompts answered with the reference fix (whose constant
+ * the prompt does not reveal); the other half are feedback turns (a wrong first attempt, the
+ * executor's feedback) answered, with probability feedbackDemoFraction, with the fix the
+ * feedback names and otherwise with a random constant. The warm-up thus teaches the format
+ * and shows the use of feedback only inconsistently; RL has to make it reliable.
  */
 export async function supervisedWarmup(policy: Policy, problems: readonly Problem[], prompts: ChatPromptBuilder<Problem>, tok: HfChatTokenizer, o: SftOptions): Promise<number[]> {
   const eos = tok.eosTokenIds[0]!;
@@ -74,7 +80,7 @@ export async function supervisedWarmup(policy: Policy, problems: readonly Proble
         const attempt = [...tok.encode(repairProgram(spec.op, k)), eos];
         const fb = ex.execute(p, repairProgram(spec.op, k)).feedback;
         promptIds = [...promptIds, ...attempt, ...prompts.feedbackTurnIds(attempt, fb)];
-        answer = repairProgram(spec.op, digit());
+        answer = repairProgram(spec.op, rng() < (o.feedbackDemoFraction ?? 0.5) ? spec.fix : digit());
       }
       const completionIds = [...tok.encode(answer), eos];
       samples.push({ problemId: p.id, nodeId: 0, group: 0, groupId: p.id, turn: 1, promptIds, completionIds, advantage: 0, reward: 1, credit: 1 });

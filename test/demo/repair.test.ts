@@ -16,9 +16,9 @@ describe('repair task', () => {
     const wrong = ex.execute(p, 'def f(x): return x+3');
     assert.equal(wrong.passed, false);
     assert.equal(wrong.reward, 0);
-    assert.equal(wrong.feedback, 'f(0) = 3, expected 5');
+    assert.equal(wrong.feedback, 'f(0) failed: got 3, expected 5');
     const q = repairProblem({ op: '*', bug: 2, fix: 4 }, 'y');
-    assert.equal(ex.execute(q, 'def f(x): return x*1').feedback, 'f(1) = 1, expected 4');
+    assert.equal(ex.execute(q, 'def f(x): return x*1').feedback, 'f(1) failed: got 1, expected 4');
     // x+2 and x*2 agree at x = 2 only: a partial reward
     assert.equal(ex.execute(repairProblem({ op: '*', bug: 1, fix: 2 }, 'z'), 'def f(x): return x+2').reward, 0.25);
     assert.match(ex.execute(p, 'def f(x) return').feedback, /SyntaxError/);
