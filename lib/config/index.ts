@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import type { Options } from 'yargs';
-import { CONFIG_KEYS, SCHEMA, camel, kebab, type ConfigKey, type KeyDef, type TrainConfig } from './schema.js';
+import { CONFIG_KEYS, DEMO_DEFAULTS, SCHEMA, camel, kebab, type ConfigKey, type KeyDef, type TrainConfig } from './schema.js';
 
 export * from './schema.js';
 
@@ -166,9 +166,11 @@ export function checkConfig(c: TrainConfig): TrainConfig {
 
 /** defaults < file < flags, validated. `flags` holds only keys given on the command line. */
 export function resolveConfig(opts: { file?: string | null; flags?: Raw; base?: Partial<TrainConfig> } = {}): TrainConfig {
-  const c = { ...defaultConfig(), ...(opts.base ?? {}) } as TrainConfig;
-  if (opts.file) Object.assign(c, loadConfigFile(opts.file));
-  if (opts.flags) Object.assign(c, validatePartial(opts.flags, 'command-line flags'));
+  const given: Partial<TrainConfig> = { ...(opts.base ?? {}) };
+  if (opts.file) Object.assign(given, loadConfigFile(opts.file));
+  if (opts.flags) Object.assign(given, validatePartial(opts.flags, 'command-line flags'));
+  const demo = (given.model ?? null) === null && (given.dataset ?? null) === null;
+  const c = { ...defaultConfig(), ...(demo ? DEMO_DEFAULTS : {}), ...given } as TrainConfig;
   return checkConfig(c);
 }
 
@@ -199,6 +201,11 @@ export function flagsFromArgv(argv: Raw): Raw {
 export function formatConfig(c: TrainConfig): string {
   const w = Math.max(...CONFIG_KEYS.map((k) => k.length));
   return CONFIG_KEYS.map((k) => `  ${k.padEnd(w)}  ${JSON.stringify(c[k])}`).join('\n');
+}
+
+/** Markdown table of the demo's defaults. */
+export function demoDefaultsMarkdown(): string {
+  return Object.entries(DEMO_DEFAULTS).map(([k, v]) => `\`${k}\` = \`${String(v)}\``).join(', ');
 }
 
 /** Markdown table of every key (docs/training.md is generated from it). */

@@ -166,6 +166,25 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
 
 export const CONFIG_KEYS = Object.keys(SCHEMA) as ConfigKey[];
 
+/**
+ * Defaults of the CPU demo (no model and no dataset given), applied to keys that neither the
+ * file nor the flags set: sized to finish in a few minutes on 2 cores.
+ */
+export const DEMO_DEFAULTS: Partial<TrainConfig> = {
+  maxSteps: 150,
+  saveSteps: 50,
+  batchSize: 16,
+  numGenerations: 4,
+  numFollowUpGenerations: 8,
+  rewardMode: 'binary',
+  maxCompletionLength: 8,
+  learningRate: 1e-2,
+  sftSteps: 100,
+  sftLearningRate: 1e-2,
+  evalProblems: 24,
+  evalIterations: 2,
+};
+
 /** camelCase -> kebab-case (numGenerations -> num-generations). */
 export function kebab(key: string): string {
   return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);

@@ -10,6 +10,7 @@ export {
   repairExtract,
   RepairExecutor,
   REPAIR_INPUTS,
+  REPAIR_NAMES,
   type RepairSpec,
   type RepairOp,
 } from './repair.js';

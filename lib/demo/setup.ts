@@ -33,8 +33,8 @@ export function repairPromptBuilder(tok: HfChatTokenizer, history: 'full' | 'lat
 }
 
 /** The code extractor used with the demo (the whole completion). */
-export function demoExtract(c: Completion): string | null {
-  return repairExtract(c.text);
+export function demoExtract(c: Completion, problem: Problem): string | null {
+  return repairExtract(c.text, problem);
 }
 
 export interface SftOptions {
@@ -44,28 +44,20 @@ export interface SftOptions {
   seed: number;
   /** Fraction of examples that are feedback turns. Default 0.5. */
   followUpFraction?: number;
-  /**
-   * Fraction of feedback-turn examples answered with the fix the feedback names (the rest get
-   * a random constant). Default 0.5: the warm-up shows the skill now and then; RL has to make
-   * it reliable.
-   */
-  feedbackDemoFraction?: number;
   onStep?: (step: number, loss: number) => void;
 }
 
 /**
- * Supervised warm-up through the same native step (cross-entropy on completion tokens).
- * Half of the examples are turn-1 prompts answered with the reference fix (whose constant
- * the prompt does not reveal); the other half are feedback turns (a wrong first attempt, the
- * executor's feedback) answered, with probability feedbackDemoFraction, with the fix the
- * feedback names and otherwise with a random constant. The warm-up thus teaches the format
- * and shows the use of feedback only inconsistently; RL has to make it reliable.
+ * Supervised warm-up through the same native step (cross-entropy on completion tokens). It
+ * teaches the answer format, not the use of feedback: half of the examples are turn-1
+ * prompts answered with the right operator, the other half are feedback turns (a wrong first
+ * attempt and the executor's feedback) answered with an operator drawn at random,
+ * independent of the attempt and the feedback. Acting on feedback is left to RL.
  */
 export async function supervisedWarmup(policy: Policy, problems: readonly Problem[], prompts: ChatPromptBuilder<Problem>, tok: HfChatTokenizer, o: SftOptions): Promise<number[]> {
   const eos = tok.eosTokenIds[0]!;
   const rng = mulberry32(mix32(o.seed, 0x5f7));
   const ex = new RepairExecutor();
-  const digit = (): number => 1 + Math.floor(rng() * 5);
   const losses: number[] = [];
   for (let step = 1; step <= o.steps; step++) {
     const samples: TrainingSample[] = [];
@@ -73,14 +65,13 @@ export async function supervisedWarmup(policy: Policy, problems: readonly Proble
       const p = problems[Math.floor(rng() * problems.length)]!;
       const spec = repairSpecOf(p);
       let promptIds = prompts.initial(p);
-      let answer = p.referenceSolution ?? '';
+      let answer: string = spec.op;
       if (rng() < (o.followUpFraction ?? 0.5)) {
-        let k = digit();
-        while (k === spec.fix) k = digit();
-        const attempt = [...tok.encode(repairProgram(spec.op, k)), eos];
-        const fb = ex.execute(p, repairProgram(spec.op, k)).feedback;
+        const wrong = spec.op === '+' ? '*' : '+';
+        const attempt = [...tok.encode(wrong), eos];
+        const fb = ex.execute(p, repairProgram(spec.name, wrong, spec.k)).feedback;
         promptIds = [...promptIds, ...attempt, ...prompts.feedbackTurnIds(attempt, fb)];
-        answer = repairProgram(spec.op, rng() < (o.feedbackDemoFraction ?? 0.5) ? spec.fix : digit());
+        answer = rng() < 0.5 ? '+' : '*';
       }
       const completionIds = [...tok.encode(answer), eos];
       samples.push({ problemId: p.id, nodeId: 0, group: 0, groupId: p.id, turn: 1, promptIds, completionIds, advantage: 0, reward: 1, credit: 1 });

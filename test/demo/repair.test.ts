@@ -1,5 +1,5 @@
-// The demo's synthetic repair task: grading, feedback that carries the fix, the split, and
-// the supervised warm-up through the native step.
+// The demo's synthetic task: grading, feedback, the split, the extractor, and the supervised
+// warm-up through the native step.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { allRepairSpecs, parseRepairProgram, repairExtract, repairProblem, repairSplit, RepairExecutor, repairSpecOf } from '../../lib/demo/repair.js';
@@ -9,28 +9,28 @@ import { NativePolicy } from '../../lib/train/policy.js';
 describe('repair task', () => {
   const ex = new RepairExecutor();
 
-  it('grades programs, and a wrong constant gets feedback that names the right one', () => {
-    const p = repairProblem({ op: '+', bug: 3, fix: 5 }, 'x');
-    assert.equal(p.prompt, 'fix: def f(x): return x+3');
-    assert.deepEqual(ex.execute(p, 'def f(x): return x+5'), { reward: 1, passed: true, feedback: 'All 4 tests passed.' });
-    const wrong = ex.execute(p, 'def f(x): return x+3');
+  it('grades programs; a wrong operator gets feedback with the failing values', () => {
+    const p = repairProblem({ name: 'g', op: '*', k: 7 }, 'x');
+    assert.equal(p.prompt, 'fill ?: def g(x): return x?7');
+    assert.deepEqual(ex.execute(p, 'def g(x): return x*7'), { reward: 1, passed: true, feedback: 'All 4 tests passed.' });
+    const wrong = ex.execute(p, 'def g(x): return x+7');
     assert.equal(wrong.passed, false);
     assert.equal(wrong.reward, 0);
-    assert.equal(wrong.feedback, 'f(0) failed: got 3, expected 5');
-    const q = repairProblem({ op: '*', bug: 2, fix: 4 }, 'y');
-    assert.equal(ex.execute(q, 'def f(x): return x*1').feedback, 'f(1) failed: got 1, expected 4');
-    // x+2 and x*2 agree at x = 2 only: a partial reward
-    assert.equal(ex.execute(repairProblem({ op: '*', bug: 1, fix: 2 }, 'z'), 'def f(x): return x+2').reward, 0.25);
-    assert.match(ex.execute(p, 'def f(x) return').feedback, /SyntaxError/);
+    assert.equal(wrong.feedback, 'g(1) failed: got 8, expected 7');
+    assert.match(ex.execute(p, 'def f(x): return x*7').feedback, /NameError/);
+    assert.match(ex.execute(p, 'def g(x) return').feedback, /SyntaxError/);
+    // x+2 and x*2 agree only at x = 2, which is not a test input
+    assert.equal(ex.execute(repairProblem({ name: 'f', op: '*', k: 2 }, 'z'), 'def f(x): return x+2').reward, 0);
   });
 
-  it('parses only the one-line grammar', () => {
-    assert.deepEqual(parseRepairProgram('def f(x): return x*7'), { op: '*', k: 7 });
-    assert.deepEqual(parseRepairProgram('def f(x):\n    return x+12'), { op: '+', k: 12 });
+  it('the extractor completes the task from an operator answer', () => {
+    const p = repairProblem({ name: 'h', op: '+', k: 3 }, 'x');
+    assert.equal(repairExtract('*<|im_end|>', p), 'def h(x): return x*3');
+    assert.equal(repairExtract(' + ', p), 'def h(x): return x+3');
+    assert.equal(repairExtract('def h(x): return x+3', p), 'def h(x): return x+3');
+    assert.equal(repairExtract('  ', p), null);
+    assert.deepEqual(parseRepairProgram('def q(x):\n    return x*12'), { name: 'q', op: '*', k: 12 });
     assert.equal(parseRepairProgram('import os\ndef f(x): return x+1'), null);
-    assert.equal(parseRepairProgram('def f(x): return eval("1")'), null);
-    assert.equal(repairExtract('def f(x): return x+1<|im_end|>junk'), 'def f(x): return x+1');
-    assert.equal(repairExtract('  '), null);
   });
 
   it('held-out problems are disjoint from training problems; the assert tests match the grader', () => {
@@ -42,8 +42,8 @@ describe('repair task', () => {
     assert.notDeepEqual(repairSplit(1).test.map((p) => p.id), test.map((p) => p.id));
     for (const p of [...train, ...test]) {
       const s = repairSpecOf(p);
-      assert.ok(s.bug !== s.fix);
       assert.equal(ex.execute(p, p.referenceSolution!).passed, true);
+      assert.equal(ex.execute(p, repairExtract(s.op === '+' ? '*' : '+', p)!).passed, false);
       assert.equal(p.tests.kind, 'assert');
     }
   });
