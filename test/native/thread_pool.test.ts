@@ -1,0 +1,34 @@
+// The native thread pool under stress: compiled with the system C++ compiler and run with a
+// time limit (a deadlock shows as a timeout). The earlier pool let a worker that woke late
+// touch the next call's counters and hung here within seconds.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const cxx = process.env.CXX ?? 'g++';
+const haveCxx = spawnSync(cxx, ['--version'], { stdio: 'ignore' }).status === 0;
+
+describe('native thread pool', () => {
+  it('survives concurrent, nested and throwing parallel_for calls', { skip: haveCxx ? false : `no C++ compiler (${cxx})` }, () => {
+    const dir = mkdtempSync(join(tmpdir(), 'murphy-pool-'));
+    try {
+      const exe = join(dir, 'stress');
+      const build = spawnSync(cxx, ['-O2', '-std=c++17', '-pthread', `-I${join(root, 'native/cpu')}`,
+        join(root, 'test/native/thread_pool_stress.cc'), join(root, 'native/cpu/threads.cc'), '-o', exe], { encoding: 'utf8' });
+      assert.equal(build.status, 0, build.stderr);
+      for (const threads of ['2', '4']) {
+        const r = spawnSync(exe, [], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, MURPHY_NUM_THREADS: threads } });
+        assert.equal(r.signal, null, `timed out or killed with ${threads} threads (deadlock?)`);
+        assert.equal(r.status, 0, r.stdout + r.stderr);
+        assert.match(r.stdout, new RegExp(`ok 40000 calls, ${threads} threads`));
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

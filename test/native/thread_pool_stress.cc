@@ -1,0 +1,30 @@
+// Stress test of native/cpu/threads.cc: many tiny parallel_for calls from two threads at once,
+// with nested calls and exceptions. Built and run by thread_pool.test.ts.
+#include <atomic>
+#include <cstdio>
+#include <stdexcept>
+#include <thread>
+#include "threads.h"
+using namespace murphy;
+int main() {
+  std::atomic<long> total{0};
+  auto work = [&](int id) {
+    for (int it = 0; it < 20000; ++it) {
+      std::atomic<long> s{0};
+      parallel_for(8 + it % 5, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) s += i;
+        if (it % 97 == 0) parallel_for(4, 1, [&](int64_t b2, int64_t e2) { s += (e2 - b2) * 0; });
+      });
+      long n = 8 + it % 5;
+      if (s != n * (n - 1) / 2) { printf("wrong sum %ld at %d\n", (long)s, it); std::abort(); }
+      if (it % 1000 == 0) {
+        try { parallel_for(10, 1, [&](int64_t b, int64_t) { if (b == 5) throw std::runtime_error("x"); }); std::abort(); }
+        catch (const std::runtime_error&) {}
+      }
+      total += 1;
+    }
+  };
+  std::thread a(work, 0), b(work, 1);
+  a.join(); b.join();
+  printf("ok %ld calls, %d threads\n", (long)total, num_threads());
+}
