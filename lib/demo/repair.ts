@@ -9,9 +9,10 @@
 // The tests (g(1) == 7, g(3) == 21, ...) are hidden, so a first attempt can only guess; the
 // executor's feedback on a wrong attempt,
 //
-//     user:      g(1) failed: got 8, expected 7
+//     user:      assert g(1) == 1*7 failed: got 8
+//                assert g(3) == 3*7 failed: got 10
 //
-// carries what a fix needs (the values rule out the operator tried). A model that learns to
+// shows the failing asserts, as a test runner does, and so carries what a fix needs. A model that learns to
 // act on its feedback solves at turn 2 what it could not at turn 1: the point of MURPHY, and
 // something single-turn GRPO cannot learn. Programs are graded by a small interpreter for
 // this one-line grammar (no Python needed); the problems also carry equivalent assert tests,
@@ -58,7 +59,7 @@ export function repairProblem(spec: RepairSpec, id: string): Problem {
     prompt: `fill ?: def ${spec.name}(x): return x?${spec.k}`,
     promptStyle: 'instruction',
     entryPoint: spec.name,
-    tests: { kind: 'assert', asserts: REPAIR_INPUTS.map((x) => `assert ${spec.name}(${x}) == ${apply(spec.op, x, spec.k)}`) },
+    tests: { kind: 'assert', asserts: REPAIR_INPUTS.map((x) => repairAssert(spec, x)) },
     visibleTests: REPAIR_INPUTS.map((_, i) => i),
     referenceSolution: repairProgram(spec.name, spec.op, spec.k),
     meta: { repair: spec },
@@ -97,10 +98,18 @@ export function parseRepairProgram(code: string): { name: string; op: string; k:
   return m ? { name: m[1]!, op: m[2]!, k: Number(m[3]) } : null;
 }
 
-/** Feedback text for a failed test (what the executor prints). */
-export function repairFeedback(name: string, x: number, got: number, expected: number): string {
-  return `${name}(${x}) failed: got ${got}, expected ${expected}`;
+/** One test, written as the expression it checks (as a test file would). */
+export function repairAssert(spec: RepairSpec, x: number): string {
+  return `assert ${spec.name}(${x}) == ${x}${spec.op}${spec.k}`;
 }
+
+/** Feedback lines for failed tests (what the executor prints: the assert, then what the call returned). */
+export function repairFeedback(spec: RepairSpec, failed: { x: number; got: number }[]): string {
+  return failed.map((f) => `${repairAssert(spec, f.x)} failed: got ${f.got}`).join('\n');
+}
+
+/** Failing tests described in the feedback, at most. */
+export const REPAIR_MAX_FAILURES = 2;
 
 /** Grades programs of the demo grammar against a repair problem's tests. */
 export class RepairExecutor implements Executor<Problem> {
@@ -111,15 +120,14 @@ export class RepairExecutor implements Executor<Problem> {
     const prog = parseRepairProgram(code);
     if (!prog) return { reward: 0, passed: false, feedback: 'SyntaxError: expected def NAME(x): return x<op><number>' };
     if (prog.name !== spec.name) return { reward: 0, passed: false, feedback: `NameError: name '${spec.name}' is not defined` };
-    let passed = 0;
-    let firstFail = -1;
-    REPAIR_INPUTS.forEach((x, i) => {
-      if (apply(prog.op, x, prog.k) === apply(spec.op, x, spec.k)) passed++;
-      else if (firstFail < 0) firstFail = i;
-    });
-    if (firstFail < 0) return { reward: 1, passed: true, feedback: `All ${REPAIR_INPUTS.length} tests passed.` };
-    const x = REPAIR_INPUTS[firstFail]!;
-    return { reward: passed / REPAIR_INPUTS.length, passed: false, feedback: repairFeedback(spec.name, x, apply(prog.op, x, prog.k), apply(spec.op, x, spec.k)) };
+    const failed: { x: number; got: number }[] = [];
+    for (const x of REPAIR_INPUTS) {
+      const got = apply(prog.op, x, prog.k);
+      if (got !== apply(spec.op, x, spec.k)) failed.push({ x, got });
+    }
+    if (failed.length === 0) return { reward: 1, passed: true, feedback: `All ${REPAIR_INPUTS.length} tests passed.` };
+    const reward = (REPAIR_INPUTS.length - failed.length) / REPAIR_INPUTS.length;
+    return { reward, passed: false, feedback: repairFeedback(spec, failed.slice(0, REPAIR_MAX_FAILURES)) };
   }
 }
 

@@ -16,7 +16,7 @@ describe('repair task', () => {
     const wrong = ex.execute(p, 'def g(x): return x+7');
     assert.equal(wrong.passed, false);
     assert.equal(wrong.reward, 0);
-    assert.equal(wrong.feedback, 'g(1) failed: got 8, expected 7');
+    assert.equal(wrong.feedback, 'assert g(1) == 1*7 failed: got 8\nassert g(3) == 3*7 failed: got 10');
     assert.match(ex.execute(p, 'def f(x): return x*7').feedback, /NameError/);
     assert.match(ex.execute(p, 'def g(x) return').feedback, /SyntaxError/);
     // x+2 and x*2 agree only at x = 2, which is not a test input
