@@ -95,6 +95,8 @@ export interface TrainConfig {
   evalIterations: number;
   evalProblems: number;
   evalSteps: number;
+  evalTemperature: number;
+  evalSamples: number;
   // demo
   sftSteps: number;
   sftLearningRate: number;
@@ -157,8 +159,10 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   microBatchTokens: { type: 'int', default: 8192, min: 16, group: 'optim', doc: 'Token budget of one micro-batch (prompt + completion tokens); gradients accumulate over micro-batches.' },
 
   evalIterations: { type: 'int', default: 2, min: 1, max: 10, group: 'eval', doc: 'k of the Iter-k pass@1 evaluation run before and after training.' },
-  evalProblems: { type: 'int', default: 64, min: 1, group: 'eval', doc: 'Held-out problems evaluated before and after training (0 problems of the training set are reused).' },
+  evalProblems: { type: 'int', default: 64, min: 1, group: 'eval', doc: 'Held-out problems evaluated before and after training (never trained on).' },
   evalSteps: { type: 'int', default: 0, min: 0, group: 'eval', doc: 'Also evaluate every N steps (0 = only before and after).' },
+  evalTemperature: { type: 'number', default: 0, min: 0, group: 'eval', doc: 'Sampling temperature of the evaluations (0 = greedy).' },
+  evalSamples: { type: 'int', default: 1, min: 1, group: 'eval', doc: 'Conversations per problem in the evaluations (with evalTemperature > 0).' },
 
   sftSteps: { type: 'int', default: 30, min: 0, group: 'demo', doc: 'Supervised warm-up steps on the built-in task before RL (built-in task only).' },
   sftLearningRate: { type: 'number', default: 3e-3, gt: 0, group: 'demo', doc: 'Learning rate of the supervised warm-up.' },
@@ -183,6 +187,8 @@ export const DEMO_DEFAULTS: Partial<TrainConfig> = {
   sftLearningRate: 1e-2,
   evalProblems: 24,
   evalIterations: 2,
+  evalTemperature: 1,
+  evalSamples: 8,
 };
 
 /** camelCase -> kebab-case (numGenerations -> num-generations). */

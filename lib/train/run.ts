@@ -3,7 +3,7 @@
 // supervised warm-up, Iter-k evaluations before and after, the loop, and the report.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { checkConfig, ConfigError, formatConfig, validatePartial } from '../config/index.js';
+import { checkConfig, ConfigError, defaultConfig, formatConfig, validatePartial } from '../config/index.js';
 import type { TrainConfig } from '../config/schema.js';
 import { loadDataset, problemPrompt, type DatasetFormat, type Problem } from '../data/index.js';
 import { builtinTokenizer, createDemoModel, demoExtract, repairPromptBuilder, supervisedWarmup } from '../demo/setup.js';
@@ -94,7 +94,7 @@ function defaultOut(c: TrainConfig): string {
 export function resumeConfig(dir: string, flags: Record<string, unknown>): TrainConfig {
   const run = new RunDir(dir);
   if (!existsSync(run.configPath)) throw new TrainError(`cannot resume ${run.root}: no config.json there`);
-  const saved = checkConfig({ ...(validatePartial(JSON.parse(readFileSync(run.configPath, 'utf8')), run.configPath) as TrainConfig) });
+  const saved = checkConfig({ ...defaultConfig(), ...(validatePartial(JSON.parse(readFileSync(run.configPath, 'utf8')), run.configPath) as TrainConfig) });
   const given = validatePartial(flags, 'command-line flags') as Record<string, unknown>;
   for (const [k, v] of Object.entries(given)) {
     if (k === 'out') continue;
@@ -214,7 +214,8 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     progress.start('eval', 0);
     const r = await evaluateIterK(parts.evalProblems, { sampler: backend!, executor: evalExecutor, prompts, extractCode: extract }, {
       k: c.evalIterations,
-      temperature: 0,
+      temperature: c.evalTemperature,
+      n: c.evalSamples,
       maxTokens: c.maxCompletionLength,
       stopTokenIds: stop,
       seed: mix32(c.seed, 0xe7a1),
@@ -228,7 +229,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
       dataset: parts.demo ? `${parts.datasetName} (held-out)` : `${parts.datasetName} (held-out)`,
       model: c.model ?? `random ${c.modelPreset} (seed ${c.seed})`,
       step,
-      settings: { k: c.evalIterations, n: 1, temperature: 0, maxTokens: c.maxCompletionLength, seed: mix32(c.seed, 0xe7a1), backend: c.backend, feedback: parts.demo ? 'all tests' : 'visible tests' },
+      settings: { k: c.evalIterations, n: c.evalTemperature === 0 ? 1 : c.evalSamples, temperature: c.evalTemperature, maxTokens: c.maxCompletionLength, seed: mix32(c.seed, 0xe7a1), backend: c.backend, feedback: parts.demo ? 'all tests' : 'visible tests' },
       problems: r.problems,
       iterations: r.iterations,
       byGroup: r.byGroup,
@@ -239,7 +240,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     const path = join(run.evalDir, `${String(step).padStart(6, '0')}-${label}.json`);
     writeFileAtomic(path, JSON.stringify(file, null, 1) + '\n');
     evals.push({ label, file: path, result: file });
-    log(`evaluation '${label}' (step ${step}), ${r.problems} held-out problems, greedy:\n${formatIterKTable({ ...file, dataset: file.dataset, model: file.model })}`);
+    log(`evaluation '${label}' (step ${step}), ${r.problems} held-out problems, ${c.evalTemperature === 0 ? 'greedy' : `${c.evalSamples} samples each at temperature ${c.evalTemperature}`}:\n${formatIterKTable({ ...file, dataset: file.dataset, model: file.model })}`);
   };
 
   let summary: TrainSummary;
@@ -269,7 +270,6 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   let reportPath: string | null = null;
   if (o.report ?? true) {
     reportPath = writeReport(run.root);
-    log(`report: ${reportPath}`);
   }
   return { runDir: run.root, summary, evals, reportPath };
 }

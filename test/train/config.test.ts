@@ -1,0 +1,81 @@
+// The run configuration: defaults < file (JSON or YAML) < flags, kebab-case flags, errors
+// that name the key and the allowed values, demo defaults, resume overrides.
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import yargs from 'yargs';
+import { CONFIG_KEYS, configOptions, configTableMarkdown, defaultConfig, DEMO_DEFAULTS, flagsFromArgv, kebab, resolveConfig, SCHEMA } from '../../lib/config/index.js';
+import { resumeConfig } from '../../lib/train/run.js';
+
+const work = mkdtempSync(join(tmpdir(), 'murphy-config-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+describe('config', () => {
+  it('every key has a default that passes its own validation, and a doc line', () => {
+    const c = resolveConfig({ flags: { model: '/m', dataset: '/d.jsonl' } });
+    for (const k of CONFIG_KEYS) {
+      assert.ok(SCHEMA[k].doc.length > 10, k);
+      if (k !== 'model' && k !== 'dataset') assert.deepEqual(c[k], defaultConfig()[k], k);
+    }
+    assert.match(configTableMarkdown(), /`--num-generations`/);
+  });
+
+  it('flags are kebab-case over camelCase keys and override the file; files take camelCase or snake_case', () => {
+    const f = join(work, 'c.json');
+    writeFileSync(f, JSON.stringify({ num_generations: 6, lossType: 'grpo', beta: 0.04, model: '/m' }));
+    const argv = yargs(['--num-generations', '3', '--learning-rate', '1e-5', '--algo', 'grpo']).options(configOptions()).parseSync() as Record<string, unknown>;
+    const c = resolveConfig({ file: f, flags: flagsFromArgv(argv) });
+    assert.equal(c.numGenerations, 3);
+    assert.equal(c.lossType, 'grpo');
+    assert.equal(c.beta, 0.04);
+    assert.equal(c.learningRate, 1e-5);
+    assert.equal(c.algo, 'grpo');
+    assert.equal(kebab('maxCompletionLength'), 'max-completion-length');
+  });
+
+  it('reads YAML', () => {
+    const f = join(work, 'c.yaml');
+    writeFileSync(f, 'numGenerations: 5\nscale_rewards: batch\nintraKeep: 3\nmodel: /m\n');
+    const c = resolveConfig({ file: f });
+    assert.equal(c.numGenerations, 5);
+    assert.equal(c.scaleRewards, 'batch');
+    assert.equal(c.intraKeep, 3);
+  });
+
+  it('errors name the key, the flag and the allowed values', () => {
+    assert.throws(() => resolveConfig({ flags: { scaleRewards: 'std' } }), /config key "scaleRewards" \(--scale-rewards\) in command-line flags: must be one of group, batch, none; got "std"/);
+    assert.throws(() => resolveConfig({ flags: { epsilon: 0 } }), /"epsilon" \(--epsilon\).*must be a number > 0 <= 1; got 0/);
+    assert.throws(() => resolveConfig({ flags: { batchSize: 2.5 } }), /"batchSize".*an integer >= 1/);
+    const f = join(work, 'bad.json');
+    writeFileSync(f, JSON.stringify({ numGeneration: 4 }));
+    assert.throws(() => resolveConfig({ file: f }), /unknown config key "numGeneration" in .*bad\.json \(did you mean "numGenerations"\?\)/);
+    writeFileSync(f, '[1, 2]');
+    assert.throws(() => resolveConfig({ file: f }), /must be a mapping/);
+    assert.throws(() => resolveConfig({ file: join(work, 'nope.yaml') }), /cannot read configuration file/);
+    assert.throws(() => resolveConfig({ flags: { backend: 'vllm', model: '/m' } }), /"serverUrl" \(--server-url\) is required with backend "vllm"/);
+    assert.throws(() => resolveConfig({ flags: { computeMatched: true } }), /applies to algo "grpo" only/);
+    assert.throws(() => resolveConfig({ flags: { epsilon: 0.3, epsilonHigh: 0.2 } }), /"epsilonHigh".*>= epsilon/);
+  });
+
+  it('the demo (no model, no dataset) takes the demo defaults for keys nobody set', () => {
+    const c = resolveConfig({ flags: { maxSteps: 7 } });
+    assert.equal(c.maxSteps, 7);
+    assert.equal(c.learningRate, DEMO_DEFAULTS.learningRate);
+    assert.equal(c.maxCompletionLength, DEMO_DEFAULTS.maxCompletionLength);
+    const real = resolveConfig({ flags: { model: '/m' } });
+    assert.equal(real.learningRate, SCHEMA.learningRate.default);
+  });
+
+  it('resume keeps the run configuration; only a few keys may change', () => {
+    const dir = join(work, 'run');
+    const c = resolveConfig({ flags: { maxSteps: 5, out: dir } });
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(c));
+    assert.equal(resumeConfig(dir, { maxSteps: 9 }).maxSteps, 9);
+    assert.throws(() => resumeConfig(dir, { learningRate: 1 }), /"learningRate" cannot change on resume/);
+    assert.throws(() => resumeConfig(join(work, 'none'), {}), /no config\.json/);
+  });
+});
