@@ -64,8 +64,11 @@ export function lineChart(series: readonly Series[], o: ChartOptions): string {
   }
   if (y1 === y0) {
     const d = Math.abs(y0) > 0 ? Math.abs(y0) * 0.1 : 1;
-    y0 -= d;
-    y1 += d;
+    if (o.yMin !== undefined) y1 = y0 + (o.percent ? 1 : d);
+    else {
+      y0 -= d;
+      y1 += d;
+    }
   }
   const sx = (x: number): number => L + ((x - x0) / (x1 - x0)) * (W - L - R);
   const sy = (y: number): number => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
