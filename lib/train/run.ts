@@ -139,9 +139,9 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   const progress = o.progress ?? silentProgress;
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
   const parts = await preflight(c);
-  // The tiny demo model gains nothing from more kernel threads, and one thread sidesteps an
-  // intermittent deadlock seen in the native thread pool (parallel_for waiting forever on a
-  // lost completion, reproduced about one run in three with 2 threads; reported).
+  // The tiny demo model gains little from more kernel threads, and one thread sidesteps the
+  // thread-pool deadlock of older binaries (parallel_for waiting forever on a lost completion;
+  // fixed in native/cpu/threads.cc by 6df1988; drop this once every prebuilt binary has it).
   if (parts.demo && c.modelPreset === 'tiny' && !process.env.MURPHY_NUM_THREADS) setNumThreads(1);
   const run = new RunDir(c.out!);
   const ck = o.resume ? latestCheckpoint(run) : null;
