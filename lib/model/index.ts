@@ -28,6 +28,8 @@ interface RawEngine {
   getParam(name: string): Float32Array;
   setParam(name: string, values: Float32Array): void;
   getGrad(name: string): Float32Array;
+  getAdamState(name: string): { m: Float32Array; v: Float32Array; step: number };
+  setAdamState(name: string, m: Float32Array, v: Float32Array, step: number): void;
   save(dir: string, dtype: WeightDType, maxShardBytes: number): Promise<void>;
   accumulate(batch: RawBatch, opts: Record<string, number | string | boolean | undefined>): Promise<TrainStats>;
   optimizerStep(h: Record<string, number | undefined>): Promise<OptimizerResult>;
@@ -155,6 +157,14 @@ export interface GenerateOptions {
   stopIds?: number[];
 }
 
+/** AdamW state of a PolicyModel (see PolicyModel.optimizerState). */
+export interface OptimizerState {
+  /** Optimizer steps taken. */
+  step: number;
+  /** `<param>.exp_avg` and `<param>.exp_avg_sq` for every parameter. */
+  tensors: Record<string, Float32Array>;
+}
+
 export interface Generation {
   tokens: Int32Array;
   /** Log-probs of the sampled tokens under the sampling distribution (vLLM's processed log-probs). */
@@ -246,6 +256,32 @@ export class PolicyModel {
   setParam(name: string, values: Float32Array): void { this.e.setParam(name, values); }
   /** The accumulated gradient of one parameter (zeros before the first micro-batch). */
   getGrad(name: string): Float32Array { return this.e.getGrad(name); }
+
+  /**
+   * The AdamW state for a checkpoint: the steps taken and, per parameter, the first and
+   * second moments as `<name>.exp_avg` and `<name>.exp_avg_sq` (PyTorch's names).
+   */
+  optimizerState(): OptimizerState {
+    const tensors: Record<string, Float32Array> = {};
+    let step = 0;
+    for (const p of this.e.params()) {
+      const st = this.e.getAdamState(p.name);
+      tensors[`${p.name}.exp_avg`] = st.m;
+      tensors[`${p.name}.exp_avg_sq`] = st.v;
+      step = st.step;
+    }
+    return { step, tensors };
+  }
+
+  /** Restores optimizerState()'s output; every parameter's moments must be present. */
+  loadOptimizerState(state: OptimizerState): void {
+    if (!Number.isInteger(state.step) || state.step < 0) throw new Error(`optimizer state: step must be an integer >= 0, got ${state.step}`);
+    for (const p of this.e.params()) {
+      const m = state.tensors[`${p.name}.exp_avg`], v = state.tensors[`${p.name}.exp_avg_sq`];
+      if (m === undefined || v === undefined) throw new Error(`optimizer state: no moments for parameter '${p.name}' (${p.name}.exp_avg / .exp_avg_sq)`);
+      this.e.setAdamState(p.name, m, v, state.step);
+    }
+  }
 
   /**
    * Writes a Hugging Face directory atomically: everything goes to a sibling temporary

@@ -20,7 +20,6 @@ import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
-import { setNumThreads } from '../native.js';
 import { latestCheckpoint, permutation, train, TrainError, type TrainSummary } from './loop.js';
 import { NativePolicy } from './policy.js';
 import { silentProgress, type ProgressSink } from './progress.js';
@@ -139,10 +138,6 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   const progress = o.progress ?? silentProgress;
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
   const parts = await preflight(c);
-  // The tiny demo model gains little from more kernel threads, and one thread sidesteps the
-  // thread-pool deadlock of older binaries (parallel_for waiting forever on a lost completion;
-  // fixed in native/cpu/threads.cc by 6df1988; drop this once every prebuilt binary has it).
-  if (parts.demo && c.modelPreset === 'tiny' && !process.env.MURPHY_NUM_THREADS) setNumThreads(1);
   const run = new RunDir(c.out!);
   const ck = o.resume ? latestCheckpoint(run) : null;
   if (o.resume && !ck) throw new TrainError(`nothing to resume in ${run.root}: no complete checkpoint`);

@@ -88,6 +88,8 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
         {InstanceMethod("config", &ModelEngine::Config), InstanceMethod("params", &ModelEngine::Params),
          InstanceMethod("getParam", &ModelEngine::GetParam), InstanceMethod("setParam", &ModelEngine::SetParam),
          InstanceMethod("getGrad", &ModelEngine::GetGrad), InstanceMethod("save", &ModelEngine::Save),
+         InstanceMethod("getAdamState", &ModelEngine::GetAdamState),
+         InstanceMethod("setAdamState", &ModelEngine::SetAdamState),
          InstanceMethod("accumulate", &ModelEngine::Accumulate),
          InstanceMethod("optimizerStep", &ModelEngine::OptimizerStep),
          InstanceMethod("zeroGrad", &ModelEngine::ZeroGrad), InstanceMethod("score", &ModelEngine::Score),
@@ -178,6 +180,38 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       const model::ParamInfo& p = find(info[0]);
       Buf b = host(info[1], "values", Kind::F32, p.numel);
       std::memcpy(eng_->weights() + p.offset, b.ptr, size_t(p.numel) * 4);
+      return info.Env().Undefined();
+    });
+  }
+
+  // getAdamState(name) -> { m, v, step }: copies of one parameter's AdamW moments
+  Napi::Value GetAdamState(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      const model::ParamInfo& p = find(info[0]);
+      Napi::Float32Array m = Napi::Float32Array::New(info.Env(), size_t(p.numel));
+      Napi::Float32Array v = Napi::Float32Array::New(info.Env(), size_t(p.numel));
+      std::memcpy(m.Data(), eng_->adam_m() + p.offset, size_t(p.numel) * 4);
+      std::memcpy(v.Data(), eng_->adam_v() + p.offset, size_t(p.numel) * 4);
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("m", m);
+      o.Set("v", v);
+      o.Set("step", double(eng_->step()));
+      return o;
+    });
+  }
+
+  // setAdamState(name, m, v, step): restores one parameter's moments and the step count
+  Napi::Value SetAdamState(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      const model::ParamInfo& p = find(info[0]);
+      Buf m = host(info[1], "m", Kind::F32, p.numel);
+      Buf v = host(info[2], "v", Kind::F32, p.numel);
+      const int64_t step = to_int(info[3], "step", 0, int64_t(1) << 50);
+      std::memcpy(eng_->adam_m() + p.offset, m.ptr, size_t(p.numel) * 4);
+      std::memcpy(eng_->adam_v() + p.offset, v.ptr, size_t(p.numel) * 4);
+      eng_->set_step(step);
       return info.Env().Undefined();
     });
   }

@@ -441,12 +441,16 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
   return st;
 }
 
-AdamWResult Engine::optimizer_step(const AdamWOptions& o) {
-  if (g_.empty()) zero_grad();
+void Engine::ensure_moments() {
   if (m_.empty()) {
     checked_resize(m_, int64_t(w_.size()), "the AdamW moments");
     checked_resize(v_, int64_t(w_.size()), "the AdamW moments");
   }
+}
+
+AdamWResult Engine::optimizer_step(const AdamWOptions& o) {
+  if (g_.empty()) zero_grad();
+  ensure_moments();
   std::vector<AdamWTensor> ts;
   for (const ParamInfo& p : layout_.params) {
     AdamWTensor t;

@@ -113,6 +113,29 @@ describe('chunked loss', () => {
   });
 });
 
+describe('optimizer state', () => {
+  it('a model restored from weights + optimizerState() continues exactly like the original', async () => {
+    const mk = () => PolicyModel.random(small, { seed, initStd: 0.3 });
+    const a = await mk();
+    const b = packSequences(randomSeqs(3, () => 4 + rng.int(8), small.vocabSize));
+    const lp = await a.score(b);
+    const train = { ...b, advantages: rng.normals(b.tokens.length), oldLogp: Float32Array.from(lp, (x) => x + 0.1 * rng.normal()) };
+    const h = { lr: 1e-2, weightDecay: 0.01, maxGradNorm: 1 };
+    for (let i = 0; i < 2; i++) await a.trainStep([train], {}, h);
+    const state = a.optimizerState();
+    assert.equal(state.step, 2);
+    assert.equal(Object.keys(state.tensors).length, 2 * a.params().length);
+    const c = await mk();
+    for (const p of a.params()) c.setParam(p.name, a.getParam(p.name));
+    c.loadOptimizerState(state);
+    await a.trainStep([train], {}, h);
+    await c.trainStep([train], {}, h);
+    for (const p of a.params()) assert.deepEqual(c.getParam(p.name), a.getParam(p.name), p.name);
+    const { [`${a.params()[0].name}.exp_avg`]: _dropped, ...partial } = state.tensors;
+    assert.throws(() => c.loadOptimizerState({ step: 2, tensors: partial }), /no moments for parameter/);
+  });
+});
+
 describe('generation', () => {
   it('seeded sampling is reproducible; log-probs equal the scoring API; n samples share a prompt', async () => {
     const m = await PolicyModel.random({ ...small, modelType: 'olmo2', tieWordEmbeddings: true }, { seed, initStd: 0.3 });

@@ -62,12 +62,19 @@ describe('train end to end', () => {
     assert.equal(m.info.vocabSize, 512);
   });
 
-  it('resume of the demo continues from the checkpoint', async () => {
+  it('resume of the demo continues from the checkpoint exactly (native model, optimizer state included)', async () => {
     const out = join(work, 'demo-resume');
+    const full = join(work, 'demo-full');
+    const lines: string[] = [];
     await runTraining(small({ out, maxSteps: 3 }), { handleSignals: false, stopAfterStep: 1, report: false });
-    const r = await runTraining(small({ out, maxSteps: 3 }), { handleSignals: false, resume: out, report: false });
+    const r = await runTraining(small({ out, maxSteps: 3 }), { handleSignals: false, resume: out, report: false, log: (l) => lines.push(l) });
     assert.equal(r.summary.steps, 3);
-    assert.deepEqual(readMetrics(join(out, 'metrics.jsonl')).map((m) => m.step), [1, 2, 3]);
+    assert.ok(!lines.some((l) => l.includes('not an exact resume')), 'the AdamW moments were restored');
+    await runTraining(small({ out: full, maxSteps: 3 }), { handleSignals: false, report: false });
+    const strip = (ms: Record<string, unknown>[]) => ms.map(({ time: _t, ...rest }) => rest);
+    const resumed = readMetrics(join(out, 'metrics.jsonl')) as unknown as Record<string, unknown>[];
+    assert.deepEqual(resumed.map((m) => m.step), [1, 2, 3]);
+    assert.deepEqual(strip(resumed), strip(readMetrics(join(full, 'metrics.jsonl')) as unknown as Record<string, unknown>[]));
   });
 
   it('trains through murphy-native serve with the vLLM client, syncing weights after every step', async () => {

@@ -139,6 +139,11 @@ class Engine {
   void zero_grad();
   const float* grads() const { return g_.data(); }
   int64_t step() const { return step_; }
+  // The AdamW state, for checkpoints: the moments laid out like the weights (allocated, at
+  // zero, on first use) and the number of steps taken (the next step's bias correction).
+  float* adam_m() { ensure_moments(); return m_.data(); }
+  float* adam_v() { ensure_moments(); return v_.data(); }
+  void set_step(int64_t s) { step_ = s; }
 
   // Log-probs of every token given the ones before it in its sequence (0 for the first
   // token of each sequence), with temperature; no gradients. reference = the frozen copy.
@@ -158,6 +163,7 @@ class Engine {
  private:
   Engine() = default;
   void init_layout(const ModelConfig& c);
+  void ensure_moments();
   void check_batch(const PackedBatch& b) const;
   void forward(const float* w, const PackedBatch& b, Acts& a, bool keep) const;
   void backward(const PackedBatch& b, Acts& a, float* dxf);
