@@ -13,8 +13,7 @@
 // Without a usable CUDA device it prints why and exits 0. --dry-run runs the same code on
 // host arrays at tiny sizes (the CPU path): it checks the script, not the GPU.
 import '../test/gpu/binary.js'; // first: selects the CUDA build
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { cliArgs, writeJsonAtomic } from './common.js';
 import {
   adamw, copyBuffer, cuda, DeviceArray, grpoLoss, logprobBackward, logprobForward, toBf16,
   type AdamWTensor, type HostArray, type Tensor,
@@ -30,12 +29,7 @@ interface Row {
   note?: string;
 }
 
-const argv = process.argv.slice(2);
-const flag = (f: string) => argv.includes(f);
-const opt = (f: string) => {
-  const i = argv.indexOf(f);
-  return i >= 0 ? argv[i + 1] : undefined;
-};
+const { argv, flag, opt } = cliArgs();
 const dryRun = flag('--dry-run');
 const quick = flag('--quick');
 const jsonPath = opt('--json');
@@ -221,9 +215,6 @@ log(dryRun ? 'gpu.bench: DRY RUN on host arrays (CPU path), tiny sizes: checks t
 
 console.log(JSON.stringify({ device: dryRun ? 'dry-run (CPU)' : dev.name, copy_gbps: +copyGbps.toFixed(1), rows }, null, 2));
 if (jsonPath) {
-  mkdirSync(dirname(jsonPath), { recursive: true });
-  const tmp = `${jsonPath}.tmp`;
-  writeFileSync(tmp, JSON.stringify({ device: dryRun ? 'dry-run (CPU)' : dev.name, copy_gbps: +copyGbps.toFixed(1), sizes: SIZES, rows }, null, 2) + '\n');
-  renameSync(tmp, jsonPath);
+  writeJsonAtomic(jsonPath, { device: dryRun ? 'dry-run (CPU)' : dev.name, copy_gbps: +copyGbps.toFixed(1), sizes: SIZES, rows });
   log(`gpu.bench: wrote ${jsonPath}`);
 }

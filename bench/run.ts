@@ -6,9 +6,8 @@
 // (baseline_ratio) and over PyTorch CPU on the same shapes (torch_ratio, when Debian's
 // python3-torch is installed).
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { Bench } from 'tinybench';
+import { cliArgs, writeJsonAtomic } from './common.js';
 import {
   adamw, copyBuffer, cpuInfo, grpoLoss, logprobBackward, logprobForward, setNumThreads, toBf16, type AdamWTensor,
 } from '../lib/native.js';
@@ -25,12 +24,7 @@ interface Row {
   note?: string;
 }
 
-const argv = process.argv.slice(2);
-const flag = (f: string) => argv.includes(f);
-const opt = (f: string) => {
-  const i = argv.indexOf(f);
-  return i >= 0 ? argv[i + 1] : undefined;
-};
+const { argv, flag, opt } = cliArgs();
 
 if (flag('--gpu')) {
   const r = spawnSync(process.execPath, ['--import', 'tsx', new URL('./gpu.bench.ts', import.meta.url).pathname, ...argv.filter((a) => a !== '--gpu')], { stdio: 'inherit' });
@@ -246,10 +240,7 @@ async function main() {
 
   const jsonPath = opt('--json');
   if (jsonPath) {
-    mkdirSync(dirname(jsonPath), { recursive: true });
-    const doc = { date: new Date().toISOString(), threads, simd: cpuInfo().simd, copy_gbps: copyGbps, quick, cases: rows };
-    writeFileSync(`${jsonPath}.tmp`, `${JSON.stringify(doc, null, 2)}\n`);
-    renameSync(`${jsonPath}.tmp`, jsonPath);
+    writeJsonAtomic(jsonPath, { date: new Date().toISOString(), threads, simd: cpuInfo().simd, copy_gbps: copyGbps, quick, cases: rows });
     log(`wrote ${jsonPath}`);
   }
 }
