@@ -52,15 +52,8 @@ interface RawAddon {
   cudaStatus(): CudaStatus;
 }
 
-interface RawGrpoStats {
-  loss: number;
-  clipLowFrac: number;
-  clipHighFrac: number;
-  dualClipFrac: number;
-  meanRatio: number;
-  meanKl: number;
-  nActive: number;
-}
+/** What the addon's grpoLoss returns: the loss and the statistics in one object. */
+type RawGrpoStats = GrpoLossStats & { loss: number };
 
 /** How the addon binary was found. */
 export interface BinaryInfo {
