@@ -175,14 +175,14 @@ export const CONFIG_KEYS = Object.keys(SCHEMA) as ConfigKey[];
  * file nor the flags set: sized to finish in a few minutes on 2 cores.
  */
 export const DEMO_DEFAULTS: Partial<TrainConfig> = {
-  maxSteps: 300,
+  maxSteps: 500,
   saveSteps: 100,
   batchSize: 8,
   numGenerations: 4,
   numFollowUpGenerations: 4,
   rewardMode: 'binary',
   maxCompletionLength: 8,
-  learningRate: 3e-3,
+  learningRate: 5e-3,
   sftSteps: 100,
   sftLearningRate: 1e-2,
   evalProblems: 24,
