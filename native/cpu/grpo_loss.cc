@@ -180,21 +180,9 @@ GrpoLossStats grpo_loss_cpu(const GrpoLossArgs& a) {
       if (!std::isfinite(vals[0]) || !std::isfinite(vals[1]) || !std::isfinite(vals[2]) || !std::isfinite(vals[3])) break;
     }
     if (t == a.n_tokens) t = 0;
-    throw Error("grpoLoss: non-finite loss at token " + std::to_string(t) + " (logp=" + std::to_string(a.logp[t]) +
-                ", oldLogp=" + std::to_string(a.old_logp[t]) + ", advantage=" + std::to_string(a.advantages[t]) +
-                (a.ref_logp ? ", refLogp=" + std::to_string(a.ref_logp[t]) : std::string()) +
-                "); check the inputs for NaN or infinity");
+    throw_grpo_nonfinite(t, a.logp[t], a.old_logp[t], a.advantages[t], a.ref_logp ? a.ref_logp + t : nullptr);
   }
-  GrpoLossStats st;
-  st.n_active = tot.active;
-  st.loss = tot.loss;
-  const double inv = tot.active ? 1.0 / double(tot.active) : 0.0;
-  st.clip_low_frac = double(tot.low) * inv;
-  st.clip_high_frac = double(tot.high) * inv;
-  st.dual_clip_frac = double(tot.dual) * inv;
-  st.mean_ratio = tot.ratio * inv;
-  st.mean_kl = tot.kl * inv;
-  return st;
+  return grpo_stats_from_sums(tot.loss, tot.ratio, tot.kl, tot.low, tot.high, tot.dual, tot.active);
 }
 
 }  // namespace murphy

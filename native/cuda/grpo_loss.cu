@@ -237,8 +237,7 @@ void validate(const GrpoLossArgs& a, std::vector<int64_t>& off) {
 GrpoLossStats grpo_loss_cuda(const GrpoLossArgs& a) {
   std::vector<int64_t> off;
   validate(a, off);
-  GrpoLossStats st;
-  if (a.n_tokens == 0) return st;
+  if (a.n_tokens == 0) return GrpoLossStats{};
   const int64_t S = a.n_seqs, n = a.n_tokens;
   const int64_t nblocks = ceil_div(n, kTile);
   const bool seq_mean = a.agg == LossAgg::SeqMean;
@@ -300,20 +299,9 @@ GrpoLossStats grpo_loss_cuda(const GrpoLossArgs& a) {
     CUDA_CHECK(cudaMemcpy(&v[1], a.old_logp + t, 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(&v[2], a.advantages + t, 4, cudaMemcpyDeviceToHost));
     if (a.ref_logp) CUDA_CHECK(cudaMemcpy(&v[3], a.ref_logp + t, 4, cudaMemcpyDeviceToHost));
-    throw Error("grpoLoss: non-finite loss at token " + std::to_string(t) + " (logp=" + std::to_string(v[0]) +
-                ", oldLogp=" + std::to_string(v[1]) + ", advantage=" + std::to_string(v[2]) +
-                (a.ref_logp ? ", refLogp=" + std::to_string(v[3]) : std::string()) +
-                "); check the inputs for NaN or infinity");
+    throw_grpo_nonfinite(int64_t(t), v[0], v[1], v[2], a.ref_logp ? &v[3] : nullptr);
   }
-  st.n_active = int64_t(h.active);
-  st.loss = h.loss;
-  const double inv = h.active ? 1.0 / double(h.active) : 0.0;
-  st.clip_low_frac = double(h.low) * inv;
-  st.clip_high_frac = double(h.high) * inv;
-  st.dual_clip_frac = double(h.dual) * inv;
-  st.mean_ratio = h.ratio * inv;
-  st.mean_kl = h.kl * inv;
-  return st;
+  return grpo_stats_from_sums(h.loss, h.ratio, h.kl, int64_t(h.low), int64_t(h.high), int64_t(h.dual), int64_t(h.active));
 }
 
 }  // namespace murphy

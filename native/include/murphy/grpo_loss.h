@@ -49,6 +49,12 @@ struct GrpoLossStats {
   int64_t n_active = 0;       // number of tokens with mask 1
 };
 
+// Shared by the CPU and CUDA paths (native/grpo_report.cc): the statistics from the sums over
+// active tokens, and the error for a non-finite loss at token t (with its inputs).
+GrpoLossStats grpo_stats_from_sums(double loss, double ratio, double kl, int64_t low, int64_t high, int64_t dual,
+                                   int64_t active);
+[[noreturn]] void throw_grpo_nonfinite(int64_t t, float logp, float old_logp, float advantage, const float* ref_logp);
+
 GrpoLossStats grpo_loss_cpu(const GrpoLossArgs& a);
 #ifdef MURPHY_WITH_CUDA
 GrpoLossStats grpo_loss_cuda(const GrpoLossArgs& a);

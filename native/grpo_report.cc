@@ -1,0 +1,29 @@
+// Results and errors of the GRPO loss, shared by the CPU and CUDA kernels (see grpo_loss.h).
+#include <string>
+
+#include "murphy/grpo_loss.h"
+
+namespace murphy {
+
+GrpoLossStats grpo_stats_from_sums(double loss, double ratio, double kl, int64_t low, int64_t high, int64_t dual,
+                                   int64_t active) {
+  GrpoLossStats st;
+  st.n_active = active;
+  st.loss = loss;
+  const double inv = active ? 1.0 / double(active) : 0.0;
+  st.clip_low_frac = double(low) * inv;
+  st.clip_high_frac = double(high) * inv;
+  st.dual_clip_frac = double(dual) * inv;
+  st.mean_ratio = ratio * inv;
+  st.mean_kl = kl * inv;
+  return st;
+}
+
+void throw_grpo_nonfinite(int64_t t, float logp, float old_logp, float advantage, const float* ref_logp) {
+  throw Error("grpoLoss: non-finite loss at token " + std::to_string(t) + " (logp=" + std::to_string(logp) +
+              ", oldLogp=" + std::to_string(old_logp) + ", advantage=" + std::to_string(advantage) +
+              (ref_logp ? ", refLogp=" + std::to_string(*ref_logp) : std::string()) +
+              "); check the inputs for NaN or infinity");
+}
+
+}  // namespace murphy
