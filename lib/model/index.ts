@@ -52,21 +52,8 @@ const raw = rawAddon() as RawModelAddon;
 // public types
 
 /** The model's shape as the native side read it from config.json. */
-export interface ModelInfo {
-  modelType: 'qwen3' | 'olmo2';
-  vocabSize: number;
-  hiddenSize: number;
-  intermediateSize: number;
-  numLayers: number;
-  numHeads: number;
-  numKvHeads: number;
-  headDim: number;
-  maxPositionEmbeddings: number;
-  rmsNormEps: number;
-  ropeTheta: number;
-  tieWordEmbeddings: boolean;
-  dtype: WeightDType;
-}
+/** What a loaded model reports: its sizes, every optional one resolved (token ids aside). */
+export type ModelInfo = Required<Omit<ModelSizes, 'bosTokenId' | 'eosTokenId'>>;
 
 export interface ParamMeta {
   name: string;
