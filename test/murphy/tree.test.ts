@@ -88,7 +88,9 @@ test('all open nodes of a turn are sampled concurrently across problems, bounded
     execute: async (p, code) => {
       execInflight++;
       maxExec = Math.max(maxExec, execInflight);
-      await new Promise((r) => setTimeout(r, 1));
+      // long enough that a turn's executions overlap even on a loaded machine (with 1 ms,
+      // early ones could finish before the last group's sampling returned)
+      await new Promise((r) => setTimeout(r, 50));
       execInflight--;
       return new FakeExecutor().execute(p, code);
     },
