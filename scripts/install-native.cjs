@@ -78,7 +78,7 @@ function existingBinary(env) {
   const lines = (r.stderr || '').split('\n').map((l) => l.trim());
   const why = lines.find((l) => /^\w*Error:/.test(l)) || lines.find((l) => /not found|invalid|cannot/i.test(l)) ||
     `loading it exited with ${r.status ?? r.signal}`;
-  return { problem: `the binary ${rel} does not load here (${why.replace(/^Error:\s*/, '')})` };
+  return { problem: `the binary ${rel} does not load here (${why.replace(/^Error:\s*/, '').replace(`${path}: `, '')})` };
 }
 
 /** How to run node-gyp: npm's bundled copy (npm sets npm_config_node_gyp), else one on PATH. */
