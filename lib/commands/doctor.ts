@@ -1,17 +1,45 @@
 // `murphy-native doctor`: what this installation can do on this machine.
 import type { CommandModule } from 'yargs';
 import { describeIsolation, type IsolationReport } from '../exec/index.js';
-import { binaryInfo, cpuInfo, cuda } from '../native.js';
+import { binaryInfo, cpuInfo, cuda, type CudaStatus } from '../native.js';
 
 export interface DoctorReport {
   binary: ReturnType<typeof binaryInfo>;
   cpu: ReturnType<typeof cpuInfo>;
   cuda: ReturnType<typeof cuda.status>;
+  /** One line when the NVIDIA driver is too old for the binary's CUDA runtime; null otherwise. */
+  driverTooOld: string | null;
   node: string;
   platform: string;
   /** The code executor's protections on this machine; null when they could not be checked. */
   sandbox: IsolationReport | null;
   sandboxError?: string;
+}
+
+/** A CUDA version number (1000 * major + 10 * minor, as the CUDA API gives it) as "13.0". */
+function cudaVersion(v: number): string {
+  return `${Math.floor(v / 1000)}.${Math.floor((v % 1000) / 10)}`;
+}
+
+/** The oldest Linux driver of each CUDA major version (NVIDIA's CUDA release notes, table 3). */
+const MIN_LINUX_DRIVER: Record<number, string> = { 12: '525.60.13', 13: '580.65.06' };
+
+/**
+ * Says, in one line, when the NVIDIA driver is too old for the CUDA runtime linked into the
+ * binary; null when it is new enough, when there is no driver (driverVersion 0) or no CUDA
+ * build. cudaDriverGetVersion gives the newest CUDA version the driver supports; a runtime of
+ * CUDA major M runs on any driver for M.x (minor-version compatibility), not on an older major.
+ */
+export function driverTooOld(s: Pick<CudaStatus, 'built' | 'runtimeVersion' | 'driverVersion'>): string | null {
+  if (!s.built || s.runtimeVersion <= 0 || s.driverVersion <= 0) return null;
+  const need = Math.floor(s.runtimeVersion / 1000);
+  if (Math.floor(s.driverVersion / 1000) >= need) return null;
+  const min = MIN_LINUX_DRIVER[need] ? `, Linux driver ${MIN_LINUX_DRIVER[need]} or newer` : '';
+  return (
+    `NVIDIA driver too old: it supports CUDA ${cudaVersion(s.driverVersion)}, this binary's CUDA runtime is ` +
+    `${cudaVersion(s.runtimeVersion)} (needs a driver for CUDA ${need}.x${min}); update the driver, or build the ` +
+    'CUDA addon from source with your own toolkit (README: Install)'
+  );
 }
 
 export async function doctorReport(opts: { python?: string } = {}): Promise<DoctorReport> {
@@ -22,8 +50,9 @@ export async function doctorReport(opts: { python?: string } = {}): Promise<Doct
   } catch (err) {
     sandboxError = err instanceof Error ? err.message : String(err);
   }
+  const status = cuda.status();
   return {
-    binary: binaryInfo(), cpu: cpuInfo(), cuda: cuda.status(), node: process.version, platform: `${process.platform}-${process.arch}`,
+    binary: binaryInfo(), cpu: cpuInfo(), cuda: status, driverTooOld: driverTooOld(status), node: process.version, platform: `${process.platform}-${process.arch}`,
     sandbox, ...(sandboxError ? { sandboxError } : {}),
   };
 }
@@ -38,7 +67,9 @@ export function formatDoctor(r: DoctorReport): string {
   lines.push(`               N-API ${r.binary.napiVersion}${r.binary.compiler ? `, built with gcc ${r.binary.compiler}` : ''}`);
   lines.push(`node           ${r.node} on ${r.platform}`);
   lines.push(`cpu            ${r.cpu.threads} kernel threads (of ${r.cpu.hardwareConcurrency} hardware threads; MURPHY_NUM_THREADS sets it), SIMD: ${r.cpu.simd}${r.cpu.avx512bf16 ? ' (+avx512_bf16)' : ''}`);
-  if (r.cuda.available) {
+  if (r.driverTooOld) {
+    lines.push(`cuda           ${r.driverTooOld}`);
+  } else if (r.cuda.available) {
     lines.push(`cuda           runtime ${r.cuda.runtimeVersion}, driver ${r.cuda.driverVersion}`);
     for (const d of r.cuda.devices) {
       lines.push(`  device ${d.index}     ${d.name}, ${(d.totalMemory / GiB).toFixed(1)} GiB (${(d.freeMemory / GiB).toFixed(1)} free), compute capability ${d.computeCapability}, ${d.multiprocessors} SMs`);

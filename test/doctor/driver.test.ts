@@ -1,0 +1,46 @@
+// doctor says in one line when the NVIDIA driver is too old for the binary's CUDA runtime
+// (static cudart 13 needs a driver for CUDA 13.x). No GPU needed: the versions are inputs.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { driverTooOld, formatDoctor, type DoctorReport } from '../../lib/commands/doctor.js';
+
+const cuda13 = { built: true, runtimeVersion: 13000 };
+
+describe('doctor: NVIDIA driver too old', () => {
+  it('a driver for CUDA 12.8 under a CUDA 13.0 runtime is too old, with the versions and the fix', () => {
+    const line = driverTooOld({ ...cuda13, driverVersion: 12080 });
+    assert.equal(
+      line,
+      "NVIDIA driver too old: it supports CUDA 12.8, this binary's CUDA runtime is 13.0 (needs a driver for CUDA 13.x, " +
+        'Linux driver 580.65.06 or newer); update the driver, or build the CUDA addon from source with your own toolkit (README: Install)',
+    );
+  });
+
+  it('a driver of the same or a newer major is fine (minor-version compatibility)', () => {
+    assert.equal(driverTooOld({ ...cuda13, driverVersion: 13000 }), null);
+    assert.equal(driverTooOld({ built: true, runtimeVersion: 13010, driverVersion: 13000 }), null);
+    assert.equal(driverTooOld({ ...cuda13, driverVersion: 14000 }), null);
+  });
+
+  it('no driver, no CUDA build, or no runtime version: not a driver-version problem', () => {
+    assert.equal(driverTooOld({ ...cuda13, driverVersion: 0 }), null);
+    assert.equal(driverTooOld({ built: false, runtimeVersion: 0, driverVersion: 12080 }), null);
+    assert.equal(driverTooOld({ built: true, runtimeVersion: 0, driverVersion: 12080 }), null);
+  });
+
+  it('the text report shows it as the one cuda line, instead of the runtime error', () => {
+    const cuda = {
+      ...cuda13, available: false, driverVersion: 12080, devices: [],
+      reason: 'no CUDA device: CUDA driver version is insufficient for CUDA runtime version (cudaErrorInsufficientDriver)',
+    };
+    const r: DoctorReport = {
+      binary: { path: '/x/prebuilds/linux-x64/murphy-native.napi.glibc.node', source: 'prebuild', cuda: true, napiVersion: 8 },
+      cpu: { threads: 2, hardwareConcurrency: 2, simd: 'avx2', avx512bf16: false },
+      cuda, driverTooOld: driverTooOld(cuda), node: 'v20.19.0', platform: 'linux-x64', sandbox: null, sandboxError: 'not checked',
+    };
+    const cudaLines = formatDoctor(r).split('\n').filter((l) => l.startsWith('cuda '));
+    assert.equal(cudaLines.length, 1);
+    assert.match(cudaLines[0]!, /^cuda\s+NVIDIA driver too old: it supports CUDA 12\.8, this binary's CUDA runtime is 13\.0/);
+    assert.match(formatDoctor(r), /native addon\s+CUDA-enabled, prebuilt binary/);
+  });
+});
