@@ -6,6 +6,7 @@
 #      npm_config_build_from_source=false: the install step says it used the prebuild;
 #      `npx murphy-native doctor --json` says it loaded the prebuild (not a local build) and
 #      that it is the CUDA build; a 2-step `train` of the CPU demo finishes from that install;
+#      installed with --ignore-scripts, the prebuild loads all the same;
 #   B. the same tarball without its prebuild, installed where build tools exist: the install
 #      step says why and compiles the CPU-only addon, and doctor then reports a local build;
 #   C. without build tools, a tarball with no prebuild and one whose prebuild does not load
@@ -97,6 +98,21 @@ npm_in "$app" "$bin" npx --no-install murphy-native train --max-steps 2 --sft-st
 grep -q "^done after 2 steps" "$tmp/train.log" || { cat "$tmp/train.log"; fail "train did not report 2 steps done"; }
 [ "$(grep -c '"step"' "$tmp/run/metrics.jsonl" || true)" -ge 2 ] || fail "train wrote no metrics for its 2 steps"
 grep "^done after" "$tmp/train.log"
+
+echo "== A. the same with --ignore-scripts (npm not running install steps): the prebuild still loads"
+app2="$tmp/app-ignore-scripts"
+new_project "$app2"
+npm_in "$app2" "$bin" npm install --no-audit --no-fund --ignore-scripts "$tarball" >"$tmp/a2.log" 2>&1 \
+  || { cat "$tmp/a2.log"; fail "npm install --ignore-scripts of the tarball failed"; }
+npm_in "$app2" "$bin" npx --no-install murphy-native doctor --json >"$tmp/doctor2.json" 2>"$tmp/doctor2.err" \
+  || { cat "$tmp/doctor2.err"; fail "murphy-native doctor failed after --ignore-scripts"; }
+node -e '
+  const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  if (r.binary.source !== "prebuild" || r.binary.cuda !== true) {
+    console.error(`pack-install: FAILED: with --ignore-scripts doctor says ${JSON.stringify(r.binary)}`); process.exit(1);
+  }
+  console.log("doctor: prebuild, CUDA-enabled");
+' "$tmp/doctor2.json"
 
 echo "== C. no build tools: a missing and a mismatched prebuild fail with one line"
 for kind in missing mismatched; do
