@@ -45,20 +45,26 @@ function missingBuildTools(env) {
   return missing;
 }
 
+function list(dir) {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return []; // no prebuilds/ folder: a git clone
+  }
+}
+
 /** The addon node-gyp-build would load here, and whether it loads; `problem` says why not. */
 function existingBinary(env) {
   let path;
   try {
     path = require('node-gyp-build').path(root);
   } catch {
-    let shipped = [];
-    try {
-      shipped = readdirSync(join(root, 'prebuilds'));
-    } catch {
-      /* no prebuilds/ folder: a git clone */
-    }
+    const shipped = [];
+    for (const d of list(join(root, 'prebuilds'))) for (const f of list(join(root, 'prebuilds', d))) shipped.push(`${d}/${f}`);
     const has = shipped.length > 0 ? `prebuilds/ has ${shipped.join(', ')}` : 'prebuilds/ is empty or absent';
-    return { problem: `no prebuilt binary for ${process.platform}-${process.arch} (${has})` };
+    // node-gyp-build's own test for musl (a .glibc. prebuild does not match there).
+    const libc = env.LIBC || (process.platform === 'linux' && existsSync('/etc/alpine-release') ? 'musl' : 'glibc');
+    return { problem: `no prebuilt binary for ${process.platform}-${process.arch}${libc === 'musl' ? ' with musl' : ''} (${has})` };
   }
   // Load it in a child process: a binary for the wrong machine may crash rather than throw.
   const r = spawnSync(process.execPath, ['-e', `process.stdout.write(JSON.stringify(require(${JSON.stringify(path)}).buildInfo()))`], {
