@@ -5,8 +5,8 @@
 #   1. the CUDA addon (.ci/cuda-build.sh: static CUDA runtime, sm_80 + sm_90 + PTX; fails on
 #      register spills), unless --reuse-cuda-build takes build-cuda/ as it is;
 #   2. prebuilds/linux-x64/murphy-native.napi.glibc.node: that binary, stripped; checked to
-#      load, to contain the CUDA kernels, and to need no newer glibc / libstdc++ than the
-#      floor the README states (GLIBC_2.34, GLIBCXX_3.4.30);
+#      load, to contain the CUDA kernels, to need no newer glibc / libstdc++ than the floor
+#      the README states (GLIBC_2.34, GLIBCXX_3.4.30), and to link no CUDA library;
 #   3. npm pack into .release/ (the "files" list in package.json decides what goes in; its
 #      prepare script rebuilds dist/ with tsc, from clean so no stale files ship);
 #      prints the tarball's size and fails above MAX_PACKED_BYTES, or when it holds anything
@@ -68,8 +68,19 @@ if command -v objdump >/dev/null; then
   above() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -1)" != "$2" ]; }
   if above "$glibc" "$GLIBC_FLOOR"; then fail "the prebuild needs glibc $glibc, above the stated floor $GLIBC_FLOOR"; fi
   if above "$glibcxx" "$GLIBCXX_FLOOR"; then fail "the prebuild needs GLIBCXX_$glibcxx, above the stated floor $GLIBCXX_FLOOR"; fi
+  # Only the C/C++ runtime: no libcudart/libcublas/libnccl/libcuda (static cudart; the rest is
+  # loaded at run time), or the binary would load on this machine, which has the toolkit, but
+  # not on a user's.
+  libs="$(objdump -p "$prebuild" | awk '$1 == "NEEDED" { print $2 }' | sort | tr '\n' ' ')"
+  echo "links: $libs"
+  for l in $libs; do
+    case "$l" in
+      libc.so.6 | libm.so.6 | libstdc++.so.6 | libgcc_s.so.1 | ld-linux-x86-64.so.2 | libpthread.so.0 | libdl.so.2 | librt.so.1) ;;
+      *) fail "the prebuild links $l; it may link only the C/C++ runtime (CUDA libraries are static or loaded at run time)" ;;
+    esac
+  done
 else
-  echo "needs: (objdump not found: the glibc floor was not checked)"
+  echo "needs: (objdump not found: the glibc floor and the linked libraries were not checked)"
 fi
 ls -l "$prebuild"
 [ "$pack" = 1 ] || exit 0
