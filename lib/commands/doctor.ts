@@ -69,6 +69,11 @@ export function formatDoctor(r: DoctorReport): string {
   lines.push(`cpu            ${r.cpu.threads} kernel threads (of ${r.cpu.hardwareConcurrency} hardware threads; MURPHY_NUM_THREADS sets it), SIMD: ${r.cpu.simd}${r.cpu.avx512bf16 ? ' (+avx512_bf16)' : ''}`);
   if (r.driverTooOld) {
     lines.push(`cuda           ${r.driverTooOld}`);
+  } else if (r.cuda.built && !r.cuda.available && r.cuda.driverVersion === 0 && r.cuda.runtimeVersion > 0) {
+    // cudaDriverGetVersion gives 0 when no driver is installed; the runtime's own text for that
+    // ("driver version is insufficient") reads as if the driver were too old.
+    const v = cudaVersion(r.cuda.runtimeVersion);
+    lines.push(`cuda           no CUDA device: no NVIDIA driver is installed (the binary's CUDA runtime is ${v}; a GPU needs a driver for CUDA ${v.split('.')[0]}.x)`);
   } else if (r.cuda.available) {
     lines.push(`cuda           runtime ${r.cuda.runtimeVersion}, driver ${r.cuda.driverVersion}`);
     for (const d of r.cuda.devices) {

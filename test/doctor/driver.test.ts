@@ -28,20 +28,29 @@ describe('doctor: NVIDIA driver too old', () => {
     assert.equal(driverTooOld({ built: true, runtimeVersion: 0, driverVersion: 12080 }), null);
   });
 
-  it('the text report shows it as the one cuda line, instead of the runtime error', () => {
-    const cuda = {
-      ...cuda13, available: false, driverVersion: 12080, devices: [],
-      reason: 'no CUDA device: CUDA driver version is insufficient for CUDA runtime version (cudaErrorInsufficientDriver)',
-    };
-    const r: DoctorReport = {
+  const insufficient = 'no CUDA device: CUDA driver version is insufficient for CUDA runtime version (cudaErrorInsufficientDriver)';
+  const report = (driverVersion: number): DoctorReport => {
+    const cuda = { ...cuda13, available: false, driverVersion, devices: [], reason: insufficient };
+    return {
       // reason and notes: the loader's account of its choice (lib/native), shown by doctor when present.
       binary: { path: '/x/prebuilds/linux-x64/murphy-native.napi.glibc.node', source: 'prebuild', reason: 'no local build', notes: [], cuda: true, napiVersion: 8 } as DoctorReport['binary'],
       cpu: { threads: 2, hardwareConcurrency: 2, simd: 'avx2', avx512bf16: false },
       cuda, driverTooOld: driverTooOld(cuda), node: 'v20.19.0', platform: 'linux-x64', sandbox: null, sandboxError: 'not checked',
     };
-    const cudaLines = formatDoctor(r).split('\n').filter((l) => l.startsWith('cuda '));
-    assert.equal(cudaLines.length, 1);
-    assert.match(cudaLines[0]!, /^cuda\s+NVIDIA driver too old: it supports CUDA 12\.8, this binary's CUDA runtime is 13\.0/);
+  };
+  const cudaLines = (r: DoctorReport) => formatDoctor(r).split('\n').filter((l) => l.startsWith('cuda '));
+
+  it('the text report shows it as the one cuda line, instead of the runtime error', () => {
+    const r = report(12080);
+    const lines = cudaLines(r);
+    assert.equal(lines.length, 1);
+    assert.match(lines[0]!, /^cuda\s+NVIDIA driver too old: it supports CUDA 12\.8, this binary's CUDA runtime is 13\.0/);
     assert.match(formatDoctor(r), /native addon\s+CUDA-enabled, prebuilt binary/);
+  });
+
+  it('no driver at all (version 0) is said plainly, not as an insufficient driver', () => {
+    assert.deepEqual(cudaLines(report(0)), [
+      "cuda           no CUDA device: no NVIDIA driver is installed (the binary's CUDA runtime is 13.0; a GPU needs a driver for CUDA 13.x)",
+    ]);
   });
 });
