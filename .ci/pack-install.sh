@@ -73,7 +73,7 @@ variant() {
 echo "== A. install the tarball with no build tools on PATH ($(du -k "$tarball" | cut -f1) KiB: $tarball)"
 app="$tmp/app"
 new_project "$app"
-npm_in "$app" "$bin" npm install --no-audit --no-fund --foreground-scripts "$tarball" >"$tmp/a.log" 2>&1 \
+npm_in "$app" "$bin" npm install --prefer-offline --no-audit --no-fund --foreground-scripts "$tarball" >"$tmp/a.log" 2>&1 \
   || { cat "$tmp/a.log"; fail "npm install of the tarball failed with no build tools on PATH"; }
 grep "^murphy-native: " "$tmp/a.log" || true
 grep -q "^murphy-native: using prebuilds/linux-x64/.*(CUDA-enabled); nothing to compile" "$tmp/a.log" \
@@ -102,7 +102,7 @@ grep "^done after" "$tmp/train.log"
 echo "== A. the same with --ignore-scripts (npm not running install steps): the prebuild still loads"
 app2="$tmp/app-ignore-scripts"
 new_project "$app2"
-npm_in "$app2" "$bin" npm install --no-audit --no-fund --ignore-scripts "$tarball" >"$tmp/a2.log" 2>&1 \
+npm_in "$app2" "$bin" npm install --prefer-offline --no-audit --no-fund --ignore-scripts "$tarball" >"$tmp/a2.log" 2>&1 \
   || { cat "$tmp/a2.log"; fail "npm install --ignore-scripts of the tarball failed"; }
 npm_in "$app2" "$bin" npx --no-install murphy-native doctor --json >"$tmp/doctor2.json" 2>"$tmp/doctor2.err" \
   || { cat "$tmp/doctor2.err"; fail "murphy-native doctor failed after --ignore-scripts"; }
@@ -119,7 +119,7 @@ for kind in missing mismatched; do
   tgz="$(variant "$kind")"
   proj="$tmp/app-$kind-bare"
   new_project "$proj"
-  if npm_in "$proj" "$bin" npm install --no-audit --no-fund "$tgz" >"$tmp/c-$kind.log" 2>&1; then
+  if npm_in "$proj" "$bin" npm install --prefer-offline --no-audit --no-fund "$tgz" >"$tmp/c-$kind.log" 2>&1; then
     cat "$tmp/c-$kind.log"; fail "install with a $kind prebuild and no build tools should fail"
   fi
   # npm repeats the script's stderr in its own error lines; the script's line itself is once.
@@ -137,7 +137,7 @@ echo "== B. a missing prebuild with build tools: compiles from source"
 tgz="$tmp/murphy-native-missing.tgz"
 proj="$tmp/app-missing-tools"
 new_project "$proj"
-npm_in "$proj" "$PATH" npm install --no-audit --no-fund --foreground-scripts "$tgz" >"$tmp/b.log" 2>&1 \
+npm_in "$proj" "$PATH" npm install --prefer-offline --no-audit --no-fund --foreground-scripts "$tgz" >"$tmp/b.log" 2>&1 \
   || { cat "$tmp/b.log"; fail "install with a missing prebuild and build tools failed"; }
 grep "^murphy-native: " "$tmp/b.log"
 grep -q "^murphy-native: no prebuilt binary for linux-x64 .*; compiling the CPU-only addon from source" "$tmp/b.log" \
