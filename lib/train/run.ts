@@ -20,6 +20,7 @@ import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
+import { selectTrainingDevice } from '../gpu/device.js';
 import { latestCheckpoint, permutation, train, TrainError, type TrainSummary } from './loop.js';
 import { NativePolicy } from './policy.js';
 import { silentProgress, type ProgressSink } from './progress.js';
@@ -137,6 +138,8 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   const log = o.log ?? (() => undefined);
   const progress = o.progress ?? silentProgress;
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
+  // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
+  selectTrainingDevice(c, log);
   const parts = await preflight(c);
   const run = new RunDir(c.out!);
   const ck = o.resume ? latestCheckpoint(run) : null;
