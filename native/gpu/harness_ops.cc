@@ -1,0 +1,161 @@
+// See harness_ops.h. For each op: check the inputs, convert them to the storage type, run
+// the kernel through run_on_host, and run the native/model CPU op on the same (rounded)
+// values. bf16 storage: inputs are rounded to bf16 once, so both sides see the same numbers;
+// the kernel's outputs are bf16 (returned widened), the CPU op's are f32.
+#include "harness_ops.h"
+
+#include "kernels/model_kernels.h"
+#include "murphy/model/ops.h"
+
+namespace murphy {
+namespace gpu {
+
+namespace {
+
+const std::vector<float>& input(const HarnessCase& c, const char* name, int64_t expect) {
+  auto it = c.in.find(name);
+  if (it == c.in.end()) throw Error("kernelHarness(" + c.op + "): missing input '" + name + "'");
+  if (int64_t(it->second.size()) != expect)
+    throw Error("kernelHarness(" + c.op + "): input '" + name + "' has " + std::to_string(it->second.size()) +
+                " values, expected " + std::to_string(expect));
+  return it->second;
+}
+
+template <typename T>
+std::vector<T> to_storage(const std::vector<float>& v) {
+  std::vector<T> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) st(out.data(), int64_t(i), v[i]);
+  return out;
+}
+
+template <typename T>
+std::vector<float> widen(const std::vector<T>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = ld(v.data(), int64_t(i));
+  return out;
+}
+
+void need_positive(const HarnessCase& c, std::initializer_list<std::pair<const char*, int64_t>> sizes) {
+  for (auto& s : sizes)
+    if (s.second <= 0) throw Error("kernelHarness(" + c.op + "): '" + s.first + "' must be positive");
+}
+
+template <typename T>
+HarnessOut run_typed(const HarnessCase& c) {
+  HarnessOut o;
+  const int B = c.block;
+  if (c.op == "rmsnorm_forward" || c.op == "rmsnorm_backward") {
+    need_positive(c, {{"rows", c.rows}, {"n", c.n}});
+    const auto x = to_storage<T>(input(c, "x", c.rows * c.n));
+    const auto w = to_storage<T>(input(c, "w", c.n));
+    const auto xf = widen(x), wf = widen(w);
+    if (c.op == "rmsnorm_forward") {
+      std::vector<T> y(size_t(c.rows * c.n));
+      std::vector<float> rstd(size_t(c.rows));
+      const RmsNormForward<T> k{x.data(), w.data(), y.data(), rstd.data(), c.rows, c.n, c.eps};
+      run_on_host(k, k.grid(), B, c.order);
+      o.kernel["y"] = widen(y);
+      o.kernel["rstd"] = rstd;
+      std::vector<float> ry(y.size()), rr(rstd.size());
+      model::rmsnorm_forward_cpu(xf.data(), wf.data(), ry.data(), rr.data(), c.rows, c.n, c.eps);
+      o.reference["y"] = ry;
+      o.reference["rstd"] = rr;
+    } else {
+      const auto dy = to_storage<T>(input(c, "dy", c.rows * c.n));
+      const auto dyf = widen(dy);
+      const std::vector<float>& rstd = input(c, "rstd", c.rows);
+      std::vector<T> dx(size_t(c.rows * c.n));
+      std::vector<float> dw(size_t(c.n), 0.0f);
+      const RmsNormBackwardInput<T> ki{dy.data(), x.data(), w.data(), rstd.data(), dx.data(), c.rows, c.n};
+      run_on_host(ki, ki.grid(), B, c.order);
+      const RmsNormBackwardWeight<T> kw{dy.data(), x.data(), rstd.data(), dw.data(), c.rows, c.n, B};
+      run_on_host(kw, kw.grid(), B, c.order);
+      o.kernel["dx"] = widen(dx);
+      o.kernel["dw"] = dw;
+      std::vector<float> rdx(dx.size()), rdw(dw.size(), 0.0f);
+      model::rmsnorm_backward_cpu(dyf.data(), xf.data(), wf.data(), rstd.data(), rdx.data(), rdw.data(), c.rows, c.n, false);
+      o.reference["dx"] = rdx;
+      o.reference["dw"] = rdw;
+    }
+  } else if (c.op == "rope_forward" || c.op == "rope_backward") {
+    need_positive(c, {{"tokens", c.tokens}, {"heads", c.heads}, {"headDim", c.head_dim}, {"maxPos", c.max_pos}});
+    if (c.head_dim % 2 != 0) throw Error("kernelHarness(" + c.op + "): headDim must be even");
+    if (int64_t(c.ints.size()) != c.tokens) throw Error("kernelHarness(" + c.op + "): need one position per token");
+    for (int32_t p : c.ints)
+      if (p < 0 || p >= c.max_pos) throw Error("kernelHarness(" + c.op + "): position " + std::to_string(p) + " outside [0, maxPos)");
+    const bool inverse = c.op == "rope_backward";
+    auto x = to_storage<T>(input(c, "x", c.tokens * c.heads * c.head_dim));
+    std::vector<float> ref = widen(x);
+    const int64_t h = c.head_dim / 2;
+    std::vector<float> cos_t(size_t(c.max_pos * h)), sin_t(size_t(c.max_pos * h));
+    model::rope_table_init(cos_t.data(), sin_t.data(), c.max_pos, c.head_dim, c.theta);
+    const Rope<T> k{x.data(), c.ints.data(), cos_t.data(), sin_t.data(), c.tokens, c.heads, c.head_dim, inverse, B};
+    run_on_host(k, k.grid(), B, c.order);
+    o.kernel["x"] = widen(x);
+    model::RopeTable tab{c.head_dim, c.max_pos, cos_t.data(), sin_t.data()};
+    model::rope_cpu(ref.data(), c.ints.data(), c.tokens, c.heads, tab, inverse);
+    o.reference["x"] = ref;
+  } else if (c.op == "swiglu_forward" || c.op == "swiglu_backward") {
+    need_positive(c, {{"n", c.n}});
+    const auto g = to_storage<T>(input(c, "g", c.n)), u = to_storage<T>(input(c, "u", c.n));
+    const auto gf = widen(g), uf = widen(u);
+    if (c.op == "swiglu_forward") {
+      std::vector<T> a(size_t(c.n));
+      const SwigluForward<T> k{g.data(), u.data(), a.data(), c.n, B};
+      run_on_host(k, k.grid(), B, c.order);
+      o.kernel["act"] = widen(a);
+      std::vector<float> ra(a.size());
+      model::swiglu_forward_cpu(gf.data(), uf.data(), ra.data(), c.n);
+      o.reference["act"] = ra;
+    } else {
+      const auto da = to_storage<T>(input(c, "da", c.n));
+      const auto daf = widen(da);
+      std::vector<T> dg(size_t(c.n)), du(size_t(c.n));
+      const SwigluBackward<T> k{da.data(), g.data(), u.data(), dg.data(), du.data(), c.n, B};
+      run_on_host(k, k.grid(), B, c.order);
+      o.kernel["dg"] = widen(dg);
+      o.kernel["du"] = widen(du);
+      std::vector<float> rdg(dg.size()), rdu(du.size());
+      model::swiglu_backward_cpu(daf.data(), gf.data(), uf.data(), rdg.data(), rdu.data(), c.n);
+      o.reference["dg"] = rdg;
+      o.reference["du"] = rdu;
+    }
+  } else if (c.op == "embedding_forward" || c.op == "embedding_backward") {
+    need_positive(c, {{"tokens", c.tokens}, {"vocab", c.vocab}, {"dim", c.dim}});
+    if (int64_t(c.ints.size()) != c.tokens) throw Error("kernelHarness(" + c.op + "): need one id per token");
+    for (int32_t id : c.ints)
+      if (id < 0 || id >= c.vocab) throw Error("kernelHarness(" + c.op + "): token id " + std::to_string(id) + " outside [0, vocab)");
+    if (c.op == "embedding_forward") {
+      const auto table = to_storage<T>(input(c, "table", c.vocab * c.dim));
+      const auto tf = widen(table);
+      std::vector<T> y(size_t(c.tokens * c.dim));
+      const EmbeddingGather<T> k{table.data(), c.ints.data(), y.data(), c.tokens, c.dim, B};
+      run_on_host(k, k.grid(), B, c.order);
+      o.kernel["y"] = widen(y);
+      std::vector<float> ry(y.size());
+      model::embedding_forward_cpu(tf.data(), c.ints.data(), ry.data(), c.tokens, c.dim);
+      o.reference["y"] = ry;
+    } else {
+      const auto dy = to_storage<T>(input(c, "dy", c.tokens * c.dim));
+      const auto dyf = widen(dy);
+      std::vector<float> dt(size_t(c.vocab * c.dim), 0.0f), rdt(dt.size(), 0.0f);
+      const EmbeddingScatter<T> k{dy.data(), c.ints.data(), dt.data(), c.tokens, c.dim, B};
+      run_on_host(k, k.grid(), B, c.order);
+      o.kernel["dtable"] = dt;
+      model::embedding_backward_cpu(dyf.data(), c.ints.data(), rdt.data(), c.tokens, c.dim);
+      o.reference["dtable"] = rdt;
+    }
+  } else {
+    throw Error("kernelHarness: unknown op '" + c.op + "'");
+  }
+  return o;
+}
+
+}  // namespace
+
+HarnessOut run_harness_case(const HarnessCase& c) {
+  return c.bf16 ? run_typed<uint16_t>(c) : run_typed<float>(c);
+}
+
+}  // namespace gpu
+}  // namespace murphy

@@ -1,0 +1,39 @@
+// Running the harness-form kernels (kernels/model_kernels.h) on the CPU next to their spec,
+// the CPU ops of native/model/, on the same inputs. Used by the tests through the addon
+// (kernelHarness); nothing here runs in training.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/harness.h"
+
+namespace murphy {
+namespace gpu {
+
+struct HarnessCase {
+  std::string op;  // rmsnorm_forward, rmsnorm_backward, rope_forward, rope_backward, swiglu_forward,
+                   // swiglu_backward, embedding_forward, embedding_backward
+  bool bf16 = false;  // storage type of activations and weights (inputs are rounded to bf16 first)
+  Order order = Order::Forward;
+  int block = 256;
+  int64_t rows = 0, n = 0;                        // rmsnorm: rows x n; swiglu: n
+  int64_t tokens = 0, heads = 0, head_dim = 0;    // rope
+  int64_t max_pos = 0;
+  double theta = 10000.0;
+  int64_t vocab = 0, dim = 0;                     // embedding (tokens too)
+  float eps = 1e-6f;
+  std::map<std::string, std::vector<float>> in;   // named f32 inputs
+  std::vector<int32_t> ints;                      // positions (rope) or token ids (embedding)
+};
+
+struct HarnessOut {
+  std::map<std::string, std::vector<float>> kernel;     // the harness-run kernel's outputs (as f32)
+  std::map<std::string, std::vector<float>> reference;  // the CPU op's outputs
+};
+
+HarnessOut run_harness_case(const HarnessCase& c);
+
+}  // namespace gpu
+}  // namespace murphy
