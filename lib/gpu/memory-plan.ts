@@ -213,7 +213,7 @@ const gib = (b: number): string => `${(b / GiB).toFixed(2)} GiB`;
 export function formatMemoryPlan(p: MemoryPlan): string {
   const s = p.shape;
   const lines = [
-    `memory plan: ${s.modelType}, ${(p.params / 1e9).toFixed(3)}B parameters (${s.layers} layers, hidden ${s.hidden}, ` +
+    `memory plan: ${s.modelType}, ${p.params >= 1e9 ? `${(p.params / 1e9).toFixed(3)}B` : `${(p.params / 1e6).toFixed(1)}M`} parameters (${s.layers} layers, hidden ${s.hidden}, ` +
       `${s.heads}/${s.kvHeads} heads x ${s.headDim}, intermediate ${s.intermediate}, vocab ${s.vocab}${s.tied ? ', tied' : ''})`,
     `  bf16 weights ${gib(p.weightsBf16)}, fp32 master ${gib(p.masterF32)}, fp32 moments ${gib(p.adamMoments)}, ` +
       `fp32 gradients ${gib(p.gradientsF32)}${p.referenceBf16 ? `, bf16 KL reference ${gib(p.referenceBf16)}` : ''}: ${gib(p.stateTotal)}`,

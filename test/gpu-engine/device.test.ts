@@ -96,7 +96,7 @@ describe('--device: choosing where the policy trains', () => {
     const logged: string[] = [];
     const c: TrainConfig = { ...defaultConfig(), device: 'cuda' };
     assert.throws(() => selectTrainingDevice(c, (l) => logged.push(l), probe()), /not implemented yet/);
-    assert.match(logged[0]!, /^memory plan: qwen3, 0\.000B parameters \(2 layers, hidden 64/);
+    assert.match(logged[0]!, /^memory plan: qwen3, 0\.\dM parameters \(2 layers, hidden 64/);
     const auto: string[] = [];
     assert.equal(selectTrainingDevice({ ...defaultConfig(), device: 'auto' }, (l) => auto.push(l), probe({ binary: cpuOnly })).device, 'cpu');
     assert.match(auto.join('\n'), /^device: cpu \(auto: the loaded native binary is CPU-only/);

@@ -4,7 +4,12 @@
 // and non-embedding counts on the model cards (Qwen3: 0.6B/0.44B, 1.7B/1.4B, 4.0B/3.6B,
 // 8.2B/6.95B; OLMo-2: 1.5B, 7.3B).
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import {
   formatMemoryPlan, memoryPlan, modelShapeFromHfConfig, parameterCount, planProblem, type ModelShape,
 } from '../../lib/gpu/memory-plan.js';
@@ -131,5 +136,22 @@ describe('memory plan', () => {
     assert.match(text, /bf16 weights 3\.20 GiB, fp32 master 6\.41 GiB, fp32 moments 12\.82 GiB, fp32 gradients 6\.41 GiB: 28\.84 GiB/);
     assert.match(text, /activations 276\.4 KiB per token \(gradient checkpointing on; one layer 70\.2 KiB\)/);
     assert.match(text, /up to 177152 tokens per micro-batch fit/);
+  });
+
+  it('`murphy-native memory-plan --model DIR` prints the same plan and says what does not fit', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'murphy-plan-'));
+    try {
+      writeFileSync(join(dir, 'config.json'), JSON.stringify(CONFIGS['Qwen3-1.7B']));
+      const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
+      const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'memory-plan', '--model', dir, '--micro-batch-tokens', '32768', '--no-gradient-checkpointing', '--device-memory', '80'], { encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /^memory plan: qwen3, 1\.721B parameters/);
+      assert.match(r.stdout, /up to 23776 tokens per micro-batch fit\n  does not fit: --micro-batch-tokens 32768 needs 93\.65 GiB .* \(then 177152 fit\)\n$/);
+      const bad = spawnSync(process.execPath, ['--import', 'tsx', cli, 'memory-plan', '--model', join(dir, 'absent')], { encoding: 'utf8' });
+      assert.equal(bad.status, 1);
+      assert.match(bad.stderr, /^murphy-native memory-plan: cannot read .*absent\/config\.json: ENOENT[^\n]*\n$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
