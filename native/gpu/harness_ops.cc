@@ -77,6 +77,41 @@ HarnessOut run_typed(const HarnessCase& c) {
       o.reference["dx"] = rdx;
       o.reference["dw"] = rdw;
     }
+  } else if (c.op == "residual_rmsnorm_forward" || c.op == "rmsnorm_residual_forward") {
+    // residual_rmsnorm: h = x + d, y = norm(h) w;  rmsnorm_residual: h = x + norm(a) w.
+    need_positive(c, {{"rows", c.rows}, {"n", c.n}});
+    const bool pre = c.op == "residual_rmsnorm_forward";
+    const auto x = to_storage<T>(input(c, "x", c.rows * c.n));
+    const auto b = to_storage<T>(input(c, pre ? "d" : "a", c.rows * c.n));
+    const auto w = to_storage<T>(input(c, "w", c.n));
+    const auto xf = widen(x), bf = widen(b), wf = widen(w);
+    std::vector<T> h(size_t(c.rows * c.n)), y(pre ? h.size() : 0);
+    std::vector<float> rstd(size_t(c.rows));
+    if (pre) {
+      const ResidualRmsNormForward<T> k{x.data(), b.data(), w.data(), h.data(), y.data(), rstd.data(), c.rows, c.n, c.eps};
+      run_on_host(k, k.grid(), B, c.order);
+    } else {
+      const RmsNormResidualForward<T> k{b.data(), w.data(), x.data(), h.data(), rstd.data(), c.rows, c.n, c.eps};
+      run_on_host(k, k.grid(), B, c.order);
+    }
+    o.kernel["h"] = widen(h);
+    o.kernel["rstd"] = rstd;
+    if (pre) o.kernel["y"] = widen(y);
+    // Reference: the unfused CPU ops; the add's result is stored in T, as an unfused pipeline would.
+    std::vector<float> rh(h.size()), rr(rstd.size());
+    if (pre) {
+      rh = xf;
+      model::add_inplace(rh.data(), bf.data(), int64_t(rh.size()), Device::Host);
+      rh = widen(to_storage<T>(rh));
+      std::vector<float> ry(rh.size());
+      model::rmsnorm_forward_cpu(rh.data(), wf.data(), ry.data(), rr.data(), c.rows, c.n, c.eps);
+      o.reference["y"] = ry;
+    } else {
+      model::rmsnorm_forward_cpu(bf.data(), wf.data(), rh.data(), rr.data(), c.rows, c.n, c.eps);
+      model::add_inplace(rh.data(), xf.data(), int64_t(rh.size()), Device::Host);
+    }
+    o.reference["h"] = rh;
+    o.reference["rstd"] = rr;
   } else if (c.op == "rope_forward" || c.op == "rope_backward") {
     need_positive(c, {{"tokens", c.tokens}, {"heads", c.heads}, {"headDim", c.head_dim}, {"maxPos", c.max_pos}});
     if (c.head_dim % 2 != 0) throw Error("kernelHarness(" + c.op + "): headDim must be even");

@@ -13,7 +13,7 @@ namespace murphy {
 namespace gpu {
 
 struct HarnessCase {
-  std::string op;  // rmsnorm_forward, rmsnorm_backward, rope_forward, rope_backward, swiglu_forward,
+  std::string op;  // rmsnorm_forward, rmsnorm_backward, residual_rmsnorm_forward, rmsnorm_residual_forward, rope_forward, rope_backward, swiglu_forward,
                    // swiglu_backward, embedding_forward, embedding_backward
   bool bf16 = false;  // storage type of activations and weights (inputs are rounded to bf16 first)
   Order order = Order::Forward;

@@ -14,6 +14,14 @@ namespace gpu {
                             cudaStream_t s) {                                                                      \
     launch_phased(RmsNormForward<T>{x, w, y, rstd, rows, n, eps}, kRowBlock, s);                                  \
   }                                                                                                                \
+  void residual_rmsnorm_forward_cuda(const T* x, const T* d, const T* w, T* h, T* y, float* rstd, int64_t rows,  \
+                                     int64_t n, float eps, cudaStream_t s) {                                       \
+    launch_phased(ResidualRmsNormForward<T>{x, d, w, h, y, rstd, rows, n, eps}, kRowBlock, s);                    \
+  }                                                                                                                \
+  void rmsnorm_residual_forward_cuda(const T* a, const T* w, const T* x, T* h, float* rstd, int64_t rows,        \
+                                     int64_t n, float eps, cudaStream_t s) {                                       \
+    launch_phased(RmsNormResidualForward<T>{a, w, x, h, rstd, rows, n, eps}, kRowBlock, s);                       \
+  }                                                                                                                \
   void rmsnorm_backward_input_cuda(const T* dy, const T* x, const T* w, const float* rstd, T* dx, int64_t rows,  \
                                    int64_t n, cudaStream_t s) {                                                    \
     launch_phased(RmsNormBackwardInput<T>{dy, x, w, rstd, dx, rows, n}, kRowBlock, s);                            \

@@ -15,6 +15,10 @@ constexpr int kRowBlock = 256;  // one block per row (RMSNorm)
 #define MURPHY_GPU_LAUNCHER_DECLS(T)                                                                              \
   void rmsnorm_forward_cuda(const T* x, const T* w, T* y, float* rstd, int64_t rows, int64_t n, float eps,       \
                             cudaStream_t s);                                                                       \
+  void residual_rmsnorm_forward_cuda(const T* x, const T* d, const T* w, T* h, T* y, float* rstd, int64_t rows,  \
+                                     int64_t n, float eps, cudaStream_t s);                                        \
+  void rmsnorm_residual_forward_cuda(const T* a, const T* w, const T* x, T* h, float* rstd, int64_t rows,        \
+                                     int64_t n, float eps, cudaStream_t s);                                        \
   void rmsnorm_backward_input_cuda(const T* dy, const T* x, const T* w, const float* rstd, T* dx, int64_t rows,  \
                                    int64_t n, cudaStream_t s);                                                     \
   void rmsnorm_backward_weight_cuda(const T* dy, const T* x, const float* rstd, float* dw, int64_t rows,          \

@@ -56,6 +56,19 @@ describe('GPU decoder kernels through the CPU harness, against native/model CPU 
     check({ op: 'rmsnorm_backward', rows, n, block: blockSize(), inputs: { x, w, dy, rstd } },
       { f32: [1e-5, 1e-4], bf16: [1e-5, BF16_RTOL + 1e-4] });
   });
+  it('residual add fused with RMSNorm (Qwen3: h = x + d, y = norm(h)) and RMSNorm fused with the add (OLMo-2: h = x + norm(a))', () => {
+    const rows = 3 + rng.int(6), n = 100 + rng.int(900);
+    const x = rng.normals(rows * n, 2), d = rng.normals(rows * n, 1), w = rng.normals(n, 1);
+    check({ op: 'residual_rmsnorm_forward', rows, n, eps: 1e-6, block: blockSize(), inputs: { x, d, w } },
+      { f32: [1e-6, 1e-5], bf16: [1e-6, BF16_RTOL] });
+    check({ op: 'rmsnorm_residual_forward', rows, n, eps: 1e-6, block: blockSize(), inputs: { x, a: d, w } },
+      { f32: [1e-5, 1e-5], bf16: [1e-5, BF16_RTOL] });
+  });
+  it('RMSNorm as Qwen3\'s per-head q/k norm (rows = tokens x heads, n = head_dim)', () => {
+    const tokens = 5 + rng.int(10), heads = 1 + rng.int(8), n = 128;
+    check({ op: 'rmsnorm_forward', rows: tokens * heads, n, eps: 1e-6, block: 128, inputs: { x: rng.normals(tokens * heads * n, 1), w: rng.normals(n, 1) } },
+      { f32: [1e-6, 1e-5], bf16: [1e-6, BF16_RTOL] });
+  });
   for (const op of ['rope_forward', 'rope_backward']) {
     it(`RoPE ${op.split('_')[1]} (Hugging Face rotate_half; random positions)`, () => {
       const tokens = 2 + rng.int(10), heads = 1 + rng.int(4), headDim = [32, 64, 128][rng.int(3)]!, maxPos = 4096;

@@ -9,7 +9,8 @@
 namespace murphy {
 namespace gpu {
 
-// ---- RMSNorm forward, one block per row:
+// ---- RMSNorm forward, one block per row (also Qwen3's per-head q/k norms: rows = tokens x
+// heads, n = head_dim; and OLMo-2's full-width q/k norms: n = heads x head_dim):
 //   rstd = 1 / sqrt(mean_i x_i^2 + eps);  y_i = (x_i rstd) w_i
 template <typename T>
 struct RmsNormForward {
@@ -45,6 +46,93 @@ struct RmsNormForward {
       default: {
         const float r = sh[block_sum_slot(t)];
         for (int64_t i = t.thread; i < n; i += t.block_dim) st(y + t.block * n, i, (ld(xr, i) * r) * ld(w, i));
+      }
+    }
+  }
+};
+
+// ---- Residual add fused with the next RMSNorm (Qwen3's pre-norm layers), one block per row:
+//   h = x + d (stored);  rstd = 1 / sqrt(mean_i h_i^2 + eps);  y_i = (h_i rstd) w_i
+// The norm reads h as stored (rounded to T), exactly as an unfused add-then-norm would.
+template <typename T>
+struct ResidualRmsNormForward {
+  const T* x;
+  const T* d;
+  const T* w;
+  T* h;
+  T* y;
+  float* rstd;
+  int64_t rows, n;
+  float eps;
+  static constexpr int kPhases = 4;
+  static size_t shared_floats(int block) { return block_sum_shared_floats(block); }
+  int64_t grid() const { return rows; }
+  MURPHY_HD void operator()(int phase, const Thread& t, float* sh) const {
+    const int64_t o = t.block * n;
+    switch (phase) {
+      case 0: {
+        float s = 0.0f;
+        for (int64_t i = t.thread; i < n; i += t.block_dim) {
+          st(h, o + i, ld(x, o + i) + ld(d, o + i));
+          const float v = ld(h, o + i);  // the same thread wrote it
+          s += v * v;
+        }
+        sh[t.thread] = s;
+        break;
+      }
+      case 1: block_sum_warps(t, sh); break;
+      case 2:
+        if (t.thread == 0) {
+          const float r = 1.0f / sqrtf(block_sum_total(t, sh) / float(n) + eps);
+          sh[block_sum_slot(t)] = r;
+          rstd[t.block] = r;
+        }
+        break;
+      default: {
+        const float r = sh[block_sum_slot(t)];
+        for (int64_t i = t.thread; i < n; i += t.block_dim) st(y, o + i, (ld(h, o + i) * r) * ld(w, i));
+      }
+    }
+  }
+};
+
+// ---- RMSNorm of a branch output fused with the residual add (OLMo-2's post-norm layers):
+//   rstd = 1 / sqrt(mean_i a_i^2 + eps);  h_i = x_i + (a_i rstd) w_i   (the normed value is never stored)
+template <typename T>
+struct RmsNormResidualForward {
+  const T* a;
+  const T* w;
+  const T* x;
+  T* h;
+  float* rstd;
+  int64_t rows, n;
+  float eps;
+  static constexpr int kPhases = 4;
+  static size_t shared_floats(int block) { return block_sum_shared_floats(block); }
+  int64_t grid() const { return rows; }
+  MURPHY_HD void operator()(int phase, const Thread& t, float* sh) const {
+    const int64_t o = t.block * n;
+    switch (phase) {
+      case 0: {
+        float s = 0.0f;
+        for (int64_t i = t.thread; i < n; i += t.block_dim) {
+          const float v = ld(a, o + i);
+          s += v * v;
+        }
+        sh[t.thread] = s;
+        break;
+      }
+      case 1: block_sum_warps(t, sh); break;
+      case 2:
+        if (t.thread == 0) {
+          const float r = 1.0f / sqrtf(block_sum_total(t, sh) / float(n) + eps);
+          sh[block_sum_slot(t)] = r;
+          rstd[t.block] = r;
+        }
+        break;
+      default: {
+        const float r = sh[block_sum_slot(t)];
+        for (int64_t i = t.thread; i < n; i += t.block_dim) st(h, o + i, ld(x, o + i) + (ld(a, o + i) * r) * ld(w, i));
       }
     }
   }
