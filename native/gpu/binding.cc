@@ -91,6 +91,7 @@ Napi::Value KernelHarness(const Napi::CallbackInfo& info) {
     c.vocab = int64_t(num(o, "vocab", 0));
     c.dim = int64_t(num(o, "dim", 0));
     c.eps = float(num(o, "eps", 1e-6));
+    c.accumulate = o.Get("accumulate").IsBoolean() && o.Get("accumulate").As<Napi::Boolean>().Value();
     if (o.Get("inputs").IsObject()) {
       Napi::Object in = o.Get("inputs").As<Napi::Object>();
       Napi::Array names = in.GetPropertyNames();

@@ -4,6 +4,7 @@
 // the kernel's outputs are bf16 (returned widened), the CPU op's are f32.
 #include "harness_ops.h"
 
+#include "gemm_plan.h"
 #include "kernels/model_kernels.h"
 #include "murphy/model/ops.h"
 
@@ -112,6 +113,39 @@ HarnessOut run_typed(const HarnessCase& c) {
     }
     o.reference["h"] = rh;
     o.reference["rstd"] = rr;
+  } else if (c.op == "lt_linear_forward" || c.op == "lt_linear_backward_input" || c.op == "lt_linear_backward_weight") {
+    // The cuBLASLt layout plan executed by a column-major reference GEMM vs native/model's
+    // linear ops (f32 only: this checks the layout, not rounding). Sizes: rows = M, n = N, dim = K.
+    const int64_t M = c.rows, N = c.n, K = c.dim;
+    need_positive(c, {{"rows", M}, {"n", N}, {"dim", K}});
+    const bool acc = c.accumulate;
+    const std::vector<float>* first;
+    const std::vector<float>* second;
+    std::vector<float> out, ref;
+    LinearProduct which;
+    if (c.op == "lt_linear_forward") {
+      which = LinearProduct::Forward;
+      first = &input(c, "x", M * K), second = &input(c, "w", N * K);
+      out = input(c, "y", M * N);
+    } else if (c.op == "lt_linear_backward_input") {
+      which = LinearProduct::BackwardInput;
+      first = &input(c, "dy", M * N), second = &input(c, "w", N * K);
+      out = input(c, "dx", M * K);
+    } else {
+      which = LinearProduct::BackwardWeight;
+      first = &input(c, "dy", M * N), second = &input(c, "x", M * K);
+      out = input(c, "dw", N * K);
+    }
+    ref = out;
+    const LtGemmPlan p = linear_plan(which, M, N, K, acc);
+    const std::vector<float>& a = p.a_is == 0 ? *first : *second;
+    const std::vector<float>& b = p.b_is == 0 ? *first : *second;
+    colmajor_gemm_ref(p, a.data(), int64_t(a.size()), b.data(), int64_t(b.size()), out.data(), int64_t(out.size()));
+    if (which == LinearProduct::Forward) model::linear_forward(first->data(), second->data(), ref.data(), M, N, K, acc, Device::Host);
+    else if (which == LinearProduct::BackwardInput) model::linear_backward_input(first->data(), second->data(), ref.data(), M, N, K, acc, Device::Host);
+    else model::linear_backward_weight(first->data(), second->data(), ref.data(), M, N, K, Device::Host);
+    o.kernel["out"] = out;
+    o.reference["out"] = ref;
   } else if (c.op == "rope_forward" || c.op == "rope_backward") {
     need_positive(c, {{"tokens", c.tokens}, {"heads", c.heads}, {"headDim", c.head_dim}, {"maxPos", c.max_pos}});
     if (c.head_dim % 2 != 0) throw Error("kernelHarness(" + c.op + "): headDim must be even");

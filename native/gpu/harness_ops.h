@@ -24,6 +24,7 @@ struct HarnessCase {
   double theta = 10000.0;
   int64_t vocab = 0, dim = 0;                     // embedding (tokens too)
   float eps = 1e-6f;
+  bool accumulate = false;                        // lt_linear_*: add into the given output
   std::map<std::string, std::vector<float>> in;   // named f32 inputs
   std::vector<int32_t> ints;                      // positions (rope) or token ids (embedding)
 };

@@ -91,6 +91,22 @@ describe('GPU decoder kernels through the CPU harness, against native/model CPU 
     check({ op: 'embedding_backward', vocab, dim, tokens, block: blockSize(), ints: ids, inputs: { dy: rng.normals(tokens * dim, 1) } },
       { f32: [0, 0], bf16: [0, 0] }); // the same additions in the same order: exact
   });
+  it('cuBLASLt layout plan of the three linear products (row-major tensors, column-major BLAS), executed on the CPU', () => {
+    const M = 1 + rng.int(40), N = 1 + rng.int(40), K = 1 + rng.int(40);
+    const x = rng.normals(M * K, 1), w = rng.normals(N * K, 1), dy = rng.normals(M * N, 1);
+    for (const accumulate of [false, true]) {
+      const cases: [string, Record<string, Float32Array>][] = [
+        ['lt_linear_forward', { x, w, y: rng.normals(M * N, 1) }],
+        ['lt_linear_backward_input', { dy, w, dx: rng.normals(M * K, 1) }],
+        ['lt_linear_backward_weight', { dy, x, dw: rng.normals(N * K, 1) }], // always accumulates
+      ];
+      for (const [op, inputs] of cases) {
+        const r = harness({ op, rows: M, n: N, dim: K, accumulate, inputs });
+        const w8 = worstRatio(r.kernel.out!, r.reference.out!, 1e-5, 1e-5);
+        assert.ok(w8.ratio <= 1, `${op} M=${M} N=${N} K=${K} accumulate=${accumulate}: [${w8.index}] plan ${r.kernel.out![w8.index]} vs CPU op ${r.reference.out![w8.index]} (seed ${seed})`);
+      }
+    }
+  });
   it('bad cases are one clear error', () => {
     assert.throws(() => harness({ op: 'rmsnorm_forward', rows: 2, n: 4, inputs: { x: new Float32Array(8) } }), /kernelHarness\(rmsnorm_forward\): missing input 'w'/);
     assert.throws(() => harness({ op: 'embedding_forward', vocab: 4, dim: 2, tokens: 1, ints: Int32Array.of(4), inputs: { table: new Float32Array(8) } }), /token id 4 outside \[0, vocab\)/);
