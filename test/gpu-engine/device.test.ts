@@ -13,7 +13,7 @@ import { loadCublasLt, type CublasLtReport } from '../../lib/gpu/cublaslt.js';
 import { DeviceError, machineProbe, selectDevice, selectTrainingDevice, type DeviceProbe } from '../../lib/gpu/device.js';
 import { modelShapeFromHfConfig } from '../../lib/gpu/memory-plan.js';
 import type { CudaStatus } from '../../lib/native.js';
-import { runTraining } from '../../lib/train/run.js';
+import { runTraining } from '../../lib/commands/run-training.js';
 
 const GiB = 2 ** 30;
 const h100: CudaStatus = {
