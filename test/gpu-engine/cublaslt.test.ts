@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { cublasLtCandidates, loadCublasLt, pythonSitePackages, type CandidateInputs } from '../../lib/gpu/cublaslt.js';
+import { cublasLtCandidates, findCublasLt, loadCublasLt, pythonSitePackages, type CandidateInputs } from '../../lib/gpu/cublaslt.js';
 
 const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
 
@@ -161,24 +161,27 @@ describe('cuBLASLt loader (native dlopen) on files made here', () => {
     assert.match(r.reason!, /^cuBLASLt not found: looked in \/nowhere\/lib64 \(CUDA_HOME\), the dynamic loader \(libcublasLt-murphy-test-absent\.so\.13: cannot open shared object file.*\); install the nvidia-cublas Python wheel .* or set MURPHY_CUBLASLT/);
   });
 
-  const doctor = (env: Record<string, string>) => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'doctor', '--json'], { encoding: 'utf8', env: { ...process.env, ...env } });
+  it('doctor reports the library MURPHY_CUBLASLT names (a folder), and its version (run as a user runs it)', () => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'doctor'], { encoding: 'utf8', env: { ...process.env, MURPHY_CUBLASLT: dir } });
     assert.equal(r.status, 0, r.stderr);
-    return (JSON.parse(r.stdout) as { cublasLt: { found: boolean; path?: string; versionText?: string; origin?: string; reason?: string } }).cublasLt;
-  };
-  it('doctor reports the library MURPHY_CUBLASLT names (a folder), and its version', () => {
-    const c = doctor({ MURPHY_CUBLASLT: dir });
-    assert.equal(c.found, true, c.reason);
-    assert.equal(c.path, full13);
-    assert.equal(c.versionText, '13.1.0');
-    assert.equal(c.origin, 'MURPHY_CUBLASLT');
+    assert.ok(r.stdout.includes(`\ncublasLt       13.1.0 from ${full13} (MURPHY_CUBLASLT)\n`), r.stdout);
   });
-  it('doctor says why when MURPHY_CUBLASLT is not a library, in text and JSON', () => {
-    const c = doctor({ MURPHY_CUBLASLT: notLib });
-    assert.equal(c.found, false);
-    assert.match(c.reason!, /not-a-library\.so: dlopen failed/);
-    const t = spawnSync(process.execPath, ['--import', 'tsx', cli, 'doctor'], { encoding: 'utf8', env: { ...process.env, MURPHY_CUBLASLT: join(dir, 'absent.so') } });
-    assert.equal(t.status, 0, t.stderr);
-    assert.match(t.stdout, /\ncublasLt\s+cuBLASLt not found: MURPHY_CUBLASLT is set and .*absent\.so: dlopen failed: .*No such file or directory/);
+  it('findCublasLt (what doctor and --device use) says why when MURPHY_CUBLASLT is not a library or absent', () => {
+    const saved = process.env.MURPHY_CUBLASLT;
+    try {
+      process.env.MURPHY_CUBLASLT = notLib;
+      const a = findCublasLt({ refresh: true });
+      assert.equal(a.found, false);
+      assert.match(a.reason!, /^cuBLASLt not found: MURPHY_CUBLASLT is set and .*not-a-library\.so: dlopen failed/);
+      process.env.MURPHY_CUBLASLT = join(dir, 'absent.so');
+      assert.match(findCublasLt({ refresh: true }).reason!, /absent\.so: dlopen failed: .*No such file or directory/);
+      process.env.MURPHY_CUBLASLT = join(dir, 'v12');
+      const f = findCublasLt({ refresh: true });
+      assert.equal(f.path, full12);
+      assert.equal(f.versionText, '12.9.2');
+    } finally {
+      if (saved === undefined) delete process.env.MURPHY_CUBLASLT;
+      else process.env.MURPHY_CUBLASLT = saved;
+    }
   });
 });
