@@ -187,9 +187,12 @@ export function loadCublasLt(list: CandidateList, opts: { install?: boolean; loa
 
 let cached: CublasLtReport | undefined;
 
-/** Searches this machine (the environment and python3s of this process), once per process. */
-export function findCublasLt(opts: { refresh?: boolean } = {}): CublasLtReport {
-  if (cached && !opts.refresh) return cached;
+/**
+ * Searches this machine (the environment and python3s of this process), once per process.
+ * install: the library found becomes the process's cuBLASLt for the GPU code (kept open).
+ */
+export function findCublasLt(opts: { refresh?: boolean; install?: boolean } = {}): CublasLtReport {
+  if (cached && !opts.refresh && !opts.install) return cached;
   const list = cublasLtCandidates({
     env: process.env,
     sitePackages: process.env.MURPHY_CUBLASLT ? [] : pythonSitePackages(),
@@ -202,6 +205,6 @@ export function findCublasLt(opts: { refresh?: boolean } = {}): CublasLtReport {
       }
     },
   });
-  cached = loadCublasLt(list);
+  cached = loadCublasLt(list, { install: opts.install });
   return cached;
 }

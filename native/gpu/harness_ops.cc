@@ -5,6 +5,7 @@
 #include "harness_ops.h"
 
 #include "gemm_plan.h"
+#include "harness_io.h"
 #include "kernels/model_kernels.h"
 #include "murphy/model/ops.h"
 
@@ -12,34 +13,6 @@ namespace murphy {
 namespace gpu {
 
 namespace {
-
-const std::vector<float>& input(const HarnessCase& c, const char* name, int64_t expect) {
-  auto it = c.in.find(name);
-  if (it == c.in.end()) throw Error("kernelHarness(" + c.op + "): missing input '" + name + "'");
-  if (int64_t(it->second.size()) != expect)
-    throw Error("kernelHarness(" + c.op + "): input '" + name + "' has " + std::to_string(it->second.size()) +
-                " values, expected " + std::to_string(expect));
-  return it->second;
-}
-
-template <typename T>
-std::vector<T> to_storage(const std::vector<float>& v) {
-  std::vector<T> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) st(out.data(), int64_t(i), v[i]);
-  return out;
-}
-
-template <typename T>
-std::vector<float> widen(const std::vector<T>& v) {
-  std::vector<float> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = ld(v.data(), int64_t(i));
-  return out;
-}
-
-void need_positive(const HarnessCase& c, std::initializer_list<std::pair<const char*, int64_t>> sizes) {
-  for (auto& s : sizes)
-    if (s.second <= 0) throw Error("kernelHarness(" + c.op + "): '" + s.first + "' must be positive");
-}
 
 template <typename T>
 HarnessOut run_typed(const HarnessCase& c) {
@@ -140,11 +113,11 @@ HarnessOut run_typed(const HarnessCase& c) {
     const LtGemmPlan p = linear_plan(which, M, N, K, acc);
     const std::vector<float>& a = p.a_is == 0 ? *first : *second;
     const std::vector<float>& b = p.b_is == 0 ? *first : *second;
-    colmajor_gemm_ref(p, a.data(), int64_t(a.size()), b.data(), int64_t(b.size()), out.data(), int64_t(out.size()));
+    if (c.run_plan) colmajor_gemm_ref(p, a.data(), int64_t(a.size()), b.data(), int64_t(b.size()), out.data(), int64_t(out.size()));
     if (which == LinearProduct::Forward) model::linear_forward(first->data(), second->data(), ref.data(), M, N, K, acc, Device::Host);
     else if (which == LinearProduct::BackwardInput) model::linear_backward_input(first->data(), second->data(), ref.data(), M, N, K, acc, Device::Host);
     else model::linear_backward_weight(first->data(), second->data(), ref.data(), M, N, K, Device::Host);
-    o.kernel["out"] = out;
+    if (c.run_plan) o.kernel["out"] = out;
     o.reference["out"] = ref;
   } else if (c.op == "rope_forward" || c.op == "rope_backward") {
     need_positive(c, {{"tokens", c.tokens}, {"heads", c.heads}, {"headDim", c.head_dim}, {"maxPos", c.max_pos}});

@@ -25,6 +25,8 @@ struct HarnessCase {
   int64_t vocab = 0, dim = 0;                     // embedding (tokens too)
   float eps = 1e-6f;
   bool accumulate = false;                        // lt_linear_*: add into the given output
+  bool run_plan = true;                           // lt_linear_*: false = only the CPU op (the plain-loop plan
+                                                  // execution is slow at GPU test sizes)
   std::map<std::string, std::vector<float>> in;   // named f32 inputs
   std::vector<int32_t> ints;                      // positions (rope) or token ids (embedding)
 };
@@ -35,6 +37,12 @@ struct HarnessOut {
 };
 
 HarnessOut run_harness_case(const HarnessCase& c);
+
+#ifdef MURPHY_WITH_CUDA
+// The same case on the GPU (cuda_ops.cu): the kernel's outputs only. lt_linear_* cases run
+// cuBLASLt with bf16 inputs and fp32 output (cuBLASLt must be installed first).
+std::map<std::string, std::vector<float>> run_cuda_case(const HarnessCase& c);
+#endif
 
 }  // namespace gpu
 }  // namespace murphy
