@@ -33,6 +33,17 @@ export interface Completion {
   /** Decoded text (for code extraction and logs; never re-tokenized). */
   text: string;
   finishReason: FinishReason;
+  /**
+   * What ended a 'stop' completion, as vLLM reports it: the stop token id or stop string,
+   * null for EOS (or when the backend does not say).
+   */
+  stopReason?: number | string | null;
+  /**
+   * The prompt left no room in the backend's context (max_model_len): no tokens were
+   * sampled and no request was made (finishReason 'length'). The tree builder makes such a
+   * completion a leaf that is neither executed nor trained on.
+   */
+  noRoom?: boolean;
 }
 
 /** Produces n completions of one prompt. */
