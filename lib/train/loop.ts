@@ -12,6 +12,7 @@ import { processTrees, type ProcessConfig } from '../murphy/pipeline.js';
 import { mix32, mulberry32 } from '../murphy/rng.js';
 import { treeToJSON } from '../murphy/serialize.js';
 import { buildTrees, type TreeBuildConfig } from '../murphy/tree.js';
+import { extractFromCompletion } from '../prompt/extract.js';
 import type { CodeExtractor, Completion, ExecResult, Executor, PromptBuilder, RolloutTree, SampleParams, Sampler } from '../murphy/types.js';
 import type { RolloutBackend, RolloutParams } from '../rollout/types.js';
 import { learningRate, packSamples, planMicroBatches } from './batching.js';
@@ -344,7 +345,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       // Measure MURPHY's average completions per problem on the first batch with the initial policy.
       const probe = batchIndices(deps.problems.length, 0, c.batchSize, c.seed).map((i) => deps.problems[i]!);
       const probeCfg = { ...stepBuildConfig<P>({ ...c, algo: 'murphy' }, G, Gp, 0, deps.stopTokenIds), seed: mix32(c.seed, 0xc0de) };
-      const trees = await buildTrees(probe, { sampler: deps.backend, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode }, probeCfg);
+      const trees = await buildTrees(probe, { sampler: deps.backend, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode ?? extractFromCompletion }, probeCfg);
       G = computeMatchedGroupSize(trees);
       Gp = G;
       progress.line(`compute-matched GRPO: G = ${G} (MURPHY's average completions per problem on the first batch)`);
@@ -400,12 +401,12 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       const buildCfg = stepBuildConfig<P>(c, state.groupSize, state.followUpGroupSize, step, deps.stopTokenIds);
       let trees: RolloutTree<P>[];
       try {
-        trees = await buildTrees(problems, { sampler: ins.sampler, executor: ins.exec, prompts: deps.prompts, extractCode: deps.extractCode }, buildCfg);
+        trees = await buildTrees(problems, { sampler: ins.sampler, executor: ins.exec, prompts: deps.prompts, extractCode: deps.extractCode ?? extractFromCompletion }, buildCfg);
       } finally {
         ins.done();
       }
       if (stopRequested) break; // the step is discarded: resume redoes it identically
-      const report = processTrees(trees, processConfig(c), true);
+      const report = processTrees(trees, processConfig(c), { trusted: true });
       const all = flattenSamples(trees);
       const samples: TrainingSample[] = c.beta > 0 ? all : all.filter((s) => s.advantage !== 0);
 
