@@ -48,7 +48,7 @@ export interface Completion {
 
 /** Produces n completions of one prompt. */
 export interface Sampler {
-  generate(promptIds: number[], n: number, params: SampleParams): Promise<Completion[]> | Completion[];
+  generate(promptIds: number[], n: number, params: SampleParams): Promise<Completion[]>;
 }
 
 /** Outcome of one test case, optional detail of an ExecResult. */
@@ -76,7 +76,7 @@ export interface ExecResult {
  * builder passes the problem it was given through unchanged.
  */
 export interface Executor<P = unknown> {
-  execute(problem: P, code: string): Promise<ExecResult> | ExecResult;
+  execute(problem: P, code: string): Promise<ExecResult>;
 }
 
 /** What a PromptBuilder gets to build a follow-up (turn t+1) prompt. */
@@ -137,6 +137,11 @@ export interface TreeNode {
   /** Removed from training by IntraP or InterP. */
   pruned: boolean;
   prunedBy?: 'intra' | 'inter';
+  /**
+   * The prompt left no room in the context (Completion.noRoom): a leaf with reward 0 and no
+   * tokens, neither executed nor expanded, and never a training sample.
+   */
+  noRoom?: true;
 }
 
 /** Siblings sharing one prompt: one GRPO group. */
