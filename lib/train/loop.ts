@@ -92,6 +92,10 @@ export interface StepMetrics {
   prunedIntraFraction: number;
   prunedInterFraction: number;
   prunedTokens: number;
+  /** Nodes whose prompt left no room in the model's context (leaves, not trained on). */
+  noRoom: number;
+  /** Rollout requests the server aborted (finish_reason "abort") and the backend retried. */
+  aborted: number;
   zeroVarianceGroups: number;
   samples: number;
   samplesTrained: number;
@@ -274,6 +278,7 @@ export function treeMetrics(trees: readonly RolloutTree<unknown>[]): Pick<
   StepMetrics,
   | 'problems' | 'reward' | 'rewardPerTurn' | 'passAt1PerTurn' | 'solvedFraction' | 'solvedFirstTurnFraction' | 'expanded' | 'fixedLater'
   | 'fixedLaterFraction' | 'nodesPerTree' | 'nodesPerTurn' | 'groupsPerTree' | 'prunedIntraFraction' | 'prunedInterFraction' | 'prunedTokens' | 'tokensSampled'
+  | 'noRoom'
 > {
   const b = batchStats(trees);
   const S = b.nodesPerTurn.length;
@@ -309,6 +314,7 @@ export function treeMetrics(trees: readonly RolloutTree<unknown>[]): Pick<
     prunedIntraFraction: nodes ? b.prunedIntra / nodes : 0,
     prunedInterFraction: nodes ? b.prunedInter / nodes : 0,
     prunedTokens,
+    noRoom: b.noRoom,
     tokensSampled: b.completionTokensSampled,
   };
 }
@@ -398,6 +404,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
 
       // ---- rollouts + execution
       const ins = instrument(deps.backend, deps.executor, progress);
+      const abortedBefore = deps.backend.counters?.aborted ?? 0;
       const buildCfg = stepBuildConfig<P>(c, state.groupSize, state.followUpGroupSize, step, deps.stopTokenIds);
       let trees: RolloutTree<P>[];
       try {
@@ -453,6 +460,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
         epoch: Math.floor((state.problemsConsumed - 1) / deps.problems.length),
         lr,
         ...tm,
+        aborted: (deps.backend.counters?.aborted ?? 0) - abortedBefore,
         zeroVarianceGroups: report.advantages.zeroVarianceGroups,
         samples: all.length,
         samplesTrained: samples.length,
