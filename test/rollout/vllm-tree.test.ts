@@ -6,6 +6,7 @@ import { after, describe, it } from 'node:test';
 import { evaluateIterK } from '../../lib/eval/iterk.js';
 import { buildTrees, FakePromptBuilder, flattenSamples, processTrees, treeStats, validateTree, type Executor } from '../../lib/murphy/index.js';
 import { VllmBackend } from '../../lib/rollout/index.js';
+import { treeMetrics } from '../../lib/train/loop.js';
 import { fakeServer, vllmLike, type FakeServer } from './helpers.js';
 
 const servers: FakeServer[] = [];
@@ -37,6 +38,7 @@ describe('multi-turn trees through the vLLM client, at the context limit', () =>
       assert.deepEqual(t.groups.map((g) => g.promptIds.length), [4, 10, 10, 16, 16, 21, 21]);
     }
     assert.equal(b.counters.noRoom, 4);
+    assert.equal(treeMetrics(trees).noRoom, 4, 'counted in the step metrics');
     processTrees(trees, {}, { trusted: true });
     assert.ok(flattenSamples(trees).every((x) => x.turn < 4 && x.completionIds.length > 0));
   });
