@@ -56,6 +56,7 @@ export interface TrainConfig {
   backend: (typeof BACKENDS)[number];
   serverUrl: string | null;
   servedModelName: string | null;
+  vllmApiKey: string | null;
   temperature: number;
   topP: number;
   topK: number;
@@ -122,6 +123,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   backend: { type: 'enum', values: BACKENDS, default: 'embedded', group: 'rollout', doc: 'Rollout backend: the native engine in this process, or a vLLM (OpenAI-compatible) server.' },
   serverUrl: { type: 'string', default: null, group: 'rollout', doc: 'Base URL of the vLLM server (backend vllm), e.g. http://127.0.0.1:8000.' },
   servedModelName: { type: 'string', default: null, group: 'rollout', doc: 'Model name the server serves (default: the server\'s first model).' },
+  vllmApiKey: { type: 'string', default: null, group: 'rollout', doc: 'API key sent to the vLLM server(s) as Authorization: Bearer (their --api-key); unset: the environment variable MURPHY_API_KEY. Never written to the run directory or the log.' },
   temperature: { type: 'number', default: 1, min: 0, group: 'rollout', doc: 'Sampling temperature of rollouts.' },
   topP: { type: 'number', default: 1, gt: 0, max: 1, group: 'rollout', doc: 'Nucleus sampling of rollouts.' },
   topK: { type: 'int', default: 0, min: 0, group: 'rollout', doc: 'Top-k sampling of rollouts (0 = off).' },
