@@ -258,7 +258,9 @@ export function processConfig(c: TrainConfig): ProcessConfig {
     gamma: c.gamma,
     scaleRewards: c.scaleRewards,
     intraP: c.intraKeep !== null ? { keep: c.intraKeep } : null,
-    interP: c.interKeep !== null ? { perProblem: c.interKeep } : null,
+    interP: c.interKeep !== null || c.interDropZeroVariance
+      ? { perProblem: c.interKeep ?? undefined, dropZeroVariance: c.interDropZeroVariance }
+      : null,
   };
 }
 
@@ -415,12 +417,16 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       if (stopRequested) break; // the step is discarded: resume redoes it identically
       const report = processTrees(trees, processConfig(c), { trusted: true });
       const all = flattenSamples(trees);
+      // With beta = 0 a zero-advantage sample adds exactly 0 to the loss and its gradient, so it
+      // is not run. lossDenominator 'all' still counts it in the denominators, as TRL does
+      // (every completion of the batch); 'trained' counts only the samples run.
       const samples: TrainingSample[] = c.beta > 0 ? all : all.filter((s) => s.advantage !== 0);
+      const counted = c.lossDenominator === 'all' ? all : samples;
 
       // ---- training
       const tTrain = performance.now();
       const plan = planMicroBatches(samples, c.microBatchTokens);
-      const totalLoss = samples.reduce((a, s) => a + s.completionIds.length, 0);
+      const totalLoss = counted.reduce((a, s) => a + s.completionIds.length, 0);
       const micro: TrainStats[] = [];
       let tokensTrained = 0;
       progress.start('training', plan.length);
@@ -429,7 +435,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
         if (!useSamplerLogprobs || mb.batch.oldLogp === undefined) {
           mb.batch.oldLogp = await policy.score(mb.batch, { temperature: loss.temperature });
         }
-        const scale = c.lossType === 'dapo' ? mb.lossTokens / totalLoss : mb.samples.length / samples.length;
+        const scale = c.lossType === 'dapo' ? mb.lossTokens / totalLoss : mb.samples.length / counted.length;
         micro.push(await policy.accumulate(mb.batch, loss, scale));
         tokensTrained += mb.tokens;
         progress.update(k + 1, `${tokensTrained} tokens`);
