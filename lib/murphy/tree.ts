@@ -140,11 +140,11 @@ interface OpenGroup<P> {
   group: Group;
 }
 
-/** One sampled completion of an open group, with its extracted code and execution result. */
-interface Attempt {
-  completion: Completion;
-  code: string | null;
-  result: ExecResult;
+/** An open group's sampled completions with, per completion, the extracted code and the execution result. */
+interface Attempts {
+  completions: Completion[];
+  codes: (string | null)[];
+  results: ExecResult[];
 }
 
 /** 32-bit FNV-1a hash of a string. */
@@ -159,31 +159,35 @@ function checkIds(what: string, ids: unknown): number[] {
   return ids as number[];
 }
 
-function checkCompletions(cs: unknown, n: number, where: () => string): Completion[] {
+/** Where in the batch an output came from, for error messages. */
+function place(og: OpenGroup<unknown>, j?: number): string {
+  return `problem ${og.tree.problemId}, group ${og.group.id}${j === undefined ? '' : `, sample ${j}`}`;
+}
+
+function checkCompletions(cs: unknown, n: number, og: OpenGroup<unknown>): Completion[] {
   if (!Array.isArray(cs) || cs.length !== n) {
-    throw new MurphyError(`sampler returned ${Array.isArray(cs) ? cs.length : typeof cs} completions, expected ${n} (${where()})`);
+    throw new MurphyError(`sampler returned ${Array.isArray(cs) ? cs.length : typeof cs} completions, expected ${n} (${place(og)})`);
   }
   for (let j = 0; j < n; j++) {
     const o = cs[j] as Completion;
-    const at = (): string => `${where()}, sample ${j}`;
-    if (o === null || typeof o !== 'object') throw new MurphyError(`sampler returned a non-object completion (${at()})`);
-    if (!Array.isArray(o.tokenIds)) throw new MurphyError(`sampler completion without tokenIds (${at()})`);
-    if (typeof o.text !== 'string') throw new MurphyError(`sampler completion without text (${at()})`);
+    if (o === null || typeof o !== 'object') throw new MurphyError(`sampler returned a non-object completion (${place(og, j)})`);
+    if (!Array.isArray(o.tokenIds)) throw new MurphyError(`sampler completion without tokenIds (${place(og, j)})`);
+    if (typeof o.text !== 'string') throw new MurphyError(`sampler completion without text (${place(og, j)})`);
     if (o.logprobs !== undefined && (!Array.isArray(o.logprobs) || o.logprobs.length !== o.tokenIds.length)) {
-      throw new MurphyError(`sampler completion logprobs length ${o.logprobs?.length} != tokenIds length ${o.tokenIds.length} (${at()})`);
+      throw new MurphyError(`sampler completion logprobs length ${o.logprobs?.length} != tokenIds length ${o.tokenIds.length} (${place(og, j)})`);
     }
   }
   return cs as Completion[];
 }
 
-function checkResult(r: unknown, where: () => string): ExecResult {
-  if (r === null || typeof r !== 'object') throw new MurphyError(`executor returned a non-object result (${where()})`);
+function checkResult(r: unknown, og: OpenGroup<unknown>, j: number): ExecResult {
+  if (r === null || typeof r !== 'object') throw new MurphyError(`executor returned a non-object result (${place(og, j)})`);
   const o = r as ExecResult;
   if (typeof o.reward !== 'number' || !(o.reward >= 0 && o.reward <= 1)) {
-    throw new MurphyError(`executor reward must be a number in [0, 1], got ${String(o.reward)} (${where()})`);
+    throw new MurphyError(`executor reward must be a number in [0, 1], got ${String(o.reward)} (${place(og, j)})`);
   }
-  if (typeof o.passed !== 'boolean') throw new MurphyError(`executor result.passed must be a boolean (${where()})`);
-  if (typeof o.feedback !== 'string') throw new MurphyError(`executor result.feedback must be a string (${where()})`);
+  if (typeof o.passed !== 'boolean') throw new MurphyError(`executor result.passed must be a boolean (${place(og, j)})`);
+  if (typeof o.feedback !== 'string') throw new MurphyError(`executor result.feedback must be a string (${place(og, j)})`);
   return o;
 }
 
@@ -213,27 +217,39 @@ class TreeBuild<P> {
    * Samples every open group of a turn concurrently; each group's completions are executed
    * as soon as its sampling returns. Resolves to the attempts of each group, in group order.
    */
-  async sampleTurn(open: readonly OpenGroup<P>[], n: number): Promise<Attempt[][]> {
+  async sampleTurn(open: readonly OpenGroup<P>[], n: number): Promise<Attempts[]> {
     const pending = open.map((og) => this.sampleGroup(og, n));
     // every group settles before the turn fails, so no request is left unobserved
     const settled = await Promise.allSettled(pending);
     const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
-    return settled.map((r) => (r as PromiseFulfilledResult<Attempt[]>).value);
+    return settled.map((r) => (r as PromiseFulfilledResult<Attempts>).value);
   }
 
-  private async sampleGroup(og: OpenGroup<P>, n: number): Promise<Attempt[]> {
+  private async sampleGroup(og: OpenGroup<P>, n: number): Promise<Attempts> {
     const { cfg, deps } = this;
-    const where = (): string => `problem ${og.tree.problemId}, group ${og.group.id}`;
     const params: SampleParams = cfg.seed === undefined ? cfg.sampling : { ...cfg.sampling, seed: mix32(cfg.seed, og.treeKey, og.group.id) };
-    const cs = checkCompletions(await limited(this.samplerLimit, () => deps.sampler.generate(og.group.promptIds, n, params)), n, where);
-    return Promise.all(cs.map(async (completion, j): Promise<Attempt> => {
-      if (completion.noRoom === true) return { completion, code: null, result: this.noRoom };
-      const code = deps.extractCode(completion, og.tree.problem);
-      if (code === null) return { completion, code, result: this.noCode };
-      const r = await limited(this.execLimit, () => deps.executor.execute(og.tree.problem, code));
-      return { completion, code, result: checkResult(r, () => `${where()}, sample ${j}`) };
-    }));
+    const completions = checkCompletions(await limited(this.samplerLimit, () => deps.sampler.generate(og.group.promptIds, n, params)), n, og);
+    const codes: (string | null)[] = new Array(n);
+    const results: ExecResult[] = new Array(n);
+    const runs: Promise<ExecResult>[] = [];
+    const ran: number[] = [];
+    for (let j = 0; j < n; j++) {
+      const c = completions[j]!;
+      const code = c.noRoom === true ? null : deps.extractCode(c, og.tree.problem);
+      codes[j] = code;
+      if (code === null) {
+        results[j] = c.noRoom === true ? this.noRoom : this.noCode;
+        continue;
+      }
+      runs.push(limited(this.execLimit, () => deps.executor.execute(og.tree.problem, code)));
+      ran.push(j);
+    }
+    if (runs.length > 0) {
+      const rs = await Promise.all(runs);
+      for (let i = 0; i < rs.length; i++) results[ran[i]!] = checkResult(rs[i], og, ran[i]!);
+    }
+    return { completions, codes, results };
   }
 
   /**
@@ -241,15 +257,17 @@ class TreeBuild<P> {
    * returns the nodes to expand: failed (reward below the threshold) before the last turn,
    * and not ended by a full context.
    */
-  materialise(open: readonly OpenGroup<P>[], attempts: readonly Attempt[][], turn: number): { og: OpenGroup<P>; node: TreeNode }[] {
+  materialise(open: readonly OpenGroup<P>[], attempts: readonly Attempts[], turn: number): { og: OpenGroup<P>; node: TreeNode }[] {
     const cfg = this.cfg;
     const expand: { og: OpenGroup<P>; node: TreeNode }[] = [];
     for (let k = 0; k < open.length; k++) {
       const og = open[k]!;
       const tree = og.tree;
-      const group = attempts[k]!;
-      for (let j = 0; j < group.length; j++) {
-        const { completion: c, code, result } = group[j]!;
+      const { completions, codes, results } = attempts[k]!;
+      for (let j = 0; j < completions.length; j++) {
+        const c = completions[j]!;
+        const code = codes[j]!;
+        const result = results[j]!;
         const reward = cfg.rewardMode === 'binary' ? (result.passed ? 1 : 0) : result.reward;
         const node: TreeNode = {
           id: tree.nodes.length,
