@@ -148,6 +148,8 @@ export interface EvalResultsFile {
   iterations: IterKPoint[];
   byGroup?: IterKResult['byGroup'];
   perProblem: IterKProblem[];
+  /** Conversations that ended at the model's context limit (IterKResult.noRoom); absent in files written before it was counted. */
+  noRoom?: number;
   seconds: number;
   createdAt: string;
 }
