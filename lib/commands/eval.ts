@@ -75,6 +75,7 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
       iterations: r.iterations,
       byGroup: r.byGroup,
       perProblem: r.perProblem,
+      noRoom: r.noRoom,
       seconds: r.seconds,
       createdAt: new Date().toISOString(),
     };

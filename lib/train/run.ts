@@ -230,6 +230,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
       iterations: r.iterations,
       byGroup: r.byGroup,
       perProblem: r.perProblem,
+      noRoom: r.noRoom,
       seconds: r.seconds,
       createdAt: new Date().toISOString(),
     };
