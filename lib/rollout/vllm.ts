@@ -469,11 +469,12 @@ export class VllmBackend implements RolloutBackend {
     if (this.closed) throw new RolloutError('the vLLM backend is closed');
     if (!Number.isSafeInteger(n) || n < 1) throw new RolloutError(`n must be an integer >= 1, got ${n}`);
     if (promptIds.length === 0) throw new RolloutError('empty prompt');
-    const body = this.completionBody(promptIds, n, params);
     if (contextBudget(resolveSampling(params, this.o).maxTokens, promptIds.length, this.maxModelLen) <= 0) {
+      // the context is full: vLLM would answer 400; the branch ends here, as a 'length' completion
       this.counters.noRoom += n;
       return noRoomCompletions(n);
     }
+    const body = this.completionBody(promptIds, n, params);
     while (this.gate !== undefined) await this.gate;
     this.inFlight++;
     try {
