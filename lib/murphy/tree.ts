@@ -266,7 +266,7 @@ class TreeBuild<P> {
       const { completions, codes, results } = attempts[k]!;
       for (let j = 0; j < completions.length; j++) {
         const c = completions[j]!;
-        const code = codes[j]!;
+        const code = codes[j] ?? null;
         const result = results[j]!;
         const reward = cfg.rewardMode === 'binary' ? (result.passed ? 1 : 0) : result.reward;
         const node: TreeNode = {
