@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { configOptions, formatConfig, resolveConfig, withoutSecrets } from '../../lib/config/index.js';
-import { RESUMABLE_KEYS } from '../../lib/train/run.js';
+import { RESUMABLE_KEYS } from '../../lib/commands/run-training.js';
 
 it('vllmApiKey: a flag (--vllm-api-key), hidden in the printed config, unset in the saved one, given again on resume', () => {
   assert.equal(configOptions()['vllm-api-key']?.type, 'string');

@@ -6,7 +6,7 @@ import { after, describe, it } from 'node:test';
 import { evaluateIterK } from '../../lib/eval/iterk.js';
 import { buildTrees, FakePromptBuilder, flattenSamples, processTrees, treeStats, validateTree, type Executor } from '../../lib/murphy/index.js';
 import { VllmBackend } from '../../lib/rollout/index.js';
-import { treeMetrics } from '../../lib/train/loop.js';
+import { treeMetrics } from '../../lib/train/metrics.js';
 import { fakeServer, vllmLike, type FakeServer } from './helpers.js';
 
 const servers: FakeServer[] = [];
