@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { evaluateIterK } from '../../lib/eval/iterk.js';
 import { buildTrees, FakePromptBuilder, flattenSamples, processTrees, treeStats, validateTree, type Executor } from '../../lib/murphy/index.js';
-import { VllmBackend } from '../../lib/rollout/index.js';
+import { EmbeddedBackend, VllmBackend, type EngineRequest, type EngineSample, type RolloutEngine } from '../../lib/rollout/index.js';
 import { treeMetrics } from '../../lib/train/metrics.js';
 import { fakeServer, vllmLike, type FakeServer } from './helpers.js';
 
@@ -50,5 +50,32 @@ describe('multi-turn trees through the vLLM client, at the context limit', () =>
     const r = await evaluateIterK(['p', 'q', 'r'], { sampler: b, executor: failing, prompts: new FakePromptBuilder(3, 2), extractCode }, { k: 5, maxTokens: 8 });
     assert.deepEqual(r.iterations.map((p) => p.pass1), [0, 0, 0, 0, 0]);
     assert.equal(r.noRoom, 3);
+  });
+
+  it('the embedded backend ends a full context the same way (no engine call), and keeps stop_reason', async () => {
+    const calls: EngineRequest[] = [];
+    const engine: RolloutEngine = {
+      info: () => ({ vocabSize: 100, maxModelLen: 18 }),
+      canBatch: () => true,
+      generate: async (batch) => batch.map((r): EngineSample[] => {
+        calls.push(r);
+        // 2 tokens, the last one a stop id
+        return Array.from({ length: r.n }, () => ({ tokenIds: [5, 9], logprobs: [-1, -0.5], finishReason: 'stop' as const }));
+      }),
+      loadWeights: async () => undefined,
+    };
+    const b = new EmbeddedBackend({ engine, stopTokenIds: [9] });
+    const trees = await buildTrees(['p'], { sampler: b, executor: failing, prompts: new FakePromptBuilder(3, 2), extractCode }, {
+      groupSize: 2, followUpGroupSize: 1, maxTurns: 5, sampling: { maxTokens: 8 }, seed: 1,
+    });
+    const t = trees[0]!;
+    validateTree(t);
+    // prompts 4, 9, 14, 19: the turn-4 prompt (19 tokens) is over the 18-token context
+    assert.deepEqual(t.groups.map((g) => g.promptIds.length), [4, 9, 9, 14, 14, 19, 19]);
+    assert.ok(calls.every((r) => r.promptIds.length < 18), 'the engine was called with a full context');
+    assert.equal(calls.length, 5);
+    assert.ok(t.nodes.filter((n) => n.turn === 4).every((n) => n.noRoom === true && n.childGroup === null));
+    assert.equal(treeStats(t).noRoom, 2);
+    assert.deepEqual((await b.generate([1, 2], 1, {}))[0]!.stopReason, 9);
   });
 });
