@@ -161,6 +161,7 @@ test('bad input gives clear errors', async () => {
   const badLp: Sampler = { generate: async (_p, n) => Array.from({ length: n }, () => ({ tokenIds: [1, 2], logprobs: [0], text: 'x', finishReason: 'stop' })) };
   await assert.rejects(buildTrees(['p'], { ...deps, sampler: badLp }, { groupSize: 1 }), /logprobs length 1 != tokenIds length 2/);
   await assert.rejects(buildTrees(['p'], { ...deps, sampler: undefined as never }, { groupSize: 1 }), /sampler/);
+  await assert.rejects(buildTrees(['p'], { ...deps, extractCode: undefined as never }, { groupSize: 1 }), /deps.extractCode is required \(lib\/prompt's extractFromCompletion for chat models\)/);
   const throwing: Sampler = { generate: async () => { throw new Error('backend down'); } };
   await assert.rejects(buildTrees(['p'], { ...deps, sampler: throwing }, { groupSize: 1 }), /backend down/);
 });
