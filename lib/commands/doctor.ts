@@ -67,7 +67,7 @@ export function formatDoctor(r: DoctorReport): string {
 
 export const doctorCommand: CommandModule<object, { json: boolean; python?: string }> = {
   command: 'doctor',
-  describe: 'Show which native binary is loaded, CPU threads and SIMD level, CUDA devices and sandbox protections',
+  describe: 'Show which native binary is loaded, CPU threads and SIMD level, CUDA devices, cuBLASLt and sandbox protections',
   builder: (y) =>
     y
       .option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' })
