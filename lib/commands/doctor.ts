@@ -1,6 +1,7 @@
 // `murphy-native doctor`: what this installation can do on this machine.
 import type { CommandModule } from 'yargs';
 import { describeIsolation, type IsolationReport } from '../exec/index.js';
+import { findCublasLt, type CublasLtReport } from '../gpu/cublaslt.js';
 import { binaryInfo, cpuInfo, cuda, type CudaStatus } from '../native.js';
 
 export interface DoctorReport {
@@ -9,6 +10,8 @@ export interface DoctorReport {
   cuda: ReturnType<typeof cuda.status>;
   /** One line when the NVIDIA driver is too old for the binary's CUDA runtime; null otherwise. */
   driverTooOld: string | null;
+  /** cuBLASLt (the GPU engine's GEMMs, loaded at run time): which library and version, or why none. */
+  cublasLt: CublasLtReport;
   node: string;
   platform: string;
   /** The code executor's protections on this machine; null when they could not be checked. */
@@ -52,7 +55,8 @@ export async function doctorReport(opts: { python?: string } = {}): Promise<Doct
   }
   const status = cuda.status();
   return {
-    binary: binaryInfo(), cpu: cpuInfo(), cuda: status, driverTooOld: driverTooOld(status), node: process.version, platform: `${process.platform}-${process.arch}`,
+    binary: binaryInfo(), cpu: cpuInfo(), cuda: status, driverTooOld: driverTooOld(status), cublasLt: findCublasLt(),
+    node: process.version, platform: `${process.platform}-${process.arch}`,
     sandbox, ...(sandboxError ? { sandboxError } : {}),
   };
 }
@@ -82,6 +86,9 @@ export function formatDoctor(r: DoctorReport): string {
   } else {
     lines.push(`cuda           ${r.cuda.reason}`);
   }
+  lines.push(r.cublasLt.found
+    ? `cublasLt       ${r.cublasLt.versionText} from ${r.cublasLt.path} (${r.cublasLt.origin})`
+    : `cublasLt       ${r.cublasLt.reason}`);
   if (r.sandbox) {
     const s = r.sandbox;
     lines.push(`sandbox        ${s.bubblewrap ? 'bubblewrap' : 'no bubblewrap (weaker isolation)'}, mode ${s.mode}, python ${s.python}`);
@@ -97,7 +104,7 @@ export function formatDoctor(r: DoctorReport): string {
 
 export const doctorCommand: CommandModule<object, { json: boolean; python?: string }> = {
   command: 'doctor',
-  describe: 'Show which native binary is loaded, CPU threads and SIMD level, CUDA devices and sandbox protections',
+  describe: 'Show which native binary is loaded, CPU threads and SIMD level, CUDA devices, cuBLASLt and sandbox protections',
   builder: (y) =>
     y
       .option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' })

@@ -3,7 +3,7 @@
 // supervised warm-up, Iter-k evaluations before and after, the loop, and the report.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { checkConfig, ConfigError, defaultConfig, formatConfig, validatePartial } from '../config/index.js';
+import { checkConfig, ConfigError, defaultConfig, formatConfig, validatePartial, withoutSecrets } from '../config/index.js';
 import type { TrainConfig } from '../config/schema.js';
 import { loadTrainingProblems } from '../data/check.js';
 import { problemPrompt, type Problem } from '../data/index.js';
@@ -21,6 +21,7 @@ import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
+import { selectTrainingDevice } from '../gpu/device.js';
 import { latestCheckpoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
@@ -49,7 +50,7 @@ export interface RunTrainingResult {
 }
 
 /** Keys a resume may change; every other key must equal the run's. */
-export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees'] as const;
+export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey'] as const;
 
 function defaultOut(c: TrainConfig): string {
   const d = new Date();
@@ -105,6 +106,8 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   const log = o.log ?? (() => undefined);
   const progress = o.progress ?? silentProgress;
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
+  // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
+  selectTrainingDevice(c, log);
   const parts = await preflight(c);
   const run = new RunDir(c.out!);
   const ck = o.resume ? latestCheckpoint(run) : null;
@@ -130,6 +133,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     backend = await VllmBackend.connect({
       servers: c.serverUrl!.split(',').map((s) => s.trim()),
       model: c.servedModelName ?? undefined,
+      apiKey: c.vllmApiKey ?? undefined,
       tokenizer: tok,
       syncDir: join(resolve(run.root), 'sync'),
       maxRetries: 2,
@@ -138,7 +142,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
 
   // ---- from here on the run directory is written
   run.create();
-  if (!o.resume) writeFileAtomic(run.configPath, JSON.stringify(c, null, 2) + '\n');
+  if (!o.resume) writeFileAtomic(run.configPath, JSON.stringify(withoutSecrets(c), null, 2) + '\n');
   log(`${o.resume ? 'resuming' : 'run'} ${run.root}\n${formatConfig(c)}`);
   if (!tokenizerDir) {
     tokenizerDir = join(run.root, 'tokenizer');
@@ -197,6 +201,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
       iterations: r.iterations,
       byGroup: r.byGroup,
       perProblem: r.perProblem,
+      noRoom: r.noRoom,
       seconds: r.seconds,
       createdAt: new Date().toISOString(),
     };
