@@ -28,7 +28,7 @@ if [ $# -ge 1 ]; then
   tarball="$(realpath "$1")"
 else
   echo "== release build (reusing build-cuda/)"
-  tarball="$(bash scripts/release-build.sh --reuse-cuda-build | tail -1)"
+  tarball="$(bash scripts/release-build.sh --reuse-cuda-build | tee /dev/stderr | tail -1)"
 fi
 [ -f "$tarball" ] || fail "no tarball at $tarball"
 
