@@ -24,7 +24,10 @@ test ran.
 """
 
 import ast
+import base64
 import ctypes
+import marshal
+import operator
 import errno
 import io
 import json
@@ -52,7 +55,6 @@ import functools  # noqa: F401,E402
 import heapq  # noqa: F401,E402
 import itertools  # noqa: F401,E402
 import math  # noqa: F401,E402
-import operator  # noqa: F401,E402
 import random  # noqa: F401,E402
 import re  # noqa: F401,E402
 import reprlib  # noqa: E402
@@ -178,6 +180,7 @@ def plan_humaneval(req):
         units[-1]["post"] = pending
     for u in units:
         u["lineno"] = u["stmt"].lineno
+        u["checks"] = isinstance(u["stmt"], ast.Assert)
     return {"mode": "units", "param": param, "check": check}, units
 
 
@@ -186,7 +189,7 @@ def plan(req):
     if kind == "humaneval":
         return plan_humaneval(req)
     if kind == "assert":
-        return {}, [{"name": "test %d" % (i + 1), "source": a} for i, a in enumerate(req["asserts"])]
+        return {}, [{"name": "test %d" % (i + 1), "source": a, "checks": True} for i, a in enumerate(req["asserts"])]
     if kind == "pytest":
         tree = ast.parse(req["testCode"], TEST_FILE)
         units = []
@@ -269,16 +272,348 @@ class _FailInfo:
         self.set = False
 
 
-class _EqRewriter(ast.NodeTransformer):
-    """`assert L == R, msg` -> `assert __murphy_eq(L, R), msg`, so that both sides are
-    recorded (evaluated once, in order) when the comparison fails."""
+CMP_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+           ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+OP_FUNCS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+            "in": lambda a, b: a in b, "not in": lambda a, b: a not in b, "is": operator.is_, "is not": operator.is_not}
+
+
+class _AssertRewriter(ast.NodeTransformer):
+    """Every assert reports what it checked, so that the supervisor can judge it again from
+    the values (see "values out of the child" below):
+
+    - `assert L op R [op S ...]` -> `assert __murphy_cmp(("op", ...), neg, L, R, ...)`
+    - `assert not X` flips `neg`; `assert A and B` checks A and B each;
+    - any other `assert X` -> `assert __murphy_truth(neg, X)`.
+    """
 
     def visit_Assert(self, node):
-        t = node.test
-        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
-            call = ast.Call(func=ast.Name(id="__murphy_eq", ctx=ast.Load()), args=[t.left, t.comparators[0]], keywords=[])
-            node.test = ast.copy_location(call, t)
+        node.test = ast.copy_location(self.wrap(node.test, False), node.test)
+        ast.fix_missing_locations(node)
         return node
+
+    def wrap(self, t, neg):
+        if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not):
+            return self.wrap(t.operand, not neg)
+        if isinstance(t, ast.BoolOp) and isinstance(t.op, ast.And) and not neg:
+            return ast.copy_location(ast.BoolOp(op=ast.And(), values=[self.wrap(v, False) for v in t.values]), t)
+        if isinstance(t, ast.Compare) and all(type(o) in CMP_OPS for o in t.ops):
+            ops = ast.Constant(tuple(CMP_OPS[type(o)] for o in t.ops))
+            call = ast.Call(func=ast.Name(id="__murphy_cmp", ctx=ast.Load()), args=[ops, ast.Constant(neg), t.left] + list(t.comparators), keywords=[])
+            return ast.copy_location(call, t)
+        call = ast.Call(func=ast.Name(id="__murphy_truth", ctx=ast.Load()), args=[ast.Constant(neg), t], keywords=[])
+        return ast.copy_location(call, t)
+
+
+# --------------------------------------------------------------------------- values out of the child
+# The verdict must not depend on code the program controls (its own classes' __eq__, patched
+# builtins or helpers). Each checked value is classified by the harness, with references taken
+# before the program ran and without calling any of the program's methods:
+#   "p"  plain data (None, bool, int, float, complex, str, bytes and lists, tuples, dicts, sets of
+#        them; subclass instances are read through the builtin base type): marshalled out of the
+#        child and compared again by the supervisor;
+#   "t"  objects of classes that existed before the program ran (numpy scalars, Fraction,
+#        pytest.approx, ...): their comparison code is not the program's, the child's verdict holds;
+#   "u"  objects of classes the program defined that carry their own behaviour (__eq__, __bool__,
+#        arithmetic, ...): they may not decide a comparison against a value of the test.
+# Programs that modify builtins, standard modules, pre-existing classes or the harness fail.
+
+HEAPTYPE = 1 << 9
+BEHAVIOUR = frozenset(
+    "__eq__ __ne__ __lt__ __le__ __gt__ __ge__ __hash__ __bool__ __len__ __contains__ __iter__ __next__ "
+    "__getitem__ __reversed__ __add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __matmul__ __rmatmul__ "
+    "__truediv__ __rtruediv__ __floordiv__ __rfloordiv__ __mod__ __rmod__ __divmod__ __rdivmod__ __pow__ "
+    "__rpow__ __abs__ __neg__ __pos__ __invert__ __round__ __trunc__ __floor__ __ceil__ __float__ __int__ "
+    "__index__ __complex__ __and__ __rand__ __or__ __ror__ __xor__ __rxor__ __lshift__ __rlshift__ "
+    "__rshift__ __rrshift__ __getattr__ __getattribute__ __class__ __instancecheck__ __subclasscheck__ "
+    "keys items values __array__ __array_ufunc__ __array_function__ __buffer__".split()
+)
+# Modules whose attributes the program may not replace (checked after the program's own
+# module-level code and after every test).
+WATCHED_MODULES = (
+    "builtins", "math", "cmath", "operator", "json", "re", "collections", "itertools", "functools", "heapq",
+    "bisect", "string", "copy", "random", "statistics", "decimal", "fractions", "types", "typing", "os",
+    "posix", "marshal", "base64", "reprlib", "unittest", "unittest.case", "numbers", "pytest_shim",
+    "dataclasses", "enum", "abc", "array", "hashlib", "textwrap", "datetime", "inspect", "traceback",
+)
+WATCHED_SYS = ("exit", "modules", "_getframe", "addaudithook", "settrace", "setprofile")
+IGNORED_CLASS_KEYS = frozenset(("__slotnames__", "__abstractmethods__", "_abc_impl", "__annotations__"))
+MARSHAL_CAP = 1 << 20
+_cls_dict = type.__dict__["__dict__"].__get__
+_cls_mro = type.__dict__["__mro__"].__get__
+_cls_flags = type.__dict__["__flags__"].__get__
+_cls_name = type.__dict__["__qualname__"].__get__
+
+
+class World:
+    """What existed before the program ran: every class (by id, kept alive here), the
+    dictionaries of classes defined in Python, and the watched modules' attributes. Taken
+    once in the server; children inherit it with the fork."""
+
+    def __init__(self):
+        self.classes = {}
+        stack = [object]
+        while stack:
+            c = stack.pop()
+            if id(c) in self.classes:
+                continue
+            self.classes[id(c)] = c
+            try:
+                stack.extend(type.__subclasses__(c))
+            except TypeError:
+                pass
+        self.class_dicts = {}
+        for k, c in self.classes.items():
+            if _cls_flags(c) & HEAPTYPE:
+                self.class_dicts[k] = dict(_cls_dict(c))
+        self.modules = []
+        self.module_objects = []
+        for name in WATCHED_MODULES:
+            m = sys.modules.get(name)
+            if m is not None:
+                d = m.__dict__
+                self.modules.append((name, d, list(d.items())))
+                self.module_objects.append((name, m))
+        self.modules.append(("sys", sys.__dict__, [(k, sys.__dict__[k]) for k in WATCHED_SYS if k in sys.__dict__]))
+        # Classes of the watched modules written in Python (C types cannot be changed).
+        seen = set()
+        self.watched_classes = []
+        for _, m in self.module_objects + [("unittest.case", unittest.case)]:
+            for v in list(vars(m).values()):
+                if isinstance(v, type) and id(v) in self.class_dicts and id(v) not in seen:
+                    seen.add(id(v))
+                    self.watched_classes.append(v)
+        self.fps = self._fingerprints()
+
+    def class_changed(self, c):
+        """The first attribute of a pre-existing class the program replaced or added, or None."""
+        snap = self.class_dicts.get(id(c))
+        if snap is None:
+            return None
+        d = _cls_dict(c)
+        for k, v in snap.items():
+            if k not in IGNORED_CLASS_KEYS and d.get(k, _MISSING) is not v:
+                return k
+        if len(d) != len(snap):
+            for k in d:
+                if k not in snap and type(k) is str and k in BEHAVIOUR:
+                    return k
+        return None
+
+    def _fingerprints(self):
+        """(owner, dict, keys, ids of the values) per watched module and class, in the dict's
+        order, so that a check is a few passes in C. A class's real dict is taken once here,
+        before any program runs (its mappingproxy hides it)."""
+        import gc
+
+        fps = []
+        for name, d, items in self.modules:
+            fps.append((name, d, [k for k, _ in items], [id(v) for _, v in items]))
+        for c in self.watched_classes:
+            real = [r for r in gc.get_referents(_cls_dict(c)) if type(r) is dict]
+            if len(real) == 1:
+                items = list(real[0].items())
+                fps.append((c, real[0], [k for k, _ in items], [id(v) for _, v in items]))
+        return fps
+
+    def changed(self):
+        """What the program replaced among the watched names ("replaced math.isclose"), or None.
+        Values are compared by identity (the snapshot keeps them alive)."""
+        _list, _map, _id, _islice, _len = list, map, id, itertools.islice, len
+        for owner, d, keys, ids in self.fps:
+            n = _len(ids)
+            if _list(_map(_id, _islice(d.values(), n))) == ids and _list(_islice(d, n)) == keys:
+                if _type_of(owner) is str or _len(d) == n:
+                    continue
+            # Something moved: find out exactly what (additions to a module are allowed).
+            if _type_of(owner) is str:
+                for k, i in zip(keys, ids):
+                    if _id(d.get(k, _MISSING)) != i:
+                        return "replaced %s.%s" % (owner, k)
+            else:
+                k = self.class_changed(owner)
+                if k is not None:
+                    return "replaced %s.%s" % (_cls_name(owner), k)
+        for name, m in self.module_objects:
+            if sys.modules.get(name) is not m:
+                return "replaced the module %s" % name
+        return None
+
+
+_type_of = type
+_MISSING = object()
+
+
+def make_valuer(world):
+    """classify(v) -> (kind, plain value or None); see the comment above."""
+    _type = type
+    _id = id
+    _len = len
+    _issubclass = issubclass
+    classes = world.classes
+    exact_scalars = frozenset(map(id, (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))))
+    conv = [
+        (int, int.__int__), (float, float.__float__), (complex, complex.__complex__), (str, str.__str__),
+        (bytes, bytes.__bytes__),
+    ]
+    seqs = [(tuple, tuple.__iter__, tuple), (list, list.__iter__, list), (frozenset, frozenset.__iter__, frozenset), (set, set.__iter__, set)]
+    _dict_items = dict.items
+    order = {"p": 0, "t": 1, "u": 2}
+    rank = order.__getitem__
+    problems = []  # (kind, detail): tampered classes found on the way
+
+    def behaves(t):
+        """Whether the program-defined part of t's class hierarchy defines behaviour."""
+        if _id(_type(t)) not in classes:
+            return True  # a metaclass of the program's
+        for c in _cls_mro(t):
+            if _id(c) in classes:
+                continue
+            for k in _cls_dict(c):
+                if _type(k) is str and k in BEHAVIOUR:
+                    return True
+        return False
+
+    def walk(v, depth, budget):
+        budget[0] -= 1
+        if budget[0] < 0 or depth > 100:
+            return "u", "too large or too deeply nested"
+        t = _type(v)
+        tid = _id(t)
+        if tid in exact_scalars:
+            return "p", v
+        if t is list or t is tuple or t is set or t is frozenset:
+            return walk_items(t, t.__iter__(v), t, depth, budget)
+        if t is dict:
+            return walk_dict(v, depth, budget)
+        known = tid in classes
+        if known:
+            if _cls_flags(t) & HEAPTYPE:
+                k = world.class_changed(t)
+                if k is not None:
+                    problems.append("replaced %s.%s" % (_cls_name(t), k))
+                    return "u", _cls_name(t)
+        elif behaves(t):
+            return "u", _cls_name(t)
+        for base, fn in conv:
+            if _issubclass(t, base):
+                return "p", fn(v)
+        for base, it, make in seqs:
+            if _issubclass(t, base):
+                return walk_items(base, it(v), make, depth, budget)
+        if _issubclass(t, dict):
+            return walk_dict(v, depth, budget)
+        return ("t" if known else "n"), None
+
+    def walk_items(base, it, make, depth, budget):
+        kind = "p"
+        out = []
+        for x in it:
+            k, pv = walk(x, depth + 1, budget)
+            if k == "u":
+                return "u", pv
+            if k != "p":
+                kind = "t"
+            else:
+                out.append(pv)
+        if kind != "p":
+            return "t", None
+        try:
+            return "p", make(out)
+        except TypeError:
+            return "t", None
+
+    def walk_dict(v, depth, budget):
+        out = []
+        kind = "p"
+        for key, val in _dict_items(v):
+            k1, p1 = walk(key, depth + 1, budget)
+            k2, p2 = walk(val, depth + 1, budget)
+            if k1 == "u" or k2 == "u":
+                return "u", p1 if k1 == "u" else p2
+            if k1 != "p" or k2 != "p":
+                kind = "t"
+            else:
+                out.append((p1, p2))
+        if kind != "p":
+            return "t", None
+        try:
+            return "p", dict(out)
+        except TypeError:
+            return "t", None
+
+    def classify(v):
+        """(kind, plain): kind "p", "t", "n" (an inert object of the program's: no behaviour of
+        its own, so it compares by identity) or "u"."""
+        k, pv = walk(v, 0, [2000000])
+        if k == "n":
+            return "n", None
+        return k, pv
+
+    return classify, problems
+
+
+def judge(m):
+    """The supervisor's verdict on one reported check (a "C" message): None when it holds,
+    else (errorType, message)."""
+    vals = m.get("v") or []
+    kinds = [x.get("k") for x in vals]
+    neg = bool(m.get("neg"))
+    ops = m.get("ops") or []
+    if not ops:
+        k = kinds[0] if kinds else "u"
+        if k in ("u", "n"):
+            return ("UntrustedValue", "the test checks the truth of %s defined by the program; it must be plain data" % _what(vals[0]))
+        if k == "p":
+            try:
+                r = bool(_load(vals[0]))
+            except Exception:
+                return ("UntrustedValue", "the checked value could not be read back")
+            if r == neg:
+                return ("AssertionError", "the check failed when judged outside the program")
+        return None
+    verdicts = []
+    for j, op in enumerate(ops):
+        a, b = vals[j], vals[j + 1]
+        ka, kb = a.get("k"), b.get("k")
+        if (ka == "u") != (kb == "u"):
+            bad = a if ka == "u" else b
+            return ("UntrustedValue", "%s defined by the program was compared with a value of the test (%s); return plain data" % (_what(bad), op))
+        if ka == "p" and kb == "p":
+            try:
+                x, y = _load(a), _load(b)
+            except Exception:
+                return ("UntrustedValue", "the compared values could not be read back")
+            if op in ("is", "is not") and not (_singleton(x) or _singleton(y)):
+                verdicts.append(None)
+                continue
+            try:
+                verdicts.append(bool(OP_FUNCS[op](x, y)))
+            except Exception:
+                verdicts.append(False)
+        else:
+            verdicts.append(None)
+    if all(v is not None for v in verdicts):
+        if all(verdicts) == neg:
+            return ("AssertionError", "the check failed when judged outside the program")
+    elif not neg and any(v is False for v in verdicts):
+        return ("AssertionError", "the check failed when judged outside the program")
+    return None
+
+
+def _singleton(x):
+    return x is None or x is True or x is False or x is Ellipsis
+
+
+def _what(v):
+    t = v.get("type")
+    return ("a %s object" % t) if t else "an object"
+
+
+def _load(v):
+    if "b" not in v:
+        raise ValueError("no value")
+    return marshal.loads(base64.b64decode(v["b"]))
 
 
 def child_main(req, pl, units, start, chan_fd, token, cfg):
@@ -349,13 +684,122 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
 
     fail = _FailInfo()
 
-    def murphy_eq(a, b):
-        r = a == b
-        if not r:
-            fail.left = a
-            fail.right = b
+    # ---- checks reported to the supervisor (see "values out of the child")
+    classify, class_problems = make_valuer(WORLD)
+    _b64 = base64.b64encode
+    _mdumps = marshal.dumps
+    _ops = dict(OP_FUNCS)
+    _len = len
+    _bool = bool
+    _range = range
+    _FunctionType = types.FunctionType
+    _cls_name_ = _cls_name
+    _world_changed = WORLD.changed
+    _real_builtins = sys.modules["builtins"]
+    cur = [start]
+    tampered = []
+    helper_spaces = []  # namespaces holding __murphy_cmp/__murphy_truth
+
+    def tamper(what):
+        if what not in tampered:
+            tampered.append(what)
+            send({"m": "T", "what": what})
+
+    def describe(v):
+        try:
+            k, pv = classify(v)
+        except _BaseException:
+            return {"k": "u", "type": _cls_name_(_type(v))}
+        while class_problems:
+            tamper(class_problems.pop())
+        if k == "p":
+            try:
+                b = _mdumps(pv)
+            except _BaseException:
+                return {"k": "t"}
+            if _len(b) > MARSHAL_CAP:
+                return {"k": "t"}  # large plain data: compared by the interpreter's own C code
+            return {"k": "p", "b": _b64(b).decode("ascii")}
+        if k == "u":
+            return {"k": "u", "type": pv}
+        if k == "n":
+            return {"k": "n", "type": _cls_name_(_type(v))}
+        return {"k": "t"}
+
+    def murphy_cmp(ops, neg, *vals):
+        r = True
+        for j in _range(_len(ops)):
+            if not _ops[ops[j]](vals[j], vals[j + 1]):
+                r = False
+                break
+        if not r and ops == ("==",):
+            fail.left = vals[0]
+            fail.right = vals[1]
             fail.set = True
+        res = (not r) if neg else r
+        send({"m": "C", "i": cur[0], "ops": ops, "neg": neg, "v": [describe(x) for x in vals], "ok": res})
+        return res
+
+    def murphy_truth(neg, v):
+        r = (not v) if neg else _bool(v)
+        send({"m": "C", "i": cur[0], "ops": (), "neg": neg, "v": [describe(v)], "ok": r})
         return r
+
+    def guard(fn):
+        """The candidate as the tests see it: a result carrying behaviour of the program's own
+        (an object that equals anything, a number whose subtraction lies) fails the test."""
+
+        def candidate(*args, **kwargs):
+            v = fn(*args, **kwargs)
+            k, pv = classify(v)
+            if k == "u":
+                send({"m": "U", "i": cur[0], "type": pv})
+            return v
+
+        return candidate
+
+    def test_space(base):
+        """A copy of the module's namespace for the tests (names the tests define never reach
+        the candidate), with the real builtins and the harness's helpers."""
+        ns = dict(base)
+        ns["__builtins__"] = _real_builtins
+        ns["__murphy_cmp"] = murphy_cmp
+        ns["__murphy_truth"] = murphy_truth
+        helper_spaces.append(ns)
+        return ns
+
+    def check_world():
+        what = _world_changed()
+        if what is None:
+            for ns in helper_spaces:
+                if ns.get("__murphy_cmp") is not murphy_cmp or ns.get("__murphy_truth") is not murphy_truth:
+                    what = "replaced the harness's check functions"
+                    break
+        if what is not None:
+            tamper(what)
+
+    harness_file = child_main.__code__.co_filename
+    denied = frozenset(("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys._current_exceptions"))
+
+    def audit(event, args):
+        if event in denied or event[:7] == "ctypes.":
+            tamper("called %s" % event)
+            raise PermissionError("%s is not allowed here" % event)
+        if event == "sys._getframe":
+            if args and args[0].f_code.co_filename == harness_file:
+                tamper("reached the harness's frames")
+                raise PermissionError("the harness's frames are not reachable")
+        elif event == "object.__setattr__":
+            if args and _type(args[0]) is _FunctionType and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
+                fn_file = args[0].__code__.co_filename
+                if fn_file not in (SOL_FILE, TEST_FILE) and fn_file[:1] != "<":
+                    tamper("replaced %s of a function it did not define" % args[1])
+                    raise PermissionError("changing %s of %s is not allowed" % (args[1], fn_file))
+        elif event == "open":
+            path = args[0] if args else None
+            if _type(path) is str and path[:6] == "/proc/" and path[-4:] == "/mem":
+                tamper("opened process memory")
+                raise PermissionError("process memory is not readable here")
 
     sys.modules["pytest"] = pytest_shim
     sys.argv = [SOL_FILE]
@@ -388,6 +832,7 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
 
     def run_unit(i, body):
         """Run one test: body() raises on failure."""
+        cur[0] = i
         send({"m": "B", "i": i})
         buf = _Capped(out_cap)
         old = sys.stdout, sys.stderr
@@ -413,9 +858,10 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
             sys.stdout, sys.stderr = old
         res["ms"] = (_time() - t0) * 1000.0
         res["output"] = buf.getvalue()
+        check_world()
         send(res)
 
-    rewriter = _EqRewriter()
+    rewriter = _AssertRewriter()
 
     def compile_stmts(stmts, filename=TEST_FILE):
         mod = ast.Module(body=[rewriter.visit(s) for s in stmts], type_ignores=[])
@@ -423,16 +869,26 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
         return compile(mod, filename, "exec", dont_inherit=True)
 
     if kind in ("humaneval", "assert"):
-        mod = new_module("__main__")
-        sys.modules["__main__"] = mod
+        # Function-style tasks: the program is a module that is not __main__ (the official
+        # harnesses exec it in a fresh dict), so an `if __name__ == "__main__":` block does not run.
+        mod = new_module("solution")
+        sys.modules["solution"] = mod
+        sys.modules["__main__"] = new_module("__main__")
         g = mod.__dict__
-        g["__murphy_eq"] = murphy_eq
         if kind == "assert" and req.get("imports"):
             run_setup(lambda: exec(compile(req["imports"], TEST_FILE, "exec", dont_inherit=True), g))
+        sys.addaudithook(audit)
         run_setup(lambda: exec(sol_code, g))
+        check_world()
         if kind == "assert":
+            # MBPP: code, then setup, then the asserts (as the official harness); the asserts run
+            # in a copy of the namespace and see the program's functions through `guard`.
             if req.get("setup"):
                 run_setup(lambda: exec(compile(req["setup"], TEST_FILE, "exec", dont_inherit=True), g))
+            ns = test_space(g)
+            for name, v in list(g.items()):
+                if _type(v) is _FunctionType and v.__code__.co_filename == SOL_FILE:
+                    ns[name] = guard(v)
             codes = []
             for u in units:
                 try:
@@ -446,22 +902,34 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
                 def body(c=c):
                     if _isinstance(c, SyntaxError):
                         raise c
-                    exec(c, g)
+                    exec(c, ns)
 
                 run_unit(i, body)
         else:
+            # HumanEval: prompt + completion, then the test module, in one namespace (as the
+            # official harness); check()'s statements then run in a copy of it, as check's own
+            # locals would, so that `str = ...` in a check never reaches the candidate.
             entry = req["entryPoint"]
-            tg = g
-            run_setup(lambda: exec(compile(req["test"], TEST_FILE, "exec", dont_inherit=True), tg))
+            own = dict(g)
+            for k in ("__murphy_cmp", "__murphy_truth"):
+                g[k] = murphy_cmp if k == "__murphy_cmp" else murphy_truth
+            helper_spaces.append(g)
+            test_code = compile_stmts(ast.parse(req["test"], TEST_FILE).body)
+            run_setup(lambda: exec(test_code, g))
             if entry not in g:
                 send({"m": "X", "err": {"errorType": "NameError", "message": "name '%s' is not defined: the program must define %s" % (entry, entry), "traceback": ""}})
                 _exit(0)
-            cand = g[entry]
+            cand = guard(g[entry])
             if pl["mode"] == "whole":
                 send({"m": "R"})
                 run_unit(0, lambda: g["check"](cand))
             else:
-                g[pl["param"]] = cand
+                ns = test_space(g)
+                # Builtin names the program itself redefined: the tests use the real builtins.
+                for k in list(ns):
+                    if k[:2] != "__" and k in own and own[k] is ns[k] and k in _real_builtins.__dict__ and k != entry:
+                        del ns[k]
+                ns[pl["param"]] = cand
                 send({"m": "R"})
                 for i in range(start, len(units)):
                     u = units[i]
@@ -471,28 +939,33 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
 
                     def body(pre=pre, main=main, post=post):
                         if pre is not None:
-                            exec(pre, g)
-                        exec(main, g)
+                            exec(pre, ns)
+                        exec(main, ns)
                         if post is not None:
-                            exec(post, g)
+                            exec(post, ns)
 
                     if start > 0 and i == start:
                         # Re-run setup statements of the skipped units (they may define names).
                         for j in range(0, start):
                             if units[j]["pre"]:
                                 try:
-                                    exec(compile_stmts(list(units[j]["pre"])), g)
+                                    exec(compile_stmts(list(units[j]["pre"])), ns)
                                 except _BaseException:
                                     pass
                     run_unit(i, body)
     elif kind == "pytest":
         smod = new_module("solution")
         sys.modules["solution"] = smod
+        sys.modules["__main__"] = new_module("__main__")
+        sys.addaudithook(audit)
         run_setup(lambda: exec(sol_code, smod.__dict__))
+        check_world()
         tmod = new_module("test_solution")
         sys.modules["test_solution"] = tmod
         tg = tmod.__dict__
-        tg["__murphy_eq"] = murphy_eq
+        tg["__murphy_cmp"] = murphy_cmp
+        tg["__murphy_truth"] = murphy_truth
+        helper_spaces.append(tg)
         test_tree = ast.parse(req["testCode"], TEST_FILE)
         test_code = compile_stmts(test_tree.body)
 
@@ -594,11 +1067,15 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
 
             run_unit(i, body)
     elif kind == "functional":
-        mod = new_module("__main__")
-        sys.modules["__main__"] = mod
+        # LiveCodeBench's harness loads a LeetCode-style program as a module ("tmp_sol"), not __main__.
+        mod = new_module("solution")
+        sys.modules["solution"] = mod
+        sys.modules["__main__"] = new_module("__main__")
         g = mod.__dict__
         run_setup(lambda: exec(LCB_PRELUDE, g))
+        sys.addaudithook(audit)
         run_setup(lambda: exec(sol_code, g))
+        check_world()
         fn_name = req["fnName"]
         send({"m": "R"})
         for i in range(start, len(units)):
@@ -650,8 +1127,14 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
 # --------------------------------------------------------------------------- server side
 
 
+WORLD = None
+
+
 class Server:
     def __init__(self, args):
+        global WORLD
+        if WORLD is None:
+            WORLD = World()
         self.args = args
         self.root = os.geteuid() == 0
         self.child_uid = args.get("childUid")
@@ -971,6 +1454,7 @@ class Server:
         setup_error = None
         syntax_error = None
         notes = []
+        tampered = []
         try:
             if req["kind"] == "stdio":
                 for i, case in enumerate(req["cases"]):
@@ -1016,6 +1500,8 @@ class Server:
                         break
             else:
                 start = 0
+                verdicts = {}  # unit -> (errorType, message) from the supervisor's own checks
+                checked = set()  # units that reported at least one check
                 while start < n:
                     if time.monotonic() >= deadline:
                         for j in range(start, n):
@@ -1038,9 +1524,29 @@ class Server:
                             ready = True
                         elif k == "V":
                             values[m["i"]] = m["v"]
+                        elif k == "C" or k == "U":
+                            i = m.get("i")
+                            if not isinstance(i, int):
+                                continue
+                            checked.add(i)
+                            if i not in verdicts:
+                                v = judge(m) if k == "C" else (
+                                    "UntrustedValue",
+                                    "the candidate returned a %s object whose class (the program's own) defines comparison, "
+                                    "truth or arithmetic: return plain data" % _short(str(m.get("type")), 80))
+                                if v is not None:
+                                    verdicts[i] = v
+                        elif k == "T":
+                            if not tampered:
+                                tampered.append(_short(str(m.get("what")), 120))
                         elif k == "E":
                             i = m["i"]
                             res = {kk: vv for kk, vv in m.items() if kk not in ("m", "t", "i")}
+                            if res.get("passed") and 0 <= i < n and units[i].get("checks") and i not in checked:
+                                verdicts[i] = ("NoCheck", "the test's assert reported nothing to the harness")
+                            if res.get("passed") and i in verdicts:
+                                res["passed"] = False
+                                res["errorType"], res["message"] = verdicts[i]
                             if req["kind"] == "functional" and res.get("passed"):
                                 exp = req["cases"][i]["output"]
                                 got = values.get(i)
@@ -1096,6 +1602,12 @@ class Server:
                 notes.append("could not kill every process of the program")
             if not removed:
                 notes.append("could not remove the temporary directory")
+        if tampered:
+            why = {"passed": False, "errorType": "Tampering",
+                   "message": "the program %s: a program that changes the interpreter, its standard modules "
+                              "or the test harness fails every test" % tampered[0]}
+            for i in range(n):
+                results[i] = dict(why)
         for i in range(n):
             if results[i] is None:
                 results[i] = {"passed": False, "errorType": "NotRun", "message": "the test did not run"}
