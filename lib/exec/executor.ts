@@ -141,7 +141,9 @@ export class PythonExecutor {
     }
     if (info && !info.subreaper) notes.push('could not become a child subreaper: daemons may escape cleanup');
     const lim = [
-      `wall clock ${limits.testTimeout} s per test, ${limits.programTimeout} s per program (process tree SIGKILLed)`,
+      limits.timeoutMode === 'program'
+        ? `wall clock ${limits.programTimeout} s for the whole program (process tree SIGKILLed)`
+        : `wall clock ${limits.testTimeout} s per test, ${limits.programTimeout} s per program (process tree SIGKILLed)`,
       `RLIMIT_CPU ${limits.cpuSeconds} s`,
       `RLIMIT_AS ${Math.round(limits.memoryBytes / 2 ** 20)} MiB`,
       `RLIMIT_FSIZE ${Math.round(limits.fileBytes / 2 ** 20)} MiB`,

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { jsonlFromRecords, loadDataset, loadSample, type Problem } from '../../lib/data/index.js';
-import { PythonExecutor } from '../../lib/exec/index.js';
+import { PythonExecutor, timeoutLimits } from '../../lib/exec/index.js';
 import { HAVE_SHARED, REPO, SHARED } from './helpers.js';
 
 const run = promisify(execFile);
@@ -84,5 +84,25 @@ describe('differential test against the official protocols', { skip: !HAVE_SHARE
     assert.ok(programs.length >= 40, `only ${programs.length} programs (seed ${seed})`);
     assert.ok(programs.some((x) => x.pass) && programs.some((x) => !x.pass), `both verdicts occur (seed ${seed})`);
     assert.deepEqual(disagree, [], `seed ${seed} (rerun with MURPHY_TEST_SEED=${seed})`);
+  });
+});
+
+describe('--timeout-mode program: the official whole-program limit', () => {
+  // Five tests of 0.5 s each: within a 2 s limit per test, over a 2 s limit for the program.
+  const [slow] = jsonlFromRecords([{ id: 'slow', prompt: 'f', asserts: Array.from({ length: 5 }, () => 'assert f() == 1') }]);
+  const SLOW = 'import time\ndef f():\n    time.sleep(0.5)\n    return 1\n';
+  it('per test (default): a slow but correct program passes', async () => {
+    const r = await ex.run(slow, SLOW, { limits: timeoutLimits('test', 2) });
+    assert.equal(r.passed, true, r.feedback);
+  });
+  it('per program: the same program times out, as in the official harness', async () => {
+    const r = await ex.run(slow, SLOW, { limits: timeoutLimits('program', 2) });
+    assert.equal(r.passed, false);
+    assert.equal(r.timedOut, true);
+    assert.ok(r.tests.some((t) => t.status === 'timeout'), r.feedback);
+  });
+  it('timeoutLimits maps one number of seconds to each mode', () => {
+    assert.deepEqual(timeoutLimits('test', 3), { timeoutMode: 'test', testTimeout: 3 });
+    assert.deepEqual(timeoutLimits('program', 3), { timeoutMode: 'program', testTimeout: 3, programTimeout: 3 });
   });
 });
