@@ -35,6 +35,7 @@ export const LR_SCHEDULERS = ['constant', 'cosine', 'linear'] as const;
 export const DATASET_FORMAT_VALUES = ['auto', 'humaneval', 'mbpp', 'kodcode', 'livecodebench', 'jsonl'] as const;
 export const TASKS = ['repair'] as const;
 export const HISTORY_MODES = ['full', 'latest'] as const;
+export const TIMEOUT_MODES = ['test', 'program'] as const;
 
 /** The resolved configuration: every key present. */
 export interface TrainConfig {
@@ -62,6 +63,7 @@ export interface TrainConfig {
   maxCompletionLength: number;
   executorWorkers: number | null;
   testTimeout: number;
+  timeoutMode: (typeof TIMEOUT_MODES)[number];
   // method
   algo: (typeof ALGOS)[number];
   computeMatched: boolean;
@@ -128,6 +130,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   maxCompletionLength: { type: 'int', default: 48, min: 1, group: 'rollout', doc: 'Maximum tokens per completion (TRL max_completion_length).' },
   executorWorkers: { type: 'int', default: null, min: 1, group: 'rollout', doc: 'Python executor processes (default: one per core). Not used by the built-in task.' },
   testTimeout: { type: 'number', default: 3, gt: 0, group: 'rollout', doc: 'Seconds per test in the Python executor.' },
+  timeoutMode: { type: 'enum', values: TIMEOUT_MODES, default: 'test', group: 'rollout', doc: 'test: --test-timeout per test (and 10 s per program); program: --test-timeout for the whole program, as the official HumanEval/MBPP harnesses.' },
 
   algo: { type: 'enum', values: ALGOS, default: 'murphy', group: 'method', doc: 'murphy: multi-turn trees with feedback; grpo: the single-turn baseline (S = 1).' },
   computeMatched: { type: 'boolean', default: false, group: 'method', doc: 'With --algo grpo: G = MURPHY\'s average completions per problem (measured over the first step\'s MURPHY trees).' },

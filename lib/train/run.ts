@@ -10,6 +10,7 @@ import { builtinTokenizer, createDemoModel, demoExtract, repairPromptBuilder, su
 import { repairSplit, RepairExecutor } from '../demo/repair.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
 import { PythonExecutor } from '../exec/executor.js';
+import { timeoutLimits } from '../exec/types.js';
 import { builtinTokenizerFiles, PolicyModel } from '../model/index.js';
 import { mix32 } from '../murphy/rng.js';
 import type { CodeExtractor, Executor, PromptBuilder } from '../murphy/types.js';
@@ -193,8 +194,9 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     prompts = repairPromptBuilder(tok, c.history);
     extract = demoExtract;
   } else {
-    const px = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits: { testTimeout: c.testTimeout } });
-    const pe = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits: { testTimeout: c.testTimeout }, feedback: { scope: 'visible' } });
+    const limits = timeoutLimits(c.timeoutMode, c.testTimeout);
+    const px = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits });
+    const pe = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits, feedback: { scope: 'visible' } });
     executor = px;
     evalExecutor = pe;
     closeExec = async () => {
