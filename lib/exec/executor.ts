@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os';
 import type { Problem } from '../data/types.js';
 import { formatFeedback } from './feedback.js';
 import { buildRequest } from './program.js';
-import { checkBubblewrap, probePython, workerLaunch, type IsolationReport, type PythonInfo } from './sandbox.js';
+import { checkBubblewrap, probePython, sweepStaleWorkDirs, workerLaunch, type IsolationReport, type PythonInfo } from './sandbox.js';
 import {
   DEFAULT_FEEDBACK,
   DEFAULT_LIMITS,
@@ -29,6 +29,8 @@ export interface PythonExecutorOptions extends RunOptions {
   uidBase?: number;
   /** Called once per process when isolation is weaker than full (default: a line on stderr). */
   warn?: (message: string) => void;
+  /** Without bubblewrap: give the workers a private tmpfs on /tmp, /var/tmp and /dev/shm where the kernel allows. Default true (MURPHY_EXEC_PRIVATE_TMP=0: false). */
+  privateTmp?: boolean;
 }
 
 interface Task {
@@ -90,20 +92,23 @@ export class PythonExecutor {
       this.bwrapReason = 'bubblewrap disabled by configuration';
     }
     this.mode = useBwrap ? 'bubblewrap' : 'process';
+    if (!useBwrap) sweepStaleWorkDirs();
     const limits = { ...DEFAULT_LIMITS, ...this.opts.limits };
     for (let i = 0; i < this.nWorkers; i++) {
       const w = new HarnessWorker(
-        workerLaunch({ python: py, useBubblewrap: useBwrap, bwrapPath, workerIndex: i, tmpBytes: limits.tmpBytes, uidBase: this.opts.uidBase ?? 61000 }),
+        workerLaunch({
+          python: py, useBubblewrap: useBwrap, bwrapPath, workerIndex: i, tmpBytes: limits.tmpBytes,
+          uidBase: this.opts.uidBase ?? 61000, privateTmp: this.opts.privateTmp ?? process.env.MURPHY_EXEC_PRIVATE_TMP !== '0',
+        }),
       );
       this.workers.push(w);
     }
     await Promise.all(this.workers.map((w) => w.start()));
     this.idle = [...this.workers];
     const rep = this.report();
-    if (rep.notes.length && !warnedOnce) {
+    if (rep.unprotected && !warnedOnce) {
       warnedOnce = true;
-      const msg = `murphy-native executor: weaker isolation: ${rep.notes.join('; ')}`;
-      (this.opts.warn ?? ((m: string) => process.stderr.write(m + '\n')))(msg);
+      (this.opts.warn ?? ((m: string) => process.stderr.write(m + '\n')))(`murphy-native: ${rep.unprotected}`);
     }
   }
 
@@ -128,12 +133,16 @@ export class PythonExecutor {
       network = info?.netns ? 'none (network namespace unshared)' : 'HOST NETWORK REACHABLE (could not unshare a network namespace)';
       if (!info?.netns) notes.push('programs can reach the network');
       const dropped = info?.root ? info.childUid !== null : true;
+      const tmp = info?.privateTmp
+        ? 'private tmpfs on /tmp, /var/tmp and /dev/shm (emptied after every program)'
+        : 'the host\'s /tmp is writable';
       filesystem = info?.root
         ? dropped
-          ? `host file system visible; programs run as uid ${info.childUid}, so they can write only where anyone may (e.g. /tmp)`
-          : 'host file system visible and WRITABLE AS ROOT (the interpreter is not readable by an unprivileged uid)'
-        : 'host file system visible with the invoking user\'s permissions';
+          ? `host file system visible; programs run as uid ${info.childUid}, so they can write only where anyone may; ${tmp}`
+          : `host file system visible and WRITABLE AS ROOT (the interpreter is not readable by an unprivileged uid); ${tmp}`
+        : `host file system visible with the invoking user's permissions; ${tmp}`;
       notes.push('programs can read the host file system');
+      if (!info?.privateTmp) notes.push('programs can write to the host\'s /tmp (no private mount namespace)');
       if (info?.root && !dropped) {
         notes.push('programs run as root: no process-count limit, can write any file (install bubblewrap, or use a world-readable interpreter such as /usr/bin/python3)');
       }
@@ -152,7 +161,10 @@ export class PythonExecutor {
       `output capped at ${limits.outBytes} bytes per stream (${limits.stdoutBytes} for stdin/stdout answers)`,
       'own session and process group; empty environment; stdin closed or the test input',
     ];
-    return { bubblewrap: bw, mode: this.mode, python: this.python ? `${this.python.executable} (${this.python.version})` : '?', network, filesystem, limits: lim, notes };
+    return {
+      bubblewrap: bw, mode: this.mode, python: this.python ? `${this.python.executable} (${this.python.version})` : '?', network, filesystem, limits: lim, notes,
+      unprotected: unprotectedLine(bw, info),
+    };
   }
 
   /** Runs `code` against `problem`'s tests. */
@@ -209,6 +221,18 @@ export class PythonExecutor {
     for (const t of this.queue) t.reject(new Error('executor closed'));
     this.queue = [];
   }
+}
+
+/** One line saying what the weaker (no bubblewrap) mode does not protect; '' with bubblewrap. */
+export function unprotectedLine(bubblewrap: boolean, info: ServerInfo | null): string {
+  if (bubblewrap) return '';
+  const gaps = ["read the host's files"];
+  if (info?.root && info.childUid === null) gaps.push('write any file as root');
+  else if (!info?.root) gaps.push("write the invoking user's files and signal its processes");
+  if (!info?.privateTmp) gaps.push("write to the host's /tmp");
+  if (!info?.netns) gaps.push('reach the network');
+  const list = gaps.length > 1 ? `${gaps.slice(0, -1).join(', ')} and ${gaps[gaps.length - 1]}` : gaps[0];
+  return `weaker sandbox (no bubblewrap): programs can ${list}; install bubblewrap for full isolation (murphy-native doctor)`;
 }
 
 function status(raw: { passed: boolean; status?: string; errorType?: string }): TestStatus {

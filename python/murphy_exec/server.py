@@ -119,6 +119,39 @@ def try_unshare(flags):
         return False
 
 
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
+SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def private_scratch(root, size):
+    """Without bubblewrap: a mount namespace of the server's own, with a fresh tmpfs on /tmp,
+    /var/tmp and /dev/shm, so that programs cannot write to (or read) the host's. Returns the
+    directories made private (none when the kernel refuses)."""
+    uid, gid = os.getuid(), os.getgid()
+    if not try_unshare(CLONE_NEWNS if root else CLONE_NEWNS | CLONE_NEWUSER):
+        return []
+    if not root:
+        try:
+            for f, data in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
+                with open("/proc/self/" + f, "w") as fh:
+                    fh.write(data)
+        except OSError:
+            return []
+    lc = libc()
+    if lc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+        return []
+    done = []
+    opts = ("mode=1777,size=%d" % int(size)).encode()
+    for d in SCRATCH_DIRS:
+        if os.path.isdir(d) and not os.path.islink(d):
+            if lc.mount(b"tmpfs", d.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), opts) == 0:
+                done.append(d)
+    return done
+
+
 def set_subreaper():
     try:
         return libc().prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
@@ -1138,15 +1171,26 @@ class Server:
         self.args = args
         self.root = os.geteuid() == 0
         self.child_uid = args.get("childUid")
-        self.base = args["workBase"]
-        os.makedirs(self.base, exist_ok=True)
         self.info = {"pid": os.getpid(), "root": self.root, "python": sys.version.split()[0]}
         self.info["subreaper"] = set_subreaper()
+        # Scratch directories private to this server (bubblewrap's /tmp, or our own tmpfs
+        # mounts): emptied after every program, and the work directories live there.
+        self.scratch = list(args.get("privateScratch") or [])
+        if args.get("privateTmp"):
+            self.scratch = private_scratch(self.root, args.get("tmpBytes") or (64 << 20))
+            self.info["privateTmp"] = "/tmp" in self.scratch
+        in_userns = bool(args.get("privateTmp")) and not self.root and bool(self.scratch)
         if args.get("unshareNet"):
-            flags = 0x40000000  # CLONE_NEWNET
-            if not self.root:
-                flags |= 0x10000000  # CLONE_NEWUSER
+            flags = CLONE_NEWNET
+            if not self.root and not in_userns:
+                flags |= CLONE_NEWUSER
             self.info["netns"] = try_unshare(flags)
+        self.base = "/tmp/murphy" if "/tmp" in self.scratch else args["workBase"]
+        os.makedirs(self.base, exist_ok=True)
+        # Sweeping every process of the program's uid is safe only in a pid namespace of our
+        # own (bubblewrap): on the host it would also kill the programs of other executors
+        # using the same uid. There the subreaper's process tree finds every descendant.
+        self.sweep_uid = self.child_uid is not None and (bool(args.get("pidNamespace")) or not self.info["subreaper"])
         self.info["childUid"] = self.child_uid if self.root else os.getuid()
         self.info["nprocEnforced"] = not self.root or self.child_uid is not None
         self.seq = 0
@@ -1308,6 +1352,7 @@ class Server:
                 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGHUP, signal.SIG_DFL)
                 child_main(req, pl, units, start, chan, token, cfg)
             except BaseException:
                 try:
@@ -1434,6 +1479,28 @@ class Server:
             if not os.path.exists(d):
                 return True
         return not os.path.exists(d)
+
+    def empty_scratch(self):
+        """Removes whatever the program left in the private scratch directories (the next
+        program finds them empty). Returns False when something could not be removed."""
+        ok = True
+        for d in self.scratch:
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            for name in names:
+                p = os.path.join(d, name)
+                if p == self.base:
+                    continue
+                try:
+                    if os.path.isdir(p) and not os.path.islink(p):
+                        ok = self.remove_workdir(p) and ok
+                    else:
+                        os.unlink(p)
+                except OSError:
+                    ok = False
+        return ok
 
     def handle(self, req):
         t0 = time.monotonic()
@@ -1596,9 +1663,9 @@ class Server:
                     self.remove_workdir(workdir)
                     workdir = self.new_workdir()
         finally:
-            # Full sweep once per program: also catches processes of the program's uid (root mode).
-            clean = self.kill_all(full=self.child_uid is not None)
-            removed = self.remove_workdir(workdir)
+            # Full sweep once per program (in bubblewrap's pid namespace: every process of the program's uid).
+            clean = self.kill_all(full=self.sweep_uid)
+            removed = self.remove_workdir(workdir) and self.empty_scratch()
             if not clean:
                 notes.append("could not kill every process of the program")
             if not removed:
@@ -1716,32 +1783,46 @@ def main():
     out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     # Anything else printed by the server goes to stderr, never into the response stream.
     os.dup2(2, 1)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # A parent that went away (EPIPE on the answer) or a signal ends the loop, not the
+    # process: the work directory is removed either way.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, stop)
     server = Server(args)
-    out.write(json.dumps({"ready": True, "info": server.info}) + "\n")
-    out.flush()
-    stdin = sys.stdin.buffer
-    while True:
-        line = stdin.readline()
-        if not line:
-            break
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            req = json.loads(line)
-        except ValueError as e:
-            out.write(json.dumps({"id": None, "error": "bad request: %s" % e}) + "\n")
-            continue
-        try:
-            resp = server.handle(req)
-        except Exception:
-            resp = {"id": req.get("id"), "error": "harness error: " + traceback.format_exc()[-2000:]}
-            server.kill_all()
-        out.write(json.dumps(resp) + "\n")
+    try:
+        out.write(json.dumps({"ready": True, "info": server.info}) + "\n")
         out.flush()
-    server.kill_all(full=server.child_uid is not None)
-    shutil.rmtree(server.base, ignore_errors=True)
+        stdin = sys.stdin.buffer
+        while True:
+            line = stdin.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                req = json.loads(line)
+            except ValueError as e:
+                out.write(json.dumps({"id": None, "error": "bad request: %s" % e}) + "\n")
+                continue
+            try:
+                resp = server.handle(req)
+            except Exception:
+                resp = {"id": req.get("id"), "error": "harness error: " + traceback.format_exc()[-2000:]}
+                server.kill_all()
+            out.write(json.dumps(resp) + "\n")
+            out.flush()
+    except (BrokenPipeError, SystemExit):
+        pass
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        server.kill_all(full=server.sweep_uid)
+        shutil.rmtree(server.base, ignore_errors=True)
 
 
 if __name__ == "__main__":
