@@ -55,6 +55,7 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
   const executor = new PythonExecutor({ workers: a.workers, limits: timeoutLimits(a.timeoutMode ?? 'test', a.testTimeout), feedback: { scope: a.feedback } });
   const prompts = new ChatPromptBuilder<Problem>(tok, { task: (p) => problemPrompt(p, 'instruction') });
   try {
+    await executor.start(); // the sandbox's one-line warning (weaker isolation) comes first
     const r = await evaluateIterK(problems, { sampler: backend, executor, prompts }, {
       k: a.k,
       n: a.n,

@@ -202,6 +202,11 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     closeExec = async () => {
       await Promise.all([px.close(), pe.close()]);
     };
+    // Start the sandbox now: its one-line warning (weaker isolation) comes at the start of the run.
+    await Promise.all([px.start(), pe.start()]).catch(async (e: unknown) => {
+      await closeExec();
+      throw e;
+    });
     prompts = new ChatPromptBuilder<Problem>(tok, { task: (p) => problemPrompt(p, 'instruction'), history: c.history });
   }
 
