@@ -365,17 +365,21 @@ BEHAVIOUR = frozenset(
 # module-level code and after every test).
 WATCHED_MODULES = (
     "builtins", "math", "cmath", "operator", "json", "re", "collections", "itertools", "functools", "heapq",
-    "bisect", "string", "copy", "random", "statistics", "decimal", "fractions", "types", "typing", "os",
-    "posix", "marshal", "base64", "reprlib", "unittest", "unittest.case", "numbers", "pytest_shim",
-    "dataclasses", "enum", "abc", "array", "hashlib", "textwrap", "datetime", "inspect", "traceback",
+    "bisect", "string", "copy", "random", "statistics", "fractions", "pytest_shim",
 )
-WATCHED_SYS = ("exit", "modules", "_getframe", "addaudithook", "settrace", "setprofile")
+# Single attributes watched in larger modules (all of os or typing would cost a copy-on-write
+# fault per object in every forked child).
+WATCHED_ATTRS = (("sys", ("exit", "modules", "_getframe", "addaudithook", "settrace", "setprofile")),
+                 ("os", ("_exit", "write", "kill", "killpg", "fork")))
+WATCHED_CLASS_MODULES = ("collections", "fractions", "statistics", "pytest_shim")
 IGNORED_CLASS_KEYS = frozenset(("__slotnames__", "__abstractmethods__", "_abc_impl", "__annotations__"))
 MARSHAL_CAP = 1 << 20
 _cls_dict = type.__dict__["__dict__"].__get__
 _cls_mro = type.__dict__["__mro__"].__get__
 _cls_flags = type.__dict__["__flags__"].__get__
 _cls_name = type.__dict__["__qualname__"].__get__
+_oid = object.__hash__  # identity, like id(), but id() is an audited event (slow with a hook)
+_type_of = type
 
 
 class World:
@@ -388,9 +392,9 @@ class World:
         stack = [object]
         while stack:
             c = stack.pop()
-            if id(c) in self.classes:
+            if _oid(c) in self.classes:
                 continue
-            self.classes[id(c)] = c
+            self.classes[_oid(c)] = c
             try:
                 stack.extend(type.__subclasses__(c))
             except TypeError:
@@ -407,20 +411,22 @@ class World:
                 d = m.__dict__
                 self.modules.append((name, d, list(d.items())))
                 self.module_objects.append((name, m))
-        self.modules.append(("sys", sys.__dict__, [(k, sys.__dict__[k]) for k in WATCHED_SYS if k in sys.__dict__]))
+        for name, attrs in WATCHED_ATTRS:
+            d = sys.modules[name].__dict__
+            self.modules.append((name, d, [(k, d[k]) for k in attrs if k in d]))
         # Classes of the watched modules written in Python (C types cannot be changed).
         seen = set()
         self.watched_classes = []
-        for _, m in self.module_objects + [("unittest.case", unittest.case)]:
+        for m in [sys.modules[n] for n in WATCHED_CLASS_MODULES if n in sys.modules] + [unittest.case]:
             for v in list(vars(m).values()):
-                if isinstance(v, type) and id(v) in self.class_dicts and id(v) not in seen:
-                    seen.add(id(v))
+                if isinstance(v, type) and _oid(v) in self.class_dicts and _oid(v) not in seen:
+                    seen.add(_oid(v))
                     self.watched_classes.append(v)
         self.fps = self._fingerprints()
 
     def class_changed(self, c):
         """The first attribute of a pre-existing class the program replaced or added, or None."""
-        snap = self.class_dicts.get(id(c))
+        snap = self.class_dicts.get(_oid(c))
         if snap is None:
             return None
         d = _cls_dict(c)
@@ -441,27 +447,28 @@ class World:
 
         fps = []
         for name, d, items in self.modules:
-            fps.append((name, d, [k for k, _ in items], [id(v) for _, v in items]))
+            fps.append((name, d, [k for k, _ in items], [v for _, v in items]))
         for c in self.watched_classes:
             real = [r for r in gc.get_referents(_cls_dict(c)) if type(r) is dict]
             if len(real) == 1:
                 items = list(real[0].items())
-                fps.append((c, real[0], [k for k, _ in items], [id(v) for _, v in items]))
+                fps.append((c, real[0], [k for k, _ in items], [v for _, v in items]))
         return fps
 
     def changed(self):
         """What the program replaced among the watched names ("replaced math.isclose"), or None.
-        Values are compared by identity (the snapshot keeps them alive)."""
-        _list, _map, _id, _islice, _len = list, map, id, itertools.islice, len
-        for owner, d, keys, ids in self.fps:
-            n = _len(ids)
-            if _list(_map(_id, _islice(d.values(), n))) == ids and _list(_islice(d, n)) == keys:
+        Values are compared by identity (the snapshot keeps them alive), in C: no `id()`,
+        which is an audited event."""
+        _all, _map, _is, _islice, _len = all, map, operator.is_, itertools.islice, len
+        for owner, d, keys, values in self.fps:
+            n = _len(values)
+            if _all(_map(_is, _islice(d.values(), n), values)) and _all(_map(_is, _islice(d, n), keys)):
                 if _type_of(owner) is str or _len(d) == n:
                     continue
             # Something moved: find out exactly what (additions to a module are allowed).
             if _type_of(owner) is str:
-                for k, i in zip(keys, ids):
-                    if _id(d.get(k, _MISSING)) != i:
+                for k, v in zip(keys, values):
+                    if d.get(k, _MISSING) is not v:
                         return "replaced %s.%s" % (owner, k)
             else:
                 k = self.class_changed(owner)
@@ -473,14 +480,13 @@ class World:
         return None
 
 
-_type_of = type
 _MISSING = object()
 
 
 def make_valuer(world):
     """classify(v) -> (kind, plain value or None); see the comment above."""
     _type = type
-    _id = id
+    _id = _oid
     _len = len
     _issubclass = issubclass
     classes = world.classes
