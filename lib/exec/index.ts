@@ -5,4 +5,4 @@ export { formatFeedback, describeFailure, type FeedbackInput } from './feedback.
 export { buildRequest, humanEvalProgram, type HarnessRequest } from './program.js';
 export { describeIsolation, probePython, checkBubblewrap, harnessDir, sweepStaleWorkDirs, type IsolationReport, type PythonInfo } from './sandbox.js';
 export { SandboxFusionExecutor, remoteScript, type SandboxFusionOptions, type RunCodeRequest, type RunCodeResponse } from './remote.js';
-export { asMurphyExecutor } from './murphy.js';
+export { createExecutor, EXECUTOR_KINDS, type CreateExecutorOptions, type ExecutorKind, type RunningExecutor } from './create.js';

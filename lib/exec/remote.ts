@@ -121,6 +121,12 @@ export class SandboxFusionExecutor {
     return this.run(problem, code);
   }
 
+  /** Nothing to start: each program is one HTTP request (same shape as PythonExecutor). */
+  async start(): Promise<void> {}
+
+  /** Nothing to close. */
+  async close(): Promise<void> {}
+
   private async post(body: RunCodeRequest, token: string, timeoutMs: number): Promise<HarnessResponse | { died: string }> {
     const url = this.o.endpoint.replace(/\/+$/, '') + '/run_code';
     let res: Response;

@@ -6,7 +6,7 @@
 // namespace where the kernel lets it. Either way every program runs in a forked child with
 // rlimits, its own session and temp dir (python/murphy_exec/server.py). docs/executor.md
 // states exactly what each mode guarantees.
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -308,10 +308,4 @@ export async function describeIsolation(opts: { python?: string; useBubblewrap?:
   } finally {
     await ex.close();
   }
-}
-
-/** Checks that a command runs (used by tests and doctor). */
-export function commandWorks(cmd: string, args: string[]): boolean {
-  const r = spawnSync(cmd, args, { stdio: 'ignore', timeout: 10000 });
-  return r.status === 0;
 }

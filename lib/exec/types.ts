@@ -108,11 +108,6 @@ export interface RunOptions {
   continueAfterTimeout?: boolean;
 }
 
-/** The minimal executor interface lib/murphy consumes. */
-export interface MinimalExecutor<P> {
-  execute(problem: P, code: string): Promise<{ reward: number; passed: boolean; feedback: string; tests?: { name?: string; passed: boolean; message?: string }[] }>;
-}
-
 export const DEFAULT_LIMITS: ExecLimits = {
   testTimeout: 3,
   programTimeout: 10,
