@@ -9,7 +9,7 @@ import { loadDataset, problemPrompt, type DatasetFormat, type Problem } from '..
 import { builtinTokenizer, createDemoModel, demoExtract, repairPromptBuilder, supervisedWarmup } from '../demo/setup.js';
 import { repairSplit, RepairExecutor } from '../demo/repair.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
-import { PythonExecutor } from '../exec/executor.js';
+import { createExecutor } from '../exec/create.js';
 import { timeoutLimits } from '../exec/types.js';
 import { builtinTokenizerFiles, PolicyModel } from '../model/index.js';
 import { mix32 } from '../murphy/rng.js';
@@ -195,8 +195,9 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     extract = demoExtract;
   } else {
     const limits = timeoutLimits(c.timeoutMode, c.testTimeout);
-    const px = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits });
-    const pe = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits, feedback: { scope: 'visible' } });
+    const where = { kind: c.executor, sandboxUrl: c.sandboxUrl, workers: c.executorWorkers ?? undefined, limits };
+    const px = createExecutor(where);
+    const pe = createExecutor({ ...where, feedback: { scope: 'visible' } });
     executor = px;
     evalExecutor = pe;
     closeExec = async () => {
