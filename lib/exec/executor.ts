@@ -25,7 +25,10 @@ export interface PythonExecutorOptions extends RunOptions {
   maxQueue?: number;
   /** true: require bubblewrap; false: never use it; undefined: use it when it works. */
   useBubblewrap?: boolean;
-  /** When running as root, programs of worker i run as uid uidBase + i. Default 61000. */
+  /**
+   * When running as root, programs of worker i run as uid uidBase + i. Default: a block of 1024
+   * uids from 200000 up, different for each executor of each process (see defaultUidBase).
+   */
   uidBase?: number;
   /** Called once per process when isolation is weaker than full (default: a line on stderr). */
   warn?: (message: string) => void;
@@ -42,6 +45,17 @@ interface Task {
 }
 
 let warnedOnce = false;
+let executorsMade = 0;
+
+/**
+ * Programs of different executors (two runs on one machine, or train's two executors) must
+ * not share a uid: RLIMIT_NPROC counts per uid, so one run's fork bomb would starve the
+ * other's programs. Each executor gets its own block of 1024 uids from 200000 up (above
+ * the usual system and user ranges and nobody's 65534), derived from the pid and a counter.
+ */
+export function defaultUidBase(pid = process.pid, n = executorsMade++): number {
+  return 200000 + 1024 * ((pid * 8 + n) % 1_000_000);
+}
 
 export class PythonExecutor {
   private readonly opts: PythonExecutorOptions;
@@ -58,8 +72,11 @@ export class PythonExecutor {
   private python: PythonInfo | null = null;
   private nextId = 1;
 
+  private readonly uidBase: number;
+
   constructor(opts: PythonExecutorOptions = {}) {
     this.opts = opts;
+    this.uidBase = opts.uidBase ?? defaultUidBase();
     this.nWorkers = Math.max(1, opts.workers ?? availableParallelism());
     this.maxQueue = Math.max(1, opts.maxQueue ?? 4 * this.nWorkers);
   }
@@ -98,7 +115,7 @@ export class PythonExecutor {
       const w = new HarnessWorker(
         workerLaunch({
           python: py, useBubblewrap: useBwrap, bwrapPath, workerIndex: i, tmpBytes: limits.tmpBytes,
-          uidBase: this.opts.uidBase ?? 61000, privateTmp: this.opts.privateTmp ?? process.env.MURPHY_EXEC_PRIVATE_TMP !== '0',
+          uidBase: this.uidBase, privateTmp: this.opts.privateTmp ?? process.env.MURPHY_EXEC_PRIVATE_TMP !== '0',
         }),
       );
       this.workers.push(w);

@@ -1,6 +1,6 @@
 // Sandboxed execution of model-written Python: harnesses, isolation, feedback (docs/executor.md).
 export * from './types.js';
-export { PythonExecutor, toResult, unprotectedLine, type PythonExecutorOptions } from './executor.js';
+export { defaultUidBase, PythonExecutor, toResult, unprotectedLine, type PythonExecutorOptions } from './executor.js';
 export { formatFeedback, describeFailure, type FeedbackInput } from './feedback.js';
 export { buildRequest, humanEvalProgram, type HarnessRequest } from './program.js';
 export { describeIsolation, probePython, checkBubblewrap, harnessDir, sweepStaleWorkDirs, type IsolationReport, type PythonInfo } from './sandbox.js';

@@ -175,7 +175,7 @@ export interface LaunchOptions {
   bwrapPath: string | null;
   workerIndex: number;
   tmpBytes: number;
-  /** Base of the per-worker unprivileged uids used when running as root. Default 61000. */
+  /** Base of the per-worker unprivileged uids used when running as root (PythonExecutor picks a block per executor). */
   uidBase: number;
   /** Without bubblewrap: mount a private tmpfs on /tmp, /var/tmp and /dev/shm where the kernel allows. Default true. */
   privateTmp?: boolean;

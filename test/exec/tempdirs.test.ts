@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { jsonlFromRecords } from '../../lib/data/index.js';
-import { PythonExecutor, sweepStaleWorkDirs, type PythonExecutorOptions } from '../../lib/exec/index.js';
+import { defaultUidBase, PythonExecutor, sweepStaleWorkDirs, type PythonExecutorOptions } from '../../lib/exec/index.js';
 import { descendants, haveBwrap, REPO, tempDir } from './helpers.js';
 
 const TAG = randomBytes(6).toString('hex');
@@ -121,4 +121,23 @@ describe('work directories in the host temp dir (no private /tmp)', () => {
       assert.deepEqual(readdirSync(work).filter((n) => n.startsWith('murphy-exec-')), []);
     });
   }
+});
+
+describe('uids of programs (root)', { skip: process.getuid?.() !== 0 && 'not root' }, () => {
+  it('two executors never share a uid (nor its process limit)', async () => {
+    assert.notEqual(defaultUidBase(4242, 0), defaultUidBase(4242, 1));
+    assert.ok(defaultUidBase(4242, 7) >= 200000);
+    const [p] = jsonlFromRecords([{ id: 'uid', prompt: 'f', asserts: ['assert f() == -1'] }]);
+    const uids: string[] = [];
+    for (const opts of [{ useBubblewrap: false }, { useBubblewrap: false }] as PythonExecutorOptions[]) {
+      const ex = new PythonExecutor({ ...opts, workers: 1, warn: () => {}, python: existsSync('/usr/bin/python3') ? '/usr/bin/python3' : undefined });
+      try {
+        const r = await ex.run(p, 'import os\ndef f():\n    return os.getuid()\n');
+        uids.push(r.tests[0].actual ?? '?');
+      } finally {
+        await ex.close();
+      }
+    }
+    assert.notEqual(uids[0], uids[1], uids.join(' '));
+  });
 });
