@@ -332,7 +332,7 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
         _BaseException=_BaseException, _FunctionType=_FunctionType, _dumps=_dumps, _exc_info=_exc_info,
         _exit=_exit, _isinstance=_isinstance, _real_builtins=_real_builtins, _type=_type, audit=audit,
         check_world=check_world, compile_stmts=compile_stmts, exc_record=exc_record, guard=guard,
-        helper_spaces=helper_spaces, kind=kind, murphy_cmp=murphy_cmp, murphy_truth=murphy_truth,
+        helper_spaces=helper_spaces, murphy_cmp=murphy_cmp, murphy_truth=murphy_truth,
         new_module=new_module, repr_value=repr_value, run_setup=run_setup, run_unit=run_unit, send=send,
         sol_code=sol_code, test_space=test_space,
     )
@@ -348,111 +348,125 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
 # One runner per test kind. Each gets the child's context (the helpers above, with the
 # references they captured before any candidate code ran) and runs units start.. of the plan.
 
-def run_humaneval_or_assert(ctx, req, pl, units, start):
-    _BaseException = ctx._BaseException
-    _FunctionType = ctx._FunctionType
-    _exit = ctx._exit
-    _isinstance = ctx._isinstance
-    _real_builtins = ctx._real_builtins
-    _type = ctx._type
+def load_solution(ctx, req):
+    """Function-style tasks: the program is a module that is not __main__ (the official
+    harnesses exec it in a fresh dict), so an `if __name__ == "__main__":` block does not run.
+    MBPP's test imports run first, in the same namespace. Returns the module's namespace."""
     audit = ctx.audit
     check_world = ctx.check_world
-    compile_stmts = ctx.compile_stmts
-    guard = ctx.guard
-    helper_spaces = ctx.helper_spaces
-    kind = ctx.kind
-    murphy_cmp = ctx.murphy_cmp
-    murphy_truth = ctx.murphy_truth
     new_module = ctx.new_module
     run_setup = ctx.run_setup
-    run_unit = ctx.run_unit
-    send = ctx.send
     sol_code = ctx.sol_code
-    test_space = ctx.test_space
-    # Function-style tasks: the program is a module that is not __main__ (the official
-    # harnesses exec it in a fresh dict), so an `if __name__ == "__main__":` block does not run.
     mod = new_module("solution")
     sys.modules["solution"] = mod
     sys.modules["__main__"] = new_module("__main__")
     g = mod.__dict__
-    if kind == "assert" and req.get("imports"):
+    if req["kind"] == "assert" and req.get("imports"):
         run_setup(lambda: exec(compile(req["imports"], TEST_FILE, "exec", dont_inherit=True), g))
     sys.addaudithook(audit)
     run_setup(lambda: exec(sol_code, g))
     check_world()
-    if kind == "assert":
-        # MBPP: code, then setup, then the asserts (as the official harness); the asserts run
-        # in a copy of the namespace and see the program's functions through `guard`.
-        if req.get("setup"):
-            run_setup(lambda: exec(compile(req["setup"], TEST_FILE, "exec", dont_inherit=True), g))
+    return g
+
+
+def run_assert(ctx, req, pl, units, start):
+    _FunctionType = ctx._FunctionType
+    _isinstance = ctx._isinstance
+    _type = ctx._type
+    compile_stmts = ctx.compile_stmts
+    guard = ctx.guard
+    run_setup = ctx.run_setup
+    run_unit = ctx.run_unit
+    send = ctx.send
+    test_space = ctx.test_space
+    g = load_solution(ctx, req)
+    # MBPP: code, then setup, then the asserts (as the official harness); the asserts run
+    # in a copy of the namespace and see the program's functions through `guard`.
+    if req.get("setup"):
+        run_setup(lambda: exec(compile(req["setup"], TEST_FILE, "exec", dont_inherit=True), g))
+    ns = test_space(g)
+    for name, v in list(g.items()):
+        if _type(v) is _FunctionType and v.__code__.co_filename == SOL_FILE:
+            ns[name] = guard(v)
+    codes = []
+    for u in units:
+        try:
+            codes.append(compile_stmts(ast.parse(u["source"], TEST_FILE).body))
+        except SyntaxError as e:
+            codes.append(e)
+    send({"m": Msg.READY})
+    for i in range(start, len(units)):
+        c = codes[i]
+
+        def body(c=c):
+            if _isinstance(c, SyntaxError):
+                raise c
+            exec(c, ns)
+
+        run_unit(i, body)
+
+
+def run_humaneval(ctx, req, pl, units, start):
+    _BaseException = ctx._BaseException
+    _exit = ctx._exit
+    _real_builtins = ctx._real_builtins
+    compile_stmts = ctx.compile_stmts
+    guard = ctx.guard
+    helper_spaces = ctx.helper_spaces
+    murphy_cmp = ctx.murphy_cmp
+    murphy_truth = ctx.murphy_truth
+    run_setup = ctx.run_setup
+    run_unit = ctx.run_unit
+    send = ctx.send
+    test_space = ctx.test_space
+    g = load_solution(ctx, req)
+    # HumanEval: prompt + completion, then the test module, in one namespace (as the
+    # official harness); check()'s statements then run in a copy of it, as check's own
+    # locals would, so that `str = ...` in a check never reaches the candidate.
+    entry = req["entryPoint"]
+    own = dict(g)
+    for k in ("__murphy_cmp", "__murphy_truth"):
+        g[k] = murphy_cmp if k == "__murphy_cmp" else murphy_truth
+    helper_spaces.append(g)
+    test_code = compile_stmts(ast.parse(req["test"], TEST_FILE).body)
+    run_setup(lambda: exec(test_code, g))
+    if entry not in g:
+        send({"m": Msg.SETUP_ERROR, "err": {"errorType": "NameError", "message": "name '%s' is not defined: the program must define %s" % (entry, entry), "traceback": ""}})
+        _exit(0)
+    cand = guard(g[entry])
+    if pl["mode"] == "whole":
+        send({"m": Msg.READY})
+        run_unit(0, lambda: g["check"](cand))
+    else:
         ns = test_space(g)
-        for name, v in list(g.items()):
-            if _type(v) is _FunctionType and v.__code__.co_filename == SOL_FILE:
-                ns[name] = guard(v)
-        codes = []
-        for u in units:
-            try:
-                codes.append(compile_stmts(ast.parse(u["source"], TEST_FILE).body))
-            except SyntaxError as e:
-                codes.append(e)
+        # Builtin names the program itself redefined: the tests use the real builtins.
+        for k in list(ns):
+            if k[:2] != "__" and k in own and own[k] is ns[k] and k in _real_builtins.__dict__ and k != entry:
+                del ns[k]
+        ns[pl["param"]] = cand
         send({"m": Msg.READY})
         for i in range(start, len(units)):
-            c = codes[i]
+            u = units[i]
+            pre = compile_stmts(list(u["pre"])) if u["pre"] else None
+            main = compile_stmts([u["stmt"]])
+            post = compile_stmts(list(u["post"])) if u.get("post") else None
 
-            def body(c=c):
-                if _isinstance(c, SyntaxError):
-                    raise c
-                exec(c, ns)
+            def body(pre=pre, main=main, post=post):
+                if pre is not None:
+                    exec(pre, ns)
+                exec(main, ns)
+                if post is not None:
+                    exec(post, ns)
 
+            if start > 0 and i == start:
+                # Re-run setup statements of the skipped units (they may define names).
+                for j in range(0, start):
+                    if units[j]["pre"]:
+                        try:
+                            exec(compile_stmts(list(units[j]["pre"])), ns)
+                        except _BaseException:
+                            pass
             run_unit(i, body)
-    else:
-        # HumanEval: prompt + completion, then the test module, in one namespace (as the
-        # official harness); check()'s statements then run in a copy of it, as check's own
-        # locals would, so that `str = ...` in a check never reaches the candidate.
-        entry = req["entryPoint"]
-        own = dict(g)
-        for k in ("__murphy_cmp", "__murphy_truth"):
-            g[k] = murphy_cmp if k == "__murphy_cmp" else murphy_truth
-        helper_spaces.append(g)
-        test_code = compile_stmts(ast.parse(req["test"], TEST_FILE).body)
-        run_setup(lambda: exec(test_code, g))
-        if entry not in g:
-            send({"m": Msg.SETUP_ERROR, "err": {"errorType": "NameError", "message": "name '%s' is not defined: the program must define %s" % (entry, entry), "traceback": ""}})
-            _exit(0)
-        cand = guard(g[entry])
-        if pl["mode"] == "whole":
-            send({"m": Msg.READY})
-            run_unit(0, lambda: g["check"](cand))
-        else:
-            ns = test_space(g)
-            # Builtin names the program itself redefined: the tests use the real builtins.
-            for k in list(ns):
-                if k[:2] != "__" and k in own and own[k] is ns[k] and k in _real_builtins.__dict__ and k != entry:
-                    del ns[k]
-            ns[pl["param"]] = cand
-            send({"m": Msg.READY})
-            for i in range(start, len(units)):
-                u = units[i]
-                pre = compile_stmts(list(u["pre"])) if u["pre"] else None
-                main = compile_stmts([u["stmt"]])
-                post = compile_stmts(list(u["post"])) if u.get("post") else None
-
-                def body(pre=pre, main=main, post=post):
-                    if pre is not None:
-                        exec(pre, ns)
-                    exec(main, ns)
-                    if post is not None:
-                        exec(post, ns)
-
-                if start > 0 and i == start:
-                    # Re-run setup statements of the skipped units (they may define names).
-                    for j in range(0, start):
-                        if units[j]["pre"]:
-                            try:
-                                exec(compile_stmts(list(units[j]["pre"])), ns)
-                            except _BaseException:
-                                pass
-                run_unit(i, body)
 
 
 def run_pytest(ctx, req, pl, units, start):
@@ -652,8 +666,8 @@ def run_stdio(ctx, req, pl, units, start):
 
 
 RUNNERS = {
-    "humaneval": run_humaneval_or_assert,
-    "assert": run_humaneval_or_assert,
+    "humaneval": run_humaneval,
+    "assert": run_assert,
     "pytest": run_pytest,
     "functional": run_functional,
     "stdio": run_stdio,
