@@ -5,8 +5,8 @@
 // on a terminal and nowhere else. No dependencies.
 
 export interface ProgressSink {
-  /** Starts a phase with `total` units (0 = unknown). */
-  start(phase: string, total: number): void;
+  /** Starts a phase with `total` units (0 = unknown), `from` of them already done (a resumed run). */
+  start(phase: string, total: number, from?: number): void;
   /** Sets the phase's completed units; `extra` is shown after the counts. */
   update(done: number, extra?: string): void;
   /** Ends the current phase. */
@@ -41,6 +41,8 @@ interface Phase {
   name: string;
   total: number;
   done: number;
+  /** Units done before this phase started (the ETA counts only the units done since). */
+  from: number;
   extra: string;
   t0: number;
 }
@@ -70,23 +72,22 @@ export class StderrProgress implements ProgressSink {
     return this.stream.isTTY === true;
   }
 
-  start(phase: string, total: number): void {
+  start(phase: string, total: number, from = 0): void {
     if (this.cur) this.end();
-    this.cur = { name: phase, total, done: 0, extra: '', t0: this.now() };
+    this.cur = { name: phase, total, done: from, from, extra: '', t0: this.now() };
     this.sub = null;
     this.lastDraw = -Infinity;
-    this.nextPlain = this.plainStride();
+    this.nextPlain = from + this.plainStride();
     if (this.tty) this.draw(true);
   }
 
   update(done: number, extra?: string): void {
     const c = this.cur;
     if (!c) return;
-    const moved = done !== c.done;
     c.done = done;
     if (extra !== undefined) c.extra = extra;
     if (this.tty) {
-      this.draw(moved); // sub-phase updates are throttled, the phase's own are not
+      this.draw(c.total > 0 && done >= c.total); // at most 10 redraws a second, and the last
       return;
     }
     if (c.total > 0) {
@@ -118,10 +119,16 @@ export class StderrProgress implements ProgressSink {
     if (this.tty && this.cur) this.draw(true);
   }
 
+  /** Clears a drawn bar so that another stream can write a line (the bar is redrawn on the next update). */
+  clear(): void {
+    if (this.tty && this.drawn) this.stream.write('\r\x1b[2K');
+    this.drawn = false;
+  }
+
   nested(): ProgressSink {
     return {
       start: (phase, total) => {
-        this.sub = { name: phase, total, done: 0, extra: '', t0: this.now() };
+        this.sub = { name: phase, total, done: 0, from: 0, extra: '', t0: this.now() };
         if (this.tty) this.draw(false);
       },
       update: (done, extra) => {
@@ -144,8 +151,8 @@ export class StderrProgress implements ProgressSink {
 
   private times(c: Phase): { elapsed: number; eta: number } {
     const elapsed = (this.now() - c.t0) / 1000;
-    const frac = c.total > 0 ? Math.min(1, c.done / c.total) : 0;
-    return { elapsed, eta: frac > 0 ? (elapsed * (1 - frac)) / frac : NaN };
+    const rate = c.done > c.from ? elapsed / (c.done - c.from) : NaN;
+    return { elapsed, eta: c.total > 0 ? Math.max(0, c.total - c.done) * rate : NaN };
   }
 
   private count(c: Phase): string {
@@ -175,7 +182,7 @@ export class StderrProgress implements ProgressSink {
     const now = this.now();
     if (!force && now - this.lastDraw < 100) return;
     this.lastDraw = now;
-    const cols = this.stream.columns ?? 120;
+    const cols = this.stream.columns || 120;
     this.stream.write(`\r\x1b[2K${this.barText(c, true).slice(0, Math.max(20, cols - 1))}`);
     this.drawn = true;
   }
@@ -241,4 +248,41 @@ export class BusyClock {
     this.acc = 0;
     if (this.active > 0) this.since = performance.now();
   }
+}
+
+/** What the run header says (lib/commands/run-training.ts fills it in). */
+export interface RunHeaderInfo {
+  demo: boolean;
+  resume: boolean;
+  model: string;
+  task: string;
+  trainProblems: number;
+  evalProblems: number;
+  algo: string;
+  maxTurns: number;
+  credit: string;
+  batchSize: number;
+  numGenerations: number;
+  numFollowUpGenerations: number;
+  maxSteps: number;
+  sftSteps: number;
+  runDir: string;
+  verbose: boolean;
+}
+
+/** A few lines saying what is about to run and where it goes. */
+export function formatRunHeader(h: RunHeaderInfo): string {
+  const murphy = h.algo === 'murphy';
+  const algo = murphy
+    ? `MURPHY: up to ${h.maxTurns} turns, ${({ mars: 'MaRS', mers: 'MeRS' } as Record<string, string>)[h.credit] ?? h.credit} credit; per step ${h.batchSize} problems x ${h.numGenerations} attempts, ${h.numFollowUpGenerations} follow-ups per failed attempt`
+    : `GRPO (single turn); per step ${h.batchSize} problems x ${h.numGenerations} attempts`;
+  const rows: [string, string][] = [
+    ['model', h.model],
+    ['task', `${h.task}: ${h.trainProblems} training problems, ${h.evalProblems} held-out for evaluation`],
+    ['algorithm', algo],
+    ['steps', `${h.maxSteps}${h.demo && h.sftSteps > 0 && !h.resume ? ` (after ${h.sftSteps} supervised warm-up steps that teach the answer format)` : ''}`],
+    ['run dir', `${h.runDir}${h.verbose ? '' : '  (every setting: config.json there, or --verbose)'}`],
+  ];
+  const title = `murphy-native train${h.resume ? ' (resuming)' : ''}${h.demo ? ': the CPU demo (no --model, no --dataset)' : ''}`;
+  return [title, ...rows.map(([k, v]) => `  ${k.padEnd(10)} ${v}`)].join('\n');
 }
