@@ -100,7 +100,7 @@ function metricCharts(m: Record<string, unknown>[], config: Record<string, unkno
     chart('pass@1 per turn (training rollouts)', perTurn('passAt1PerTurn', 'pass@1'), { yMin: 0, yMax: 1, percent: true }),
     chart('Failures fixed by later turns', [line('fixed by a later turn', (r) => num(r, 'fixedLaterFraction')), line('solved (any turn)', (r) => num(r, 'solvedFraction')), line('solved at turn 1', (r) => num(r, 'solvedFirstTurnFraction'))], { yMin: 0, yMax: 1, percent: true },
       'Fixed: of the failed attempts that got feedback, the share a later turn passed.', turns < 2 ? 'Single-turn run (maxTurns 1 or --algo grpo): no failure gets a second turn.' : null),
-    chart('Groups with a learning signal', [line('groups with reward variance', (r) => 1 - num(r, 'zeroVarianceGroups') / groups(r))], { yMin: 0, yMax: 1, percent: true },
+    chart('Groups with a learning signal', [line('groups whose credit differs', (r) => 1 - num(r, 'zeroVarianceGroups') / groups(r))], { yMin: 0, yMax: 1, percent: true },
       'Share of the step\'s groups whose attempts got different credit; a group with equal credit has zero advantages and trains nothing.'),
     chart('Tree size', [line('nodes per tree', (r) => num(r, 'nodesPerTree')), line('groups per tree', (r) => num(r, 'groupsPerTree'))], {}),
     chart('Pruned fraction of nodes', [line('IntraP', (r) => num(r, 'prunedIntraFraction')), line('InterP', (r) => num(r, 'prunedInterFraction'))], { yMin: 0, percent: true }, '',
