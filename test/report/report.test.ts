@@ -168,7 +168,16 @@ describe('report', () => {
         if (overlap || a.x + a.width > w) bad.push(svg.getAttribute('aria-label'));
       });
       document.body.setAttribute('data-legend-checked', String(document.querySelectorAll('g.legend').length));
-      document.body.setAttribute('data-legend-bad', bad.join('|')); })();</script></body>`;
+      document.body.setAttribute('data-legend-bad', bad.join('|'));
+      // The viewer's first tree, then the filters and the search at work.
+      var tree = document.getElementById('tree');
+      document.body.setAttribute('data-first-tree', tree.firstChild ? tree.firstChild.textContent : '');
+      var r = document.querySelector('input[name=tree-filter][value=failing]'); r.checked = true; r.dispatchEvent(new Event('change'));
+      document.body.setAttribute('data-failing-tree', tree.firstChild ? tree.firstChild.textContent : '');
+      document.body.setAttribute('data-failing-count', document.getElementById('match-count').textContent);
+      var q = document.getElementById('search'); q.value = 'prob-1'; q.dispatchEvent(new Event('input'));
+      document.body.setAttribute('data-search-tree', tree.firstChild ? tree.firstChild.textContent : '');
+    })();</script></body>`;
     const page = join(work, 'probe.html');
     writeFileSync(page, html.replace('</body>', probe));
     const { dom, stderr } = dumpDom(pathToFileURL(page).href);
@@ -177,7 +186,11 @@ describe('report', () => {
     assert.match(dom, /data-legend-bad=""/, 'charts whose legend overlaps the plot or overflows');
     const turns = Number(/<div id="tree" data-turns="(\d+)"/.exec(dom)?.[1]);
     assert.ok(turns > 1, `the first tree shown has ${turns} turn(s)`);
-    assert.match(dom, /\(expanded, repaired/, 'it is a repaired tree');
+    assert.match(dom, /data-first-tree="[^"]*\(expanded, repaired/, 'it is a repaired tree');
+    assert.match(dom, /data-failing-tree="prob-\d at step \d+: [^"]*still failing\)"/, 'the filter shows a still-failing tree');
+    const [, shown, all] = /data-failing-count="(\d+) of (\d+) trees match/.exec(dom) ?? [];
+    assert.ok(Number(shown) > 0 && Number(shown) < Number(all), `the filter narrows the trees (${shown} of ${all})`);
+    assert.match(dom, /data-search-tree="prob-1 at step/, 'the search finds the problem');
     assert.match(dom, /<h3>node \d+ — turn 2 — passed/, 'the repairing attempt is open');
     assert.deepEqual(stderr.split('\n').filter((l) => /Uncaught|SyntaxError|TypeError|ReferenceError/.test(l)), []);
   });
