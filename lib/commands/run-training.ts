@@ -110,7 +110,14 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   const progress = o.progress ?? silentProgress;
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
   // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
-  selectTrainingDevice(c, log);
+  // Its lines (a memory plan, the choice) are printed with the run header, or at once on failure.
+  const deviceLines: string[] = [];
+  try {
+    selectTrainingDevice(c, (l) => deviceLines.push(l));
+  } catch (e) {
+    for (const l of deviceLines) log(l);
+    throw e;
+  }
   const parts = await preflight(c);
   const run = new RunDir(c.out!);
   const ck = o.resume ? latestCheckpoint(run) : null;
@@ -162,9 +169,10 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
       numFollowUpGenerations: c.numFollowUpGenerations ?? c.numGenerations,
       maxSteps: c.maxSteps,
       sftSteps: c.sftSteps,
+      device: (deviceLines.at(-1) ?? '').replace(/^device: /, ''),
       runDir: run.root,
       verbose: Boolean(o.verbose),
-    }) + (o.verbose ? `\n${formatConfig(c)}` : ''),
+    }) + deviceLines.slice(0, -1).map((l) => `\n${l}`).join('') + (o.verbose ? `\n${formatConfig(c)}` : ''),
   );
   if (!tokenizerDir) {
     tokenizerDir = join(run.root, 'tokenizer');

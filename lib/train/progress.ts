@@ -266,6 +266,8 @@ export interface RunHeaderInfo {
   numFollowUpGenerations: number;
   maxSteps: number;
   sftSteps: number;
+  /** Where the policy trains and why (empty: not shown). */
+  device?: string;
   runDir: string;
   verbose: boolean;
 }
@@ -281,6 +283,7 @@ export function formatRunHeader(h: RunHeaderInfo): string {
     ['task', `${h.task}: ${h.trainProblems} training problems, ${h.evalProblems} held-out for evaluation`],
     ['algorithm', algo],
     ['steps', `${h.maxSteps}${h.demo && h.sftSteps > 0 && !h.resume ? ` (after ${h.sftSteps} supervised warm-up steps that teach the answer format)` : ''}`],
+    ...(h.device ? ([['device', h.device]] as [string, string][]) : []),
     ['run dir', `${h.runDir}${h.verbose ? '' : '  (every setting: config.json there, or --verbose)'}`],
   ];
   const title = `murphy-native train${h.resume ? ' (resuming)' : ''}${h.demo ? ': the CPU demo (no --model, no --dataset)' : ''}`;

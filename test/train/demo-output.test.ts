@@ -25,11 +25,12 @@ async function run(verbose: boolean): Promise<{ log: string; err: string }> {
 describe('train output', () => {
   it('default: header with model, task, algorithm, steps and run dir; a phase each; figures that move; no config dump', async () => {
     const { log, err } = await run(false);
-    const head = log.split('\n').slice(0, 6).join('\n');
+    const head = log.split('\n').slice(0, 7).join('\n');
     assert.match(head, /^murphy-native train: the CPU demo \(no --model, no --dataset\)\n  model +random tiny Qwen3-shaped model \(seed 0\)/);
     assert.match(head, /\n  task +built-in code repair: \d+ training problems, 2 held-out for evaluation/);
     assert.match(head, /\n  algorithm +MURPHY: up to 2 turns, MaRS credit; per step 2 problems x 2 attempts/);
     assert.match(head, /\n  steps +3 \(after 2 supervised warm-up steps/);
+    assert.match(head, /\n  device +cpu \(auto: [^\n]+\)\n/, 'where it trains, in the header');
     assert.match(head, new RegExp(`\\n  run dir +${join(work, 'q').replace(/[/\\\\.]/g, '\\$&')}  \\(every setting: config.json there, or --verbose\\)`));
     assert.doesNotMatch(log, /microBatchTokens/);
     assert.match(log, /Iter-k pass@1/, 'the evaluation tables are still printed');
