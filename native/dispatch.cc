@@ -6,7 +6,8 @@ namespace {
 [[noreturn]] void no_cuda() {
   throw Error(
       "this murphy-native binary was built without CUDA, so device arrays cannot be used; "
-      "build the CUDA addon with `npm run build:cuda` (needs nvcc) or install a CUDA-enabled prebuild");
+      "build the CUDA addon with `npm run build:cuda` (needs nvcc) or install a CUDA-enabled prebuild",
+      ErrorCode::NoLib);
 }
 }  // namespace
 

@@ -126,7 +126,7 @@ struct AlignedBuf {
   float* p = nullptr;
   explicit AlignedBuf(size_t n) {
     p = static_cast<float*>(std::aligned_alloc(64, ((n * 4 + 63) / 64) * 64 + 64));
-    if (!p) throw Error("matmul: out of memory allocating " + std::to_string(n * 4) + " bytes of packing space");
+    if (!p) throw Error("matmul: out of memory allocating " + std::to_string(n * 4) + " bytes of packing space", ErrorCode::NoMem);
   }
   ~AlignedBuf() { std::free(p); }
 };

@@ -11,13 +11,10 @@
 #include "murphy/logprob.h"
 #include "murphy/model/model.h"
 #include "model_internal.h"
+#include "weights.h"
 
 namespace murphy {
 namespace model {
-
-void load_weights(const std::string& dir, const Layout& L, const ModelConfig& c, float* w);
-void save_weights(const std::string& dir, const Layout& L, const float* w, FileDType dtype, int64_t max_shard_bytes);
-std::string read_file_text(const std::string& path);
 
 void resize(Vec& v, int64_t n, const char* what) {
   if (int64_t(v.size()) != n) checked_resize(v, n, what);

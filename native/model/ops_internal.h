@@ -5,10 +5,6 @@
 namespace murphy {
 namespace model {
 
-// True when the plain reference loops should run instead of the fast paths
-// (MURPHY_REFERENCE_OPS=1 or setReferenceOps(true)); used by tests to check one against the other.
-bool use_reference_ops();
-void set_reference_ops(bool on);
 
 [[noreturn]] void model_no_cuda();
 

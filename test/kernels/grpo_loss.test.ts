@@ -151,9 +151,11 @@ describe('grpoLoss bad input', () => {
     assert.throws(() => grpoLoss({ ...ok, advantages: new Float32Array(2) }), /'advantages' has 2 elements but 3 are needed/);
     assert.throws(() => grpoLoss({ ...ok, mask: new Float32Array(3) as unknown as Uint8Array }), /'mask' must be a Uint8Array/);
     assert.throws(() => grpoLoss({ ...ok, beta: 0.1 }), /needs refLogp/);
-    assert.throws(() => grpoLoss({ ...ok, dualClip: 0.5 }), /dualClip must be > 1/);
+    assert.throws(() => grpoLoss({ ...ok, dualClip: 0.5 }), /'dualClip' must be a number > 1, or 0 \(off\); got 0\.5/);
     assert.throws(() => grpoLoss({ ...ok, lossType: 'dr_grpo' }), /needs normLength > 0/);
-    assert.throws(() => grpoLoss({ ...ok, lossType: 'ppo' as LossType }), /'lossType' must be 'dapo'/);
-    assert.throws(() => grpoLoss({ ...ok, epsLow: 1.5 }), /epsLow must be in \[0, 1\)/);
+    assert.throws(() => grpoLoss({ ...ok, lossType: 'ppo' as LossType }), /'lossType' \(config key "lossType", --loss-type\) must be one of dapo, grpo, dr_grpo; got "ppo"/);
+    // the range is the config key's: named with its key and flag, checked before any native code
+    assert.throws(() => grpoLoss({ ...ok, epsLow: 1.5 }), /'epsLow' \(config key "epsilon", --epsilon\) must be a number > 0 and < 1; got 1\.5/);
+    assert.throws(() => grpoLoss({ ...ok, epsLow: 1 }), /'epsLow' \(config key "epsilon", --epsilon\)/);
   });
 });

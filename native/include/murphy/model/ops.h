@@ -10,6 +10,11 @@
 namespace murphy {
 namespace model {
 
+// True when the plain reference loops should run instead of the fast paths
+// (MURPHY_REFERENCE_OPS=1 or setReferenceOps(true)); used by tests to check one against the other.
+bool use_reference_ops();
+void set_reference_ops(bool on);
+
 // ---- matmul: C[M,N] = op(A)[M,K] * op(B)[K,N] (+ beta * C), fp32 accumulation.
 // Strided views: element (i, k) of A is A[i * a_rs + k * a_cs], (k, j) of B is B[k * b_rs + j * b_cs].
 struct GemmArgs {
