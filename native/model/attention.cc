@@ -12,7 +12,6 @@
 #include "../cpu/simd.h"
 #include "../cpu/threads.h"
 #include "murphy/model/ops.h"
-#include "ops_internal.h"
 
 namespace murphy {
 namespace model {
@@ -140,9 +139,6 @@ void attention_cached_cpu(const AttnCacheArgs& a) {
   });
 }
 
-void attention_forward(const AttnArgs& a, Device d) { MURPHY_MODEL_DISPATCH(attention_forward_cpu(a)) }
-void attention_backward(const AttnArgs& a, Device d) { MURPHY_MODEL_DISPATCH(attention_backward_cpu(a)) }
-void attention_cached(const AttnCacheArgs& a, Device d) { MURPHY_MODEL_DISPATCH(attention_cached_cpu(a)) }
 
 }  // namespace model
 }  // namespace murphy

@@ -9,7 +9,6 @@
 #include "../cpu/simd.h"
 #include "../cpu/threads.h"
 #include "murphy/model/ops.h"
-#include "ops_internal.h"
 
 namespace murphy {
 namespace model {
@@ -61,15 +60,6 @@ void rmsnorm_backward_cpu(const float* dy, const float* x, const float* w, const
   });
   for (int64_t b = 0; b < blocks; ++b)
     for (int64_t i = 0; i < n; ++i) dw[i] += part[size_t(b * n + i)];
-}
-
-void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t n, float eps,
-                     Device d) {
-  MURPHY_MODEL_DISPATCH(rmsnorm_forward_cpu(x, w, y, rstd, rows, n, eps))
-}
-void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
-                      int64_t rows, int64_t n, bool accumulate_dx, Device d) {
-  MURPHY_MODEL_DISPATCH(rmsnorm_backward_cpu(dy, x, w, rstd, dx, dw, rows, n, accumulate_dx))
 }
 
 }  // namespace model

@@ -6,7 +6,6 @@
 #include "../cpu/simd.h"
 #include "../cpu/threads.h"
 #include "murphy/model/ops.h"
-#include "ops_internal.h"
 
 namespace murphy {
 namespace model {
@@ -40,14 +39,7 @@ void swiglu_forward_cpu(const float* g, const float* u, float* act, int64_t n) {
 void swiglu_backward_cpu(const float* da, const float* g, const float* u, float* dg, float* du, int64_t n) {
   parallel_for(n, 16384, [&](int64_t a, int64_t b) { bwd(da + a, g + a, u + a, dg + a, du + a, b - a); });
 }
-void swiglu_forward(const float* g, const float* u, float* act, int64_t n, Device d) {
-  MURPHY_MODEL_DISPATCH(swiglu_forward_cpu(g, u, act, n))
-}
-void swiglu_backward(const float* da, const float* g, const float* u, float* dg, float* du, int64_t n, Device d) {
-  MURPHY_MODEL_DISPATCH(swiglu_backward_cpu(da, g, u, dg, du, n))
-}
-void add_inplace(float* y, const float* x, int64_t n, Device d) {
-  if (d != Device::Host) model_no_cuda();
+void add_inplace(float* y, const float* x, int64_t n) {
   parallel_for(n, 32768, [&](int64_t a, int64_t b) { addv(y + a, x + a, b - a); });
 }
 

@@ -176,7 +176,6 @@ class Engine {
   RopeTable rope_;
   int64_t step_ = 0;
   int64_t act_peak_ = 0;
-  Device dev_ = Device::Host;
 };
 
 // fp16 <-> fp32 (IEEE half, round to nearest even)
