@@ -19,6 +19,9 @@
 #include "../cpu/threads.h"
 #include "murphy/model/ops.h"
 
+#define MURPHY_SIMD_BODY "../model/matmul_simd.inc"
+#include "../cpu/simd_multiversion.inc"
+
 namespace murphy {
 namespace model {
 
@@ -195,18 +198,12 @@ void gemm_fast(const GemmArgs& a) {
 }
 
 // y[m, j] (+)= sum_k x[m, k] w[j, k]: W streamed once, rows of X reused from cache.
-MURPHY_SIMD_CLONES float dot(const float* __restrict x, const float* __restrict w, int64_t K) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t k = 0; k < K; ++k) s += x[k] * w[k];
-  return s;
-}
 
 void linear_small_m(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool acc) {
   parallel_for(N, 64, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j)
       for (int64_t m = 0; m < M; ++m) {
-        float s = dot(X + m * K, W + j * K, K);
+        float s = MURPHY_SIMD_CALL(dot, X + m * K, W + j * K, K);
         Y[m * N + j] = acc ? Y[m * N + j] + s : s;
       }
   });
