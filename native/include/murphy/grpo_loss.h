@@ -51,7 +51,7 @@ struct GrpoLossStats {
   int64_t n_active = 0;       // number of tokens with mask 1
 };
 
-// Shared by the CPU and CUDA paths (native/grpo_report.cc): the statistics from the sums over
+// Shared by the CPU and CUDA paths (native/grpo_stats.cc): the statistics from the sums over
 // active tokens, and the error for a non-finite loss at token t (with its inputs).
 GrpoLossStats grpo_stats_from_sums(double loss, double ratio, double kl, int64_t low, int64_t high, int64_t dual,
                                    int64_t active);
