@@ -13,7 +13,7 @@
 // all host arrays -> the CPU kernels, all device arrays -> the CUDA kernels (needs the
 // CUDA-enabled binary); mixing the two in one call is an error.
 import { callSite, MurphyNativeError, withCallerStack } from './native/errors.js';
-import { isNativeLoaded, loadedChoice, nativeAddon, packageRoot, useNativeBinary, chooseBinary, type BinarySource } from './native/loader.js';
+import { loadedChoice, nativeAddon, type BinarySource } from './native/loader.js';
 import {
   resolveAdamWKernelOptions, resolveAdamWOptions, resolveGenerateOptions, resolveGrpoLossOptions, resolveLogprobOptions,
   resolveTrainOptions,
@@ -52,11 +52,6 @@ export function binaryInfo(): BinaryInfo {
   const c = loadedChoice();
   const b = addon().buildInfo();
   return { path: c.path, source: c.source, reason: c.reason, notes: c.notes, cuda: b.cuda, napiVersion: b.napiVersion, compiler: b.compiler };
-}
-
-/** The binary the documented order would pick now, without loading it; whether one is loaded. */
-export function nativeBinaryChoice(): { path: string; source: BinarySource; reason: string; notes: string[]; loaded: boolean } {
-  return { ...chooseBinary(), loaded: isNativeLoaded() };
 }
 
 // ---------------------------------------------------------------------------------------

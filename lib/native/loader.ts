@@ -114,8 +114,3 @@ export function loadedChoice(): BinaryChoice {
   nativeAddon();
   return loaded!.choice;
 }
-
-/** True once the addon has been loaded in this environment. */
-export function isNativeLoaded(): boolean {
-  return loaded !== undefined;
-}
