@@ -2,6 +2,7 @@
 #include "murphy/dispatch.h"
 
 namespace murphy {
+#ifndef MURPHY_WITH_CUDA
 namespace {
 [[noreturn]] void no_cuda() {
   throw Error(
@@ -10,6 +11,7 @@ namespace {
       ErrorCode::NoLib);
 }
 }  // namespace
+#endif
 
 #ifdef MURPHY_WITH_CUDA
 #define MURPHY_ON_DEVICE(cpu_call, cuda_call) \
