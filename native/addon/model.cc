@@ -373,9 +373,9 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
     return guarded(info, [&]() -> Napi::Value {
       if (!info[0].IsObject()) throw Error("score: pass the batch object");
       auto bc = batch_of(info[0].As<Napi::Object>());
-      float temp = float(info[1].IsUndefined() ? 1.0 : to_number(info[1], "temperature"));
-      if (!(temp > 0)) throw Error("'temperature' must be > 0");
-      bool ref = info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
+      const float temp = float(to_number(info[1], "temperature"));  // resolved (> 0) in lib/native.ts
+      if (!info[2].IsBoolean()) throw Error("score: 'reference' must be true or false");
+      const bool ref = info[2].As<Napi::Boolean>().Value();
       auto out = std::make_shared<std::vector<float>>(bc->tokens.size());
       Engine* e = eng_.get();
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_,
@@ -520,7 +520,8 @@ Napi::Value RandomModel(const Napi::CallbackInfo& info) {
 Napi::Value ParseModelConfig(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     if (!info[0].IsString()) throw Error("parseModelConfig: pass the JSON text");
-    std::string where = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "config.json";
+    if (!info[1].IsString()) throw Error("parseModelConfig: pass the name of the file the text came from");
+    const std::string where = info[1].As<Napi::String>().Utf8Value();
     model::parse_config(info[0].As<Napi::String>().Utf8Value(), where);
     return Napi::Boolean::New(info.Env(), true);
   });
