@@ -18,7 +18,9 @@ import {
   resolveAdamWKernelOptions, resolveAdamWOptions, resolveGenerateOptions, resolveGrpoLossOptions, resolveLogprobOptions,
   resolveTrainOptions,
 } from './native/options.js';
-import type { DType, ElemKind, HostArray, RawBatch, RawDeviceBuffer, RawEngine, RawTensor } from './native/raw.js';
+import type {
+  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawTensor,
+} from './native/raw.js';
 
 export { MurphyNativeError, NATIVE_ERROR_CODES, type NativeErrorCode } from './native/errors.js';
 export { packageRoot, useNativeBinary, type BinarySource } from './native/loader.js';
@@ -561,4 +563,26 @@ export function checkModelConfigText(json: string, where: string): void {
 /** Tests: run the plain reference loops instead of the fast paths (process-wide). */
 export function setReferenceOps(on: boolean): void {
   addon().setReferenceOps(on);
+}
+
+// ---------------------------------------------------------------------------------------
+// The GPU engine's host-side pieces (native/gpu/binding.cc), used by lib/gpu/ and its tests.
+
+export type { KernelCase, KernelRun, KernelTensors, RawCublasLtLoad as CublasLtLoadResult, RawCublasLtLoader as CublasLtLoader } from './native/raw.js';
+
+/** The addon's cuBLASLt loader, or undefined when the binary predates it. */
+export function cublasLtLoader(): RawCublasLtLoader | undefined {
+  return addon().cublasLtLoad;
+}
+
+/** Runs a GPU-engine kernel case on the CPU harness (the kernel code block by block) and the CPU reference op. */
+export function kernelHarness(c: KernelCase): KernelRun {
+  const f = addon().kernelHarness;
+  if (f === undefined) throw new MurphyNativeError('kernelHarness: the loaded native binary predates it; rebuild it (npm run build:native)', 'ENOLIB');
+  return f(c);
+}
+
+/** The GPU run of a kernel case (CUDA builds), or undefined when the binary has none. */
+export function kernelCudaRunner(): ((c: KernelCase) => KernelRun & { harness: KernelTensors }) | undefined {
+  return addon().kernelCuda;
 }

@@ -21,6 +21,7 @@ import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
+import { selectTrainingDevice } from '../gpu/device.js';
 import { latestCheckpoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
@@ -105,6 +106,8 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   const log = o.log ?? (() => undefined);
   const progress = o.progress ?? silentProgress;
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
+  // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
+  selectTrainingDevice(c, log);
   const parts = await preflight(c);
   const run = new RunDir(c.out!);
   const ck = o.resume ? latestCheckpoint(run) : null;

@@ -38,6 +38,7 @@ export const LR_SCHEDULERS = ['constant', 'cosine', 'linear'] as const;
 export const DATASET_FORMAT_VALUES = ['auto', 'humaneval', 'mbpp', 'kodcode', 'livecodebench', 'jsonl'] as const;
 export const TASKS = ['repair'] as const;
 export const HISTORY_MODES = ['full', 'latest'] as const;
+export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
 
 /** The resolved configuration: every key present. */
 export interface TrainConfig {
@@ -47,6 +48,7 @@ export interface TrainConfig {
   maxSteps: number;
   saveSteps: number;
   logTrees: boolean;
+  device: (typeof DEVICES)[number];
   // model
   model: string | null;
   modelPreset: 'tiny' | 'small';
@@ -97,6 +99,7 @@ export interface TrainConfig {
   adamBeta1: number;
   adamBeta2: number;
   microBatchTokens: number;
+  gradientCheckpointing: boolean | null;
   // evaluation
   evalIterations: number;
   evalProblems: number;
@@ -116,6 +119,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   maxSteps: { type: 'int', default: 40, min: 1, group: 'run', doc: 'Training steps (one optimizer step each).' },
   saveSteps: { type: 'int', default: 20, min: 1, group: 'run', doc: 'Write a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM).' },
   logTrees: { type: 'boolean', default: true, group: 'run', doc: 'Append every rollout tree to trees.jsonl.gz (for the report\'s tree viewer).' },
+  device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the GPU engine: not implemented yet, fails at start naming the cause), auto (cuda when usable, else cpu; cpu until the GPU engine exists). docs/gpu.md.' },
 
   model: { type: 'string', default: null, group: 'model', doc: 'Hugging Face model directory (config.json + safetensors). Unset: a tiny random model (the CPU demo).' },
   modelPreset: { type: 'enum', values: ['tiny', 'small'], default: 'tiny', group: 'model', doc: 'Size of the random model created when no model is given.' },
@@ -166,6 +170,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   adamBeta1: { type: 'number', default: 0.9, min: 0, lt: 1, group: 'optim', doc: 'AdamW beta1.' },
   adamBeta2: { type: 'number', default: 0.999, min: 0, lt: 1, group: 'optim', doc: 'AdamW beta2.' },
   microBatchTokens: { type: 'int', default: 8192, min: 16, group: 'optim', doc: 'Token budget of one micro-batch (prompt + completion tokens); gradients accumulate over micro-batches.' },
+  gradientCheckpointing: { type: 'boolean', default: null, group: 'optim', doc: 'GPU engine: recompute each decoder layer in the backward pass instead of keeping its activations (unset: on for models of 1e9 parameters and more). Used by the memory plan; the CPU engine ignores it.' },
 
   evalIterations: { type: 'int', default: 2, min: 1, max: 10, group: 'eval', doc: 'k of the Iter-k pass@1 evaluation run before and after training.' },
   evalProblems: { type: 'int', default: 64, min: 1, group: 'eval', doc: 'Held-out problems evaluated before and after training (never trained on).' },

@@ -141,7 +141,35 @@ export interface RawCudaStatus {
   devices: { index: number; name: string; totalMemory: number; freeMemory: number; computeCapability: string; multiprocessors: number }[];
 }
 
+/** cublasLtLoad's answer (native/gpu/binding.cc). */
+export interface RawCublasLtLoad {
+  ok: boolean;
+  path: string;
+  origin: string;
+  version: number;
+  versionText: string;
+  reason: string;
+  attempts: { path: string; origin: string; error: string }[];
+}
+export type RawCublasLtLoader = (candidates: { path: string; origin: string }[], install: boolean) => RawCublasLtLoad;
+
+/** A GPU-engine kernel case for the harness (op, sizes, dtype, order, inputs, ints). */
+export interface KernelCase {
+  op: string;
+  [k: string]: unknown;
+}
+export type KernelTensors = Record<string, Float32Array>;
+export interface KernelRun {
+  kernel: KernelTensors;
+  reference: KernelTensors;
+}
+
 export interface RawAddon {
+  /** The GPU engine's host-side pieces; absent from binaries that predate them. */
+  cublasLtLoad?: RawCublasLtLoader;
+  kernelHarness?: (c: KernelCase) => KernelRun;
+  /** CUDA builds only. */
+  kernelCuda?: (c: KernelCase) => KernelRun & { harness: KernelTensors };
   setErrorClass(cls: new (message: string, code: NativeErrorCode) => Error): void;
   DeviceBuffer: new (kind: ElemKind, length: number) => RawDeviceBuffer;
   logprobForward(

@@ -9,4 +9,8 @@ void register_kernels(Napi::Env env, Napi::Object exports);  // kernels.cc
 void register_model(Napi::Env env, Napi::Object exports);    // model.cc
 
 }  // namespace addon
+
+namespace gpu {
+void register_gpu(Napi::Env env, Napi::Object exports);  // native/gpu/binding.cc
+}  // namespace gpu
 }  // namespace murphy
