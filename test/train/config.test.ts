@@ -16,7 +16,7 @@ describe('config', () => {
   it('resolves to the documented defaults (written out here, independently of the schema), each with a doc line', () => {
     // docs/training.md's table; TRL's GRPOConfig values where the key exists there
     const expected: TrainConfig = {
-      out: null, seed: 0, maxSteps: 40, saveSteps: 20, logTrees: true,
+      out: null, seed: 0, maxSteps: 40, saveSteps: 20, logTrees: true, device: 'auto',
       model: '/m', modelPreset: 'tiny',
       dataset: '/d.jsonl', datasetFormat: 'auto', datasetLimit: null, task: 'repair',
       backend: 'embedded', serverUrl: null, servedModelName: null, vllmApiKey: null, temperature: 1, topP: 1, topK: 0,
@@ -25,7 +25,7 @@ describe('config', () => {
       credit: 'mars', gamma: 1, scaleRewards: 'group', rewardMode: 'fraction', intraKeep: null, interKeep: null, interDropZeroVariance: false, history: 'full',
       lossType: 'dapo', lossDenominator: 'trained', beta: 0, epsilon: 0.2, epsilonHigh: null,
       learningRate: 2e-3, lrSchedulerType: 'constant', warmupSteps: 0, minLrRatio: 0, weightDecay: 0, maxGradNorm: 1,
-      adamBeta1: 0.9, adamBeta2: 0.999, microBatchTokens: 8192,
+      adamBeta1: 0.9, adamBeta2: 0.999, microBatchTokens: 8192, gradientCheckpointing: null,
       evalIterations: 2, evalProblems: 64, evalSteps: 0, evalTemperature: 0, evalSamples: 1,
       sftSteps: 30, sftLearningRate: 3e-3,
     };
