@@ -97,7 +97,7 @@ function nodeGypCommand(env) {
   }
 }
 
-function main(env) {
+async function main(env) {
   const forced = env.npm_config_build_from_source === 'true' || env.MURPHY_BUILD_FROM_SOURCE === '1';
   let why = 'building from source as asked (--build-from-source or MURPHY_BUILD_FROM_SOURCE=1)';
   if (!forced) {
@@ -122,15 +122,18 @@ function main(env) {
     return 1;
   }
   say(`${why}; compiling the CPU-only addon from source with node-gyp (a minute or two)`);
-  const r = spawnSync(gyp[0], [...gyp.slice(1), 'rebuild'], { cwd: root, stdio: 'inherit', env });
-  if (r.status !== 0) {
-    say(`the source build failed (node-gyp exited with ${r.status ?? r.signal}; its output is above)`);
+  // node-gyp's output is shown only if it fails (MURPHY_VERBOSE_BUILD=1 streams it).
+  const { runQuietly } = await import('./quiet-install.mjs');
+  const verbose = env.MURPHY_VERBOSE_BUILD === '1' || ['verbose', 'silly'].includes(env.npm_config_loglevel || '');
+  const r = await runQuietly(gyp[0], [...gyp.slice(1), 'rebuild'], { verbose, cwd: root, env });
+  if (r.code !== 0) {
+    say(`the source build failed (node-gyp exited with ${r.code}; its output is above)`);
     return 1;
   }
   say('compiled build/Release/murphy_native.node (CPU-only)');
   return 0;
 }
 
-if (require.main === module) process.exitCode = main(process.env);
+if (require.main === module) main(process.env).then((code) => { process.exitCode = code; });
 
 module.exports = { missingBuildTools, existingBinary, main };

@@ -23,7 +23,7 @@ let n = 0;
 function pkg(prebuild: 'loads' | 'garbage' | null): string {
   const dir = join(work, `pkg${n++}`);
   mkdirSync(join(dir, 'scripts'), { recursive: true });
-  copyFileSync(join(repo, 'scripts', 'install-native.cjs'), join(dir, 'scripts', 'install-native.cjs'));
+  for (const f of ['install-native.cjs', 'quiet-install.mjs']) copyFileSync(join(repo, 'scripts', f), join(dir, 'scripts', f));
   writeFileSync(join(dir, 'package.json'), '{ "name": "murphy-native", "version": "0.0.0" }\n');
   symlinkSync(join(repo, 'node_modules'), join(dir, 'node_modules'));
   if (prebuild) {
