@@ -28,7 +28,11 @@ if [ $# -ge 1 ]; then
   tarball="$(realpath "$1")"
 else
   echo "== release build (reusing build-cuda/)"
-  tarball="$(bash scripts/release-build.sh --reuse-cuda-build | tee /dev/stderr | tail -1)"
+  out="$(mktemp)"
+  if ! bash scripts/release-build.sh --reuse-cuda-build >"$out"; then cat "$out"; rm -f "$out"; fail "the release build failed"; fi
+  cat "$out"
+  tarball="$(tail -1 "$out")"
+  rm -f "$out"
 fi
 [ -f "$tarball" ] || fail "no tarball at $tarball"
 

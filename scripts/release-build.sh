@@ -94,7 +94,7 @@ node -e '
   const [j] = require("./.release/pack.json");
   const max = Number(process.argv[1]);
   // What a user needs, and nothing else: no tests, fixtures, build folders or bench results.
-  const allowed = /^(dist\/|native\/|python\/|assets\/|docs\/|prebuilds\/linux-x64\/|scripts\/install-native\.cjs$|binding\.gyp$|CMakeLists\.txt$|README\.md$|LICENSE$|package\.json$)/;
+  const allowed = /^(dist\/|native\/|python\/|assets\/|docs\/|prebuilds\/linux-x64\/|scripts\/(install-native\.cjs|quiet-install\.mjs)$|binding\.gyp$|CMakeLists\.txt$|README\.md$|LICENSE$|package\.json$)/;
   const denied = /(^|\/)(test|tests|fixtures|__pycache__|build|build-cuda|bench|results)(\/|$)|\.test\.|\.pyc$/;
   const bad = j.files.map((f) => f.path).filter((p) => !allowed.test(p) || denied.test(p));
   const kb = (n) => `${(n / 1024).toFixed(0)} KiB`;
