@@ -1,7 +1,8 @@
 // The embedded rollout backend: the native engine in this process, no HTTP. Concurrent
 // generate() calls (the tree builder issues many) are merged into batched engine calls.
 import type { Completion } from '../murphy/types.js';
-import { EngineBatcher, finishSample, type BatcherOptions, type BatcherStats } from './local.js';
+import { EngineBatcher, type BatcherOptions, type BatcherStats } from './batcher.js';
+import { finishSample } from './finish.js';
 import { NativeEngine } from './engine.js';
 import { resolveSampling, type SamplingDefaults } from './params.js';
 import type { PolicyWeights, RolloutBackend, RolloutEngine, RolloutParams, TextCodec, WeightSyncReport } from './types.js';

@@ -13,7 +13,8 @@ export {
   type WeightSyncReport,
 } from './types.js';
 export { DEFAULT_MAX_TOKENS, resolveSampling, type ResolvedSampling, type SamplingDefaults } from './params.js';
-export { EngineBatcher, finishSample, type BatcherOptions, type BatcherStats, type LocalSample } from './local.js';
+export { EngineBatcher, type BatcherOptions, type BatcherStats } from './batcher.js';
+export { finishSample, type LocalSample } from './finish.js';
 export { NativeEngine } from './engine.js';
 export { EmbeddedBackend, type EmbeddedOptions } from './embedded.js';
 export { LOAD_WEIGHTS_METHOD, startServer, type RolloutServer, type ServeOptions } from './server.js';

@@ -15,7 +15,8 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { EngineBatcher, finishSample, type BatcherOptions, type LocalSample } from './local.js';
+import { EngineBatcher, type BatcherOptions } from './batcher.js';
+import { finishSample, type LocalSample } from './finish.js';
 import type { EngineRequest, RolloutEngine, TextCodec } from './types.js';
 import { RolloutError } from './types.js';
 
