@@ -8,11 +8,21 @@ export interface BatcherOptions {
   maxBatchRequests?: number;
   /** Most samples (sum of n) in one engine call. Default 1024. */
   maxBatchSamples?: number;
+  /**
+   * Most work admitted at once, waiting or running, in tokens (n x maxTokens summed over
+   * requests): beyond it submit() fails with a QueueFullError. Default: unbounded.
+   */
+  maxQueuedTokens?: number;
 }
 
 interface GenEntry {
   kind: 'gen';
   req: EngineRequest;
+  work: number;
+  /** Aborted by the request's own signal or by abortAll(); what the engine sees. */
+  ctl: AbortController;
+  running: boolean;
+  released: boolean;
   resolve: (s: EngineSample[]) => void;
   reject: (e: unknown) => void;
 }
@@ -28,35 +38,110 @@ export interface BatcherStats {
   requests: number;
   /** Largest number of requests merged into one call. */
   maxMerged: number;
+  /** Requests ended by their signal (or abortAll) before or while they ran. */
+  aborted: number;
+  /** Requests refused because the queue was full. */
+  refused: number;
+}
+
+/** The work a request may take, in tokens: every sample at its full budget. */
+export function requestWork(req: Pick<EngineRequest, 'n' | 'maxTokens'>): number {
+  return req.n * req.maxTokens;
+}
+
+/** submit() beyond maxQueuedTokens: retry later (HTTP 503 with Retry-After). */
+export class QueueFullError extends RolloutError {
+  override name = 'QueueFullError';
+  constructor(readonly work: number, readonly queued: number, readonly limit: number) {
+    super(`the server is busy: ${queued} tokens of work are queued and this request adds ${work} (limit ${limit}); retry later`, { status: 503 });
+  }
+}
+
+/** A request whose signal fired before it finished (or the batcher was shut down). */
+export class AbortedError extends RolloutError {
+  override name = 'AbortedError';
 }
 
 /**
  * Queues requests to one engine and runs them in batches: while a batch runs, new requests
  * wait; when it ends, the oldest waiting request and every later one the engine can batch
- * with it go together. Exclusive tasks (weight loads) run alone, in queue order.
+ * with it go together. Exclusive tasks (weight loads) run alone, in queue order. A request
+ * whose signal fires leaves the queue at once, or, when running, stops at the engine's next
+ * decode step.
  */
 export class EngineBatcher {
   readonly engine: RolloutEngine;
   private readonly queue: (GenEntry | ExclusiveEntry)[] = [];
+  private readonly inFlight = new Set<GenEntry>();
   private running = false;
+  private closedReason: string | undefined;
   private readonly maxRequests: number;
   private readonly maxSamples: number;
-  readonly stats: BatcherStats = { batches: 0, requests: 0, maxMerged: 0 };
+  private readonly maxQueued: number;
+  private work = 0;
+  private idleWaiters: (() => void)[] = [];
+  readonly stats: BatcherStats = { batches: 0, requests: 0, maxMerged: 0, aborted: 0, refused: 0 };
 
   constructor(engine: RolloutEngine, opts: BatcherOptions = {}) {
     this.engine = engine;
     this.maxRequests = Math.max(1, opts.maxBatchRequests ?? 64);
     this.maxSamples = Math.max(1, opts.maxBatchSamples ?? 1024);
+    this.maxQueued = opts.maxQueuedTokens ?? Infinity;
   }
 
   /** Requests waiting (not counting the running batch). */
   get pending(): number { return this.queue.length; }
 
+  /** Work admitted (waiting or running), in tokens. */
+  get queuedTokens(): number { return this.work; }
+
   submit(req: EngineRequest): Promise<EngineSample[]> {
-    return new Promise<EngineSample[]>((resolve, reject) => {
-      this.queue.push({ kind: 'gen', req, resolve, reject });
+    try {
+      return this.submitAll([req])[0];
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /**
+   * Submits requests together: all are admitted or none, so one HTTP request never holds
+   * part of its work in the queue. Throws at once (QueueFullError; AbortedError after
+   * abortAll) when refused. A request larger than the limit is admitted when nothing else is.
+   */
+  submitAll(reqs: readonly EngineRequest[]): Promise<EngineSample[]>[] {
+    const works = reqs.map(requestWork);
+    const total = works.reduce((a, b) => a + b, 0);
+    if (this.closedReason !== undefined) throw new AbortedError(this.closedReason, { status: 503 });
+    if (this.work > 0 && this.work + total > this.maxQueued) {
+      this.stats.refused++;
+      throw new QueueFullError(total, this.work, this.maxQueued);
+    }
+    return reqs.map((req, i) => new Promise<EngineSample[]>((resolve, reject) => {
+      if (req.signal?.aborted) {
+        this.stats.aborted++;
+        reject(new AbortedError('the request was aborted'));
+        return;
+      }
+      const ctl = new AbortController();
+      const e: GenEntry = { kind: 'gen', req: { ...req, signal: ctl.signal }, work: works[i], ctl, running: false, released: false, resolve, reject };
+      this.work += e.work;
+      const onAbort = () => {
+        this.stats.aborted++;
+        if (!e.running) {
+          const at = this.queue.indexOf(e);
+          if (at >= 0) this.queue.splice(at, 1);
+          this.release(e);
+          reject(new AbortedError('the request was aborted'));
+        }
+        ctl.abort();
+      };
+      req.signal?.addEventListener('abort', onAbort, { once: true });
+      const done = () => req.signal?.removeEventListener('abort', onAbort);
+      e.resolve = (s) => { done(); resolve(s); };
+      e.reject = (err) => { done(); reject(err); };
+      this.queue.push(e);
       this.pump();
-    });
+    }));
   }
 
   /** Runs fn with no generation in flight (after everything queued before it). */
@@ -76,8 +161,44 @@ export class EngineBatcher {
     });
   }
 
+  /**
+   * Stops everything: waiting requests fail with an AbortedError, running ones end at the
+   * engine's next decode step, and later submits are refused. Resolves when no engine call
+   * is running.
+   */
+  async abortAll(reason = 'the server is shutting down'): Promise<void> {
+    this.closedReason ??= reason;
+    for (const e of this.queue.splice(0)) {
+      if (e.kind === 'gen') {
+        this.release(e);
+        e.reject(new AbortedError(reason, { status: 503 }));
+      } else {
+        void e.run();
+      }
+    }
+    for (const e of this.inFlight) e.ctl.abort();
+    await this.idle();
+  }
+
+  /** Resolves when no engine call is running. */
+  idle(): Promise<void> {
+    if (!this.running) return Promise.resolve();
+    return new Promise((ok) => this.idleWaiters.push(ok));
+  }
+
+  private release(e: GenEntry): void {
+    if (e.released) return;
+    e.released = true;
+    this.work -= e.work;
+    this.inFlight.delete(e);
+  }
+
   private pump(): void {
-    if (this.running || this.queue.length === 0) return;
+    if (this.running) return;
+    if (this.queue.length === 0) {
+      for (const w of this.idleWaiters.splice(0)) w();
+      return;
+    }
     this.running = true;
     const head = this.queue[0];
     let work: Promise<void>;
@@ -96,7 +217,11 @@ export class EngineBatcher {
         this.queue.splice(i, 1);
         i--;
       }
-      work = this.runBatch(batch);
+      for (const e of batch) {
+        e.running = true;
+        this.inFlight.add(e);
+      }
+      work = this.runBatch(batch).finally(() => { for (const e of batch) this.release(e); });
     }
     void work.finally(() => {
       this.running = false;
@@ -119,6 +244,10 @@ export class EngineBatcher {
       }
       // one bad request must not fail the others: run each alone
       for (const e of batch) {
+        if (e.ctl.signal.aborted) {
+          e.reject(new AbortedError('the request was aborted'));
+          continue;
+        }
         try {
           const [r] = await this.engine.generate([e.req]);
           e.resolve(r);

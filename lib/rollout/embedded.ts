@@ -45,6 +45,7 @@ export class EmbeddedBackend implements RolloutBackend {
     const req = { promptIds, n, maxTokens: s.maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK, seed: s.seed, stopTokenIds: s.stopTokenIds };
     const out = await this.batcher.submit(req);
     return out.map((x) => {
+      if (x.finishReason === 'abort') throw new RolloutError('the embedded backend was closed during generation');
       const f = finishSample(x, req, s.stop, this.tokenizer);
       return { tokenIds: f.tokenIds, logprobs: f.logprobs, text: f.text, finishReason: f.finishReason };
     });

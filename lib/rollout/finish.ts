@@ -1,19 +1,21 @@
 // Engine samples to completions, as vLLM reports them: decoded text, stop strings, stop
 // reasons. Shared by the embedded backend and `murphy-native serve`.
-import type { EngineRequest, EngineSample, TextCodec } from './types.js';
+import type { EngineRequest, EngineSample, TextCodec, TokenAlternatives } from './types.js';
 import { RolloutError } from './types.js';
 
 /** A finished sample after stop-string handling, with its text. */
 export interface LocalSample {
   tokenIds: number[];
   logprobs: number[];
+  /** The alternatives at every position, when the request asked for them. */
+  top?: TokenAlternatives[];
   text: string;
-  finishReason: 'stop' | 'length';
+  finishReason: 'stop' | 'length' | 'abort';
   /** vLLM's stop_reason: the stop string or stop token id that ended it; null for EOS or length. */
   stopReason: string | number | null;
 }
 
-function firstStop(text: string, stop: readonly string[]): { at: number; s: string } | undefined {
+export function firstStop(text: string, stop: readonly string[]): { at: number; s: string } | undefined {
   let best: { at: number; s: string } | undefined;
   for (const s of stop) {
     if (s === '') continue;
@@ -31,13 +33,14 @@ function firstStop(text: string, stop: readonly string[]): { at: number; s: stri
 export function finishSample(s: EngineSample, req: EngineRequest, stop: readonly string[], codec: TextCodec | undefined): LocalSample {
   let tokenIds = s.tokenIds;
   let logprobs = s.logprobs;
+  let top = s.top;
   let finishReason = s.finishReason;
   let stopReason: string | number | null = null;
   if (codec === undefined) {
     if (stop.length > 0) throw new RolloutError('stop strings need a tokenizer');
     const last = tokenIds[tokenIds.length - 1];
     if (finishReason === 'stop') stopReason = last;
-    return { tokenIds, logprobs, text: '', finishReason, stopReason };
+    return { tokenIds, logprobs, top, text: '', finishReason, stopReason };
   }
   const decode = (ids: readonly number[]) => codec.decode(ids, { skipSpecialTokens: true });
   let text = decode(tokenIds);
@@ -57,6 +60,7 @@ export function finishSample(s: EngineSample, req: EngineRequest, stop: readonly
     const h = firstStop(cut, stop) ?? hit;
     tokenIds = tokenIds.slice(0, lo);
     logprobs = logprobs.slice(0, lo);
+    top = top?.slice(0, lo);
     text = cut.slice(0, h.at);
     finishReason = 'stop';
     stopReason = h.s;
@@ -65,5 +69,5 @@ export function finishSample(s: EngineSample, req: EngineRequest, stop: readonly
     const eos = codec.eosTokenIds ?? [];
     stopReason = eos.includes(last) ? null : last;
   }
-  return { tokenIds, logprobs, text, finishReason, stopReason };
+  return { tokenIds, logprobs, top, text, finishReason, stopReason };
 }
