@@ -18,6 +18,12 @@ function alternatives(ids: Int32Array, logprobs: Float32Array, k: number): Token
   return out;
 }
 
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => { resolve = r; });
+  return { promise, resolve };
+}
+
 function shapeKey(i: ModelInfo): string {
   return [i.modelType, i.vocabSize, i.hiddenSize, i.intermediateSize, i.numLayers, i.numHeads, i.numKvHeads, i.headDim,
     i.tieWordEmbeddings].join(',');
@@ -77,19 +83,37 @@ export class NativeEngine implements RolloutEngine {
       unlisten.push(() => b.signal?.removeEventListener('abort', on));
     });
     const streaming = batch.some((b) => b.onToken !== undefined);
+    // the native call may resolve before its last steps reach this thread: count them in
+    let delivered = 0, expected = -1;
+    const allDelivered = deferred();
+    let failed: unknown;
     const onStep = !streaming ? undefined : (st: GenerateStep) => {
+      delivered += st.samples.length;
       for (let i = 0; i < st.samples.length; i++) {
         const s = st.samples[i], p = Math.floor(s / n), req = batch[p];
         if (req.onToken === undefined || Atomics.load(cancel, s) !== 0) continue;
         const top = k > 0 ? { ids: Array.from(st.topIds.subarray(i * k, (i + 1) * k)), logprobs: Array.from(st.topLogprobs.subarray(i * k, (i + 1) * k)) } : undefined;
-        if (req.onToken(s - p * n, { id: st.tokens[i], logprob: st.logprobs[i], top }) === true) Atomics.store(cancel, s, 1);
+        try {
+          if (req.onToken(s - p * n, { id: st.tokens[i], logprob: st.logprobs[i], top }) === true) Atomics.store(cancel, s, 1);
+        } catch (e) {
+          // a throwing callback stops the whole call, which then fails with its error
+          failed ??= e;
+          Atomics.store(cancel, s, 1);
+          cancel.fill(1);
+        }
       }
+      if (expected >= 0 && delivered >= expected) allDelivered.resolve();
     };
     try {
       const gens = await this.m.generate(batch.map((b) => b.promptIds), {
         maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, n,
         seeds: batch.map((b) => b.seed ?? randomInt(2 ** 47)), stopIds: r.stopTokenIds, topLogprobs: k, cancel, onStep,
       });
+      if (streaming) {
+        expected = gens.reduce((a, g) => a + g.tokens.length, 0);
+        if (delivered < expected) await allDelivered.promise;
+        if (failed !== undefined) throw failed;
+      }
       return batch.map((_, p) => gens.slice(p * n, (p + 1) * n).map((g) => ({
         tokenIds: Array.from(g.tokens), logprobs: Array.from(g.logprobs), finishReason: g.finishReason,
         top: k > 0 && g.topIds !== undefined && g.topLogprobs !== undefined ? alternatives(g.topIds, g.topLogprobs, k) : undefined,

@@ -1,7 +1,7 @@
 // Request bodies of `murphy-native serve`'s OpenAI-compatible endpoints, checked and turned
 // into engine work: /v1/completions (prompt text or token ids) and /v1/chat/completions
 // (messages rendered with the model's chat template exactly as the trainer renders them:
-// ChatTokenizer.renderChat, then encode). Every error is an HttpError naming the field.
+// ChatTokenizer.renderChat, then encode; enable_thinking defaults to the trainer's false). Every error is an HttpError naming the field.
 import type { ChatMessage, RenderOptions } from '../prompt/tokenizer.js';
 import type { EngineInfo, EngineRequest, TextCodec } from './types.js';
 
@@ -170,8 +170,9 @@ export function chatPromptIds(b: Json, tok: ChatCodec): number[] {
   const kw = b.chat_template_kwargs;
   if (kw !== undefined && kw !== null && (typeof kw !== 'object' || Array.isArray(kw))) throw bad("'chat_template_kwargs' must be an object", 'chat_template_kwargs');
   const vars = (kw ?? {}) as Json;
-  const enableThinking = vars.enable_thinking;
-  if (enableThinking !== undefined && typeof enableThinking !== 'boolean') throw bad("'chat_template_kwargs.enable_thinking' must be a boolean", 'chat_template_kwargs');
+  // the trainer's default (ChatPromptBuilder, thinking: false) unless the request says otherwise
+  const enableThinking = vars.enable_thinking ?? false;
+  if (typeof enableThinking !== 'boolean') throw bad("'chat_template_kwargs.enable_thinking' must be a boolean", 'chat_template_kwargs');
   let text: string;
   try {
     text = tok.renderChat(messages, { addGenerationPrompt: addGen, enableThinking, vars });

@@ -99,7 +99,7 @@ export class SampleStream {
   }
 
   private decode(ids: readonly number[]): string {
-    return this.codec === undefined ? '' : this.codec.decode(ids, { skipSpecialTokens: true });
+    return this.codec === undefined || ids.length === 0 ? '' : this.codec.decode(ids, { skipSpecialTokens: true });
   }
 
   /** Adds a sampled token; returns what to send (if anything). After a finishing delta, done is set. */
