@@ -137,8 +137,8 @@ export class EngineBatcher {
       };
       req.signal?.addEventListener('abort', onAbort, { once: true });
       const done = () => req.signal?.removeEventListener('abort', onAbort);
-      e.resolve = (s) => { done(); resolve(s); };
-      e.reject = (err) => { done(); reject(err); };
+      e.resolve = (s) => { this.release(e); done(); resolve(s); };
+      e.reject = (err) => { this.release(e); done(); reject(err); };
       this.queue.push(e);
       this.pump();
     }));
@@ -221,7 +221,7 @@ export class EngineBatcher {
         e.running = true;
         this.inFlight.add(e);
       }
-      work = this.runBatch(batch).finally(() => { for (const e of batch) this.release(e); });
+      work = this.runBatch(batch);
     }
     void work.finally(() => {
       this.running = false;
