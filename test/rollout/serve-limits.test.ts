@@ -73,6 +73,19 @@ describe('serve limits', () => {
     assert.equal(seen.reduce((a, b) => a + b, 0), g.reduce((a, x) => a + x.tokens.length, 0));
   });
 
+  it('gives the memory of a large batch back to the system', async () => {
+    // 512 samples x 60 tokens: without malloc_trim glibc kept ~33 MB of freed caches (measured,
+    // RSS 80 -> 113 MB); with it RSS moved by 0-2 MB
+    const { dir: d2 } = await initModel({ out: join(work, 'model-2l'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 2 }, dtype: 'float32', seed, initStd: 0.3 });
+    const m = await PolicyModel.load(d2);
+    await m.generate([[1, 2, 3]], { maxNewTokens: 4, n: 2, temperature: 1, seed: 1 });
+    const before = process.memoryUsage.rss();
+    const g = await m.generate([[1, 2, 3]], { maxNewTokens: 60, n: 512, temperature: 1, seed: rng.int(1e9) });
+    assert.equal(g.length, 512);
+    const grown = (process.memoryUsage.rss() - before) / 2 ** 20;
+    assert.ok(grown < 15, `RSS grew by ${grown.toFixed(1)} MB after the batch`);
+  });
+
   it('top-k alternatives are the processed distribution\'s most likely tokens, -inf outside the kept set', async () => {
     const k = 6;
     const g = await native.model.generate([[4, 5, 6]], { maxNewTokens: 8, n: 2, temperature: 0.7, topK: 3, seed: rng.int(1e9), topLogprobs: k });
