@@ -8,6 +8,8 @@ export * from './data/index.js';
 export * from './rollout/index.js';
 export * from './config/exports.js';
 export * from './train/index.js';
+export { runTraining, resumeConfig, RESUMABLE_KEYS, type RunTrainingOptions, type RunTrainingResult } from './commands/run-training.js';
+export { encodeSafetensorsF32, decodeSafetensorsF32 } from './safetensors.js';
 export * from './eval/index.js';
 export * from './report/index.js';
 export * from './demo/index.js';

@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { ConfigError } from '../config/index.js';
+import { loadTrainingProblems } from '../data/check.js';
 import { DATASET_FORMATS, problemPrompt, type Problem } from '../data/index.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
 import { PythonExecutor } from '../exec/executor.js';
@@ -12,7 +13,6 @@ import { loadChatTokenizer } from '../prompt/tokenizer.js';
 import { EmbeddedBackend } from '../rollout/embedded.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
-import { loadTrainingProblems } from '../train/run.js';
 import { writeFileAtomic } from '../train/rundir.js';
 
 export interface EvalArgs {

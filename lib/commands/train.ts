@@ -4,7 +4,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { configOptions, flagsFromArgv, resolveConfig } from '../config/index.js';
 import { StderrProgress } from '../train/progress.js';
-import { resumeConfig, runTraining } from '../train/run.js';
+import { resumeConfig, runTraining } from './run-training.js';
 
 interface TrainArgs {
   config?: string;

@@ -3,10 +3,9 @@
 // weight sync → metrics, trees and checkpoints. Every random choice is a function of
 // (seed, step, ...), so a run is reproduced by its seed and config, and a resumed run
 // continues exactly where the checkpoint left it.
-import { existsSync, readFileSync, renameSync, rmSync, mkdirSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
 import type { TrainConfig } from '../config/schema.js';
-import { batchStats, flattenSamples, type TrainingSample } from '../murphy/flatten.js';
+import { flattenSamples, type TrainingSample } from '../murphy/flatten.js';
 import { computeMatchedGroupSize } from '../murphy/baseline.js';
 import { processTrees, type ProcessConfig } from '../murphy/pipeline.js';
 import { mix32, mulberry32 } from '../murphy/rng.js';
@@ -14,14 +13,14 @@ import { treeToJSON } from '../murphy/serialize.js';
 import { buildTrees, type TreeBuildConfig } from '../murphy/tree.js';
 import type { CodeExtractor, Completion, ExecResult, Executor, PromptBuilder, RolloutTree, SampleParams, Sampler } from '../murphy/types.js';
 import type { RolloutBackend, RolloutParams } from '../rollout/types.js';
-import { learningRate, packSamples, planMicroBatches } from './batching.js';
-import { decodeSafetensorsF32, encodeSafetensorsF32, type LossOptions, type Policy, type TrainStats } from './policy.js';
+import { packSamples, planMicroBatches } from './batching.js';
+import { latestCheckpoint, readTrainerState, restoreReference, saveReference, writeCheckpoint, type TrainerState } from './checkpoint.js';
+import { TrainError } from './error.js';
+import { formatStepLine, treeMetrics, type StepMetrics } from './metrics.js';
+import type { LossOptions, Policy, TrainStats } from './policy.js';
 import { BusyClock, silentProgress, type ProgressSink } from './progress.js';
-import { RunDir, fileSize, writeFileAtomic } from './rundir.js';
-
-export class TrainError extends Error {
-  override name = 'TrainError';
-}
+import { RunDir, fileSize } from './rundir.js';
+import { learningRate } from './schedule.js';
 
 export interface TrainDeps<P> {
   policy: Policy;
@@ -49,82 +48,12 @@ export interface TrainOptions {
   keepCheckpoints?: number;
 }
 
-/** What a checkpoint's state.json holds besides the policy. */
-export interface TrainerState {
-  version: 1;
-  /** Completed optimizer steps. */
-  step: number;
-  /** Problems drawn so far (the data position; the order is a seeded permutation per epoch). */
-  problemsConsumed: number;
-  /** The run's seed: every other random stream is derived from (seed, step, ...). */
-  seed: number;
-  /** G actually used (differs from the config for compute-matched GRPO). */
-  groupSize: number;
-  followUpGroupSize: number;
-  /** Byte sizes of metrics.jsonl and trees.jsonl.gz at this checkpoint. */
-  metricsBytes: number;
-  treesBytes: number;
-  /** Whether the optimizer moments were saved (exact resume). */
-  optimizerState: boolean;
-}
-
-export interface StepMetrics {
-  step: number;
-  epoch: number;
-  lr: number;
-  problems: number;
-  /** Mean reward of all sampled nodes, and per turn. */
-  reward: number;
-  rewardPerTurn: number[];
-  /** Pass rate of the nodes of each turn (pass@1 per turn). */
-  passAt1PerTurn: number[];
-  /** Problems with any passing attempt / with a passing turn-1 attempt. */
-  solvedFraction: number;
-  solvedFirstTurnFraction: number;
-  /** Failed attempts that were expanded, and how many of them a later turn fixed. */
-  expanded: number;
-  fixedLater: number;
-  fixedLaterFraction: number;
-  nodesPerTree: number;
-  nodesPerTurn: number[];
-  groupsPerTree: number;
-  prunedIntraFraction: number;
-  prunedInterFraction: number;
-  prunedTokens: number;
-  zeroVarianceGroups: number;
-  samples: number;
-  samplesTrained: number;
-  microBatches: number;
-  tokensSampled: number;
-  tokensTrained: number;
-  loss: number;
-  kl: number;
-  clipLowFraction: number;
-  clipHighFraction: number;
-  clipFraction: number;
-  meanRatio: number;
-  gradNorm: number;
-  /** Wall-clock figures (the only fields that differ between identical runs). */
-  time: {
-    rollout: number;
-    execution: number;
-    training: number;
-    sync: number;
-    total: number;
-    tokensPerSecond: number;
-    trainTokensPerSecond: number;
-  };
-}
-
 export interface TrainSummary {
   steps: number;
   stoppedEarly: boolean;
   lastCheckpoint: string | null;
   metrics: StepMetrics[];
 }
-
-const STATE_FILE = 'state.json';
-const LATEST = 'latest';
 
 /** Seeded permutation of 0..n-1 (Fisher-Yates over mulberry32). */
 export function permutation(n: number, seed: number): number[] {
@@ -151,25 +80,6 @@ export function batchIndices(n: number, consumed: number, size: number, seed: nu
     out.push(perm[k % n]!);
   }
   return out;
-}
-
-/** The newest complete checkpoint of a run, or null. */
-export function latestCheckpoint(run: RunDir): string | null {
-  const p = join(run.checkpointsDir, LATEST);
-  if (!existsSync(p)) return null;
-  const name = readFileSync(p, 'utf8').trim();
-  const dir = join(run.checkpointsDir, name);
-  return existsSync(join(dir, STATE_FILE)) ? dir : null;
-}
-
-export function readTrainerState(dir: string): TrainerState {
-  const s = JSON.parse(readFileSync(join(dir, STATE_FILE), 'utf8')) as TrainerState;
-  if (s.version !== 1) throw new TrainError(`checkpoint ${dir}: unsupported state version ${String(s.version)}`);
-  return s;
-}
-
-function mean(xs: readonly number[]): number {
-  return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
 }
 
 /** Sampler/executor wrappers that measure busy time and count calls (for progress). */
@@ -265,50 +175,6 @@ export function lossOptions(c: TrainConfig): LossOptions {
     beta: c.beta,
     lossType: c.lossType,
     normLength: c.maxCompletionLength,
-  };
-}
-
-/** Metrics of one step from its trees (training figures filled in by the caller). */
-export function treeMetrics(trees: readonly RolloutTree<unknown>[]): Pick<
-  StepMetrics,
-  | 'problems' | 'reward' | 'rewardPerTurn' | 'passAt1PerTurn' | 'solvedFraction' | 'solvedFirstTurnFraction' | 'expanded' | 'fixedLater'
-  | 'fixedLaterFraction' | 'nodesPerTree' | 'nodesPerTurn' | 'groupsPerTree' | 'prunedIntraFraction' | 'prunedInterFraction' | 'prunedTokens' | 'tokensSampled'
-> {
-  const b = batchStats(trees);
-  const S = b.nodesPerTurn.length;
-  const rsum = new Array<number>(S).fill(0);
-  let all = 0;
-  let nodes = 0;
-  let groups = 0;
-  let prunedTokens = 0;
-  for (const t of trees) {
-    groups += t.groups.length;
-    for (const n of t.nodes) {
-      rsum[n.turn - 1]! += n.reward;
-      all += n.reward;
-      nodes++;
-      if (n.pruned) prunedTokens += n.completionIds.length + t.groups[n.group]!.promptIds.length;
-    }
-  }
-  const T = Math.max(1, trees.length);
-  const nz = (x: number): number => (Number.isFinite(x) ? x : 0);
-  return {
-    problems: trees.length,
-    reward: nodes ? all / nodes : 0,
-    rewardPerTurn: b.nodesPerTurn.map((c, i) => (c ? rsum[i]! / c : 0)),
-    passAt1PerTurn: b.passRatePerTurn.map(nz),
-    solvedFraction: b.solved / T,
-    solvedFirstTurnFraction: b.solvedFirstTurn / T,
-    expanded: b.expanded,
-    fixedLater: b.fixedLater,
-    fixedLaterFraction: b.expanded ? b.fixedLater / b.expanded : 0,
-    nodesPerTree: nodes / T,
-    nodesPerTurn: b.nodesPerTurn,
-    groupsPerTree: groups / T,
-    prunedIntraFraction: nodes ? b.prunedIntra / nodes : 0,
-    prunedInterFraction: nodes ? b.prunedInter / nodes : 0,
-    prunedTokens,
-    tokensSampled: b.completionTokensSampled,
   };
 }
 
@@ -498,60 +364,4 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   }
   if (stopRequested && signalName) progress.line(`stopped (${signalName}) after step ${state.step}; resume with --resume ${run.root}`);
   return { steps: state.step, stoppedEarly: stopRequested, lastCheckpoint, metrics };
-}
-
-export function formatStepLine(m: StepMetrics, maxSteps: number): string {
-  const pct = (x: number): string => `${(100 * x).toFixed(0)}%`;
-  const turns = m.passAt1PerTurn.map((p, i) => `t${i + 1} ${pct(p)}`).join(' ');
-  return (
-    `step ${String(m.step).padStart(String(maxSteps).length)}/${maxSteps}  reward ${m.reward.toFixed(3)}  pass@1 ${turns}  ` +
-    `fixed ${m.fixedLater}/${m.expanded}  nodes/tree ${m.nodesPerTree.toFixed(1)}  loss ${m.loss.toFixed(4)}  |g| ${m.gradNorm.toFixed(3)}  ` +
-    `lr ${m.lr.toExponential(2)}  ${m.time.total.toFixed(1)}s (roll ${m.time.rollout.toFixed(1)} exec ${m.time.execution.toFixed(1)} train ${m.time.training.toFixed(1)})`
-  );
-}
-
-// ---------------------------------------------------------------------------------------
-// checkpoints
-
-async function writeCheckpoint(run: RunDir, policy: Policy, state: TrainerState, keep: number): Promise<string> {
-  const dir = run.checkpointDir(state.step);
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp, { recursive: true });
-  try {
-    const info = await policy.saveState(tmp);
-    const st: TrainerState = { ...state, optimizerState: info.optimizerState };
-    writeFileAtomic(join(tmp, STATE_FILE), JSON.stringify(st, null, 2) + '\n');
-    if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
-    renameSync(tmp, dir);
-  } catch (e) {
-    rmSync(tmp, { recursive: true, force: true });
-    throw e;
-  }
-  const name = dir.slice(run.checkpointsDir.length + 1);
-  writeFileAtomic(join(run.checkpointsDir, LATEST), name + '\n');
-  // prune old checkpoints
-  const all = readdirSync(run.checkpointsDir).filter((n) => /^step-\d+$/.test(n)).sort();
-  for (const n of all.slice(0, Math.max(0, all.length - keep))) if (n !== name) rmSync(join(run.checkpointsDir, n), { recursive: true, force: true });
-  return dir;
-}
-
-const REFERENCE = 'reference.safetensors';
-
-function saveReference(run: RunDir, policy: Policy): void {
-  const t: Record<string, { shape: number[]; data: Float32Array }> = {};
-  for (const p of policy.params()) t[p.name] = { shape: p.shape, data: policy.getParam(p.name) };
-  writeFileAtomic(join(run.root, REFERENCE), encodeSafetensorsF32(t, { kind: 'KL reference (initial policy)' }));
-}
-
-/** beta > 0 on resume: the reference is the initial policy, saved at the start of the run. */
-async function restoreReference(run: RunDir, policy: Policy, ck: string): Promise<void> {
-  const p = join(run.root, REFERENCE);
-  if (!existsSync(p)) throw new TrainError(`${p} is missing: cannot restore the KL reference`);
-  const setter = policy as Policy & { setParam?: (name: string, v: Float32Array) => void };
-  if (typeof setter.setParam !== 'function') throw new TrainError('the policy cannot set parameters; cannot restore the KL reference');
-  const { tensors } = decodeSafetensorsF32(readFileSync(p));
-  for (const [n, t] of Object.entries(tensors)) setter.setParam(n, t.data);
-  policy.makeReference();
-  await policy.loadState(ck);
 }

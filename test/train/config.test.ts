@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import yargs from 'yargs';
 import { CONFIG_KEYS, configOptions, configTableMarkdown, defaultConfig, DEMO_DEFAULTS, flagsFromArgv, kebab, resolveConfig, SCHEMA } from '../../lib/config/index.js';
-import { resumeConfig } from '../../lib/train/run.js';
+import { resumeConfig } from '../../lib/commands/run-training.js';
 
 const work = mkdtempSync(join(tmpdir(), 'murphy-config-'));
 after(() => rmSync(work, { recursive: true, force: true }));

@@ -12,7 +12,7 @@ import { loadChatTokenizer } from '../../lib/prompt/index.js';
 import { NativeEngine, startServer, VllmBackend, type RolloutServer } from '../../lib/rollout/index.js';
 import { readMetrics, readTreeLines } from '../../lib/train/rundir.js';
 import { NativePolicy } from '../../lib/train/policy.js';
-import { runTraining } from '../../lib/train/run.js';
+import { runTraining } from '../../lib/commands/run-training.js';
 
 const work = mkdtempSync(join(tmpdir(), 'murphy-e2e-'));
 let modelDir = '';

@@ -7,7 +7,9 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
 import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
-import { latestCheckpoint, readTrainerState, train, type StepMetrics } from '../../lib/train/loop.js';
+import { latestCheckpoint, readTrainerState } from '../../lib/train/checkpoint.js';
+import { train } from '../../lib/train/loop.js';
+import type { StepMetrics } from '../../lib/train/metrics.js';
 import { readMetrics, readTreeLines, RunDir } from '../../lib/train/rundir.js';
 import { FakeBackend, FakePolicy } from './fakes.js';
 

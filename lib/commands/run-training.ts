@@ -5,7 +5,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { checkConfig, ConfigError, defaultConfig, formatConfig, validatePartial } from '../config/index.js';
 import type { TrainConfig } from '../config/schema.js';
-import { loadDataset, problemPrompt, type DatasetFormat, type Problem } from '../data/index.js';
+import { loadTrainingProblems } from '../data/check.js';
+import { problemPrompt, type Problem } from '../data/index.js';
 import { builtinTokenizer, createDemoModel, demoExtract, repairPromptBuilder, supervisedWarmup } from '../demo/setup.js';
 import { repairSplit, RepairExecutor } from '../demo/repair.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
@@ -20,10 +21,12 @@ import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
-import { latestCheckpoint, permutation, train, TrainError, type TrainSummary } from './loop.js';
-import { NativePolicy } from './policy.js';
-import { silentProgress, type ProgressSink } from './progress.js';
-import { RunDir, writeFileAtomic } from './rundir.js';
+import { latestCheckpoint } from '../train/checkpoint.js';
+import { TrainError } from '../train/error.js';
+import { permutation, train, type TrainSummary } from '../train/loop.js';
+import { NativePolicy } from '../train/policy.js';
+import { silentProgress, type ProgressSink } from '../train/progress.js';
+import { RunDir, writeFileAtomic } from '../train/rundir.js';
 
 export interface RunTrainingOptions {
   /** Continue the run in this directory (its config.json is used; see RESUMABLE_KEYS). */
@@ -47,41 +50,6 @@ export interface RunTrainingResult {
 
 /** Keys a resume may change; every other key must equal the run's. */
 export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees'] as const;
-
-/** True when the problem has at least one test. */
-export function hasTests(p: Problem): boolean {
-  const t = p.tests;
-  switch (t.kind) {
-    case 'humaneval':
-      return t.test.trim().length > 0;
-    case 'assert':
-      return t.asserts.length > 0;
-    case 'pytest':
-      return /def\s+test/.test(t.testCode);
-    case 'stdio':
-    case 'functional':
-      return t.cases.length > 0;
-    default:
-      return false;
-  }
-}
-
-/** Loads and checks a dataset: the file exists, has problems, and every problem has tests. */
-export async function loadTrainingProblems(path: string, format: string, limit: number | null): Promise<Problem[]> {
-  if (!existsSync(path)) throw new ConfigError(`dataset file not found: ${path} (config key "dataset", --dataset)`);
-  let problems: Problem[];
-  try {
-    problems = await loadDataset(path, { format: format as DatasetFormat, limit: limit ?? undefined });
-  } catch (e) {
-    throw new ConfigError(`cannot load dataset ${path}: ${(e as Error).message}`);
-  }
-  if (problems.length === 0) throw new ConfigError(`dataset ${path} has no problems`);
-  const bad = problems.filter((p) => !hasTests(p));
-  if (bad.length > 0) {
-    throw new ConfigError(`dataset ${path}: ${bad.length} of ${problems.length} problems have no tests (first: ${bad[0]!.id}); rewards need tests`);
-  }
-  return problems;
-}
 
 function defaultOut(c: TrainConfig): string {
   const d = new Date();
