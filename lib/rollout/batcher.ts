@@ -248,6 +248,10 @@ export class EngineBatcher {
           e.reject(new AbortedError('the request was aborted'));
           continue;
         }
+        if (e.req.onToken !== undefined) {
+          e.reject(err); // a streamed request may have sent tokens already: running it again would repeat them
+          continue;
+        }
         try {
           const [r] = await this.engine.generate([e.req]);
           e.resolve(r);

@@ -23,7 +23,7 @@ import { AbortedError, EngineBatcher, QueueFullError, type BatcherOptions } from
 import { finishSample, type LocalSample } from './finish.js';
 import { bad, engineRequest, HttpError, planRequest, type GenPlan, type Json } from './openai-request.js';
 import { chatLogprobs, completionLogprobs, SampleStream, type StreamDelta } from './openai-response.js';
-import type { EngineRequest, RolloutEngine, TextCodec } from './types.js';
+import type { EngineRequest, RolloutEngine, StreamedToken, TextCodec } from './types.js';
 import { RolloutError } from './types.js';
 
 /** The collective_rpc method that loads a checkpoint directory (same name as the vLLM worker extension's). */
@@ -253,7 +253,12 @@ class Handler {
     const reqs = plan.prompts.map((_, p) => engineRequest(plan, p, info.maxModelLen, gone.signal));
     const head = { id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(16).toString('hex')}`, created: Math.floor(Date.now() / 1000), model: this.o.modelName };
     if (plan.stream) return this.stream(plan, reqs, head, res);
-    const results = await Promise.all(this.batcher.submitAll(reqs));
+    // with stop strings, a sample stops generating once its text holds one (the answer is the same)
+    const watched = plan.stop.length === 0 ? reqs : reqs.map((r) => {
+      const ss = Array.from({ length: plan.n }, () => new SampleStream(r, plan.stop, this.o.tokenizer));
+      return { ...r, onToken: (j: number, t: StreamedToken) => (ss[j].push(t), ss[j].done) };
+    });
+    const results = await Promise.all(this.batcher.submitAll(watched));
     if (gone.signal.aborted) return;
     const samples = results.map((r, p) => r.map((s) => finishSample(s, reqs[p], plan.stop, this.o.tokenizer)));
     this.json(res, 200, kind === 'chat' ? this.chatBody(plan, samples, head) : this.completionBody(plan, samples, head));
@@ -341,7 +346,7 @@ class Handler {
     };
     const streamed = reqs.map((r, p) => ({
       ...r,
-      onToken: (j: number, t: Parameters<NonNullable<EngineRequest['onToken']>>[1]) => {
+      onToken: (j: number, t: StreamedToken) => {
         const s = streams[p][j];
         emit(p, j, s.push(t));
         return s.done;

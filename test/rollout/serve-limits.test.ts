@@ -150,6 +150,39 @@ describe('serve limits', () => {
     assert.throws(() => b.submitAll([req()]), AbortedError);
   });
 
+  it('a non-streamed request with a stop string stops generating at the token that completes it', async () => {
+    // an engine that plays a script token by token through onToken, as the native one streams
+    const script = tok.encode('one two STOP three four five six');
+    const produced: number[] = [];
+    const scripted: RolloutEngine = {
+      info: () => native.info(),
+      canBatch: () => false,
+      loadWeights: async () => undefined,
+      generate: async (batch) => batch.map((r) => Array.from({ length: r.n }, (_, j) => {
+        const ids: number[] = [];
+        let stopped = false;
+        for (const id of script.slice(0, r.maxTokens)) {
+          ids.push(id);
+          if (r.onToken?.(j, { id, logprob: -1 }) === true) { stopped = true; break; }
+        }
+        produced.push(ids.length);
+        return { tokenIds: ids, logprobs: ids.map(() => -1), finishReason: stopped ? 'abort' as const : 'length' as const };
+      })),
+    };
+    const srv = await startServer({ engine: scripted, tokenizer: tok, modelName: 'tiny' });
+    try {
+      const r = await fetch(`${srv.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [1, 2], max_tokens: script.length, stop: 'STOP', return_token_ids: true, ignore_eos: true }) });
+      const c = ((await r.json()) as { choices: { text: string; finish_reason: string; stop_reason: string; token_ids: number[] }[] }).choices[0];
+      assert.equal(c.text, 'one two ');
+      assert.equal(c.finish_reason, 'stop');
+      assert.equal(c.stop_reason, 'STOP');
+      assert.deepEqual(produced, [c.token_ids.length]);
+      assert.ok(c.token_ids.length < script.length);
+    } finally {
+      await srv.close();
+    }
+  });
+
   it('a full server answers 503 with Retry-After; a closed connection frees its place', async () => {
     const spy = new SpyEngine(native);
     const gate = deferred();
@@ -170,6 +203,9 @@ describe('serve limits', () => {
       // the client of the running request goes away: its generation ends at the next step
       ctl.abort();
       await assert.rejects(held);
+      // the server sees the closed connection: the running request's signal fires
+      const signal = call.batch[0].signal!;
+      if (!signal.aborted) await new Promise((ok) => signal.addEventListener('abort', ok, { once: true }));
       gate.resolve();
       const out = await call.result;
       assert.equal(out[0][0].finishReason, 'abort');

@@ -110,7 +110,9 @@ describe('serve', () => {
       const kept = s.token_ids ?? [];
       assert.deepEqual(kept, ids.slice(0, kept.length));
       assert.ok(tok.decode(kept, { skipSpecialTokens: true }).includes(stop));
-      assert.ok(!tok.decode(kept.slice(0, -1), { skipSpecialTokens: true }).replace(/\uFFFD+$/, '').includes(stop));
+      // (decoding no tokens is an error in the tokenizer library: a one-token prefix is '' before it)
+      const before = kept.length > 1 ? tok.decode(kept.slice(0, -1), { skipSpecialTokens: true }) : '';
+      assert.ok(!before.replace(/\uFFFD+$/, '').includes(stop));
     }
     // stop token id: the third greedy token
     const st = choicesOf((await post('/v1/completions', { prompt: 'hello', max_tokens: 16, temperature: 0, return_token_ids: true, stop_token_ids: [ids[2]], ignore_eos: true })).json)[0];
