@@ -4,7 +4,7 @@ import type { EngineRequest, EngineSample, TextCodec, TokenAlternatives } from '
 import { RolloutError } from './types.js';
 
 /** A finished sample after stop-string handling, with its text. */
-export interface LocalSample {
+export interface FinishedSample {
   tokenIds: number[];
   logprobs: number[];
   /** The alternatives at every position, when the request asked for them. */
@@ -30,7 +30,7 @@ export function firstStop(text: string, stop: readonly string[]): { at: number; 
  * decoded without special tokens; a stop string ends the completion at the token that
  * completed it (kept in the token ids) and is cut from the text.
  */
-export function finishSample(s: EngineSample, req: EngineRequest, stop: readonly string[], codec: TextCodec | undefined): LocalSample {
+export function finishSample(s: EngineSample, req: EngineRequest, stop: readonly string[], codec: TextCodec | undefined): FinishedSample {
   let tokenIds = s.tokenIds;
   let logprobs = s.logprobs;
   let top = s.top;

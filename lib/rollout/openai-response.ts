@@ -2,7 +2,7 @@
 // log-probs (the completions API's parallel lists, the chat API's per-token objects), and the
 // incremental text of a streamed sample (vLLM's incremental detokenizer, holding back text
 // that may still turn into a stop string).
-import { finishSample, firstStop, type LocalSample } from './finish.js';
+import { finishSample, firstStop, type FinishedSample } from './finish.js';
 import type { EngineRequest, EngineSample, StreamedToken, TextCodec, TokenAlternatives } from './types.js';
 
 type Json = Record<string, unknown>;
@@ -69,7 +69,7 @@ export function chatLogprobs(run: TokenRun, k: number, codec: TextCodec | undefi
 export interface StreamDelta extends TokenRun {
   text: string;
   /** Set on the sample's last delta. */
-  finish?: { reason: 'stop' | 'length' | 'abort'; stopReason: string | number | null; sample: LocalSample };
+  finish?: { reason: 'stop' | 'length' | 'abort'; stopReason: string | number | null; sample: FinishedSample };
 }
 
 /**

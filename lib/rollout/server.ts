@@ -20,7 +20,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isIP, type AddressInfo } from 'node:net';
 import { AbortedError, EngineBatcher, QueueFullError, type BatcherOptions } from './batcher.js';
-import { finishSample, type LocalSample } from './finish.js';
+import { finishSample, type FinishedSample } from './finish.js';
 import { bad, engineRequest, HttpError, planRequest, type GenPlan, type Json } from './openai-request.js';
 import { chatLogprobs, completionLogprobs, SampleStream, type StreamDelta } from './openai-response.js';
 import type { EngineRequest, RolloutEngine, StreamedToken, TextCodec } from './types.js';
@@ -269,7 +269,7 @@ class Handler {
     return { prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens, completion_tokens: completionTokens, prompt_tokens_details: null };
   }
 
-  private completionBody(plan: GenPlan, samples: LocalSample[][], head: Json): Json {
+  private completionBody(plan: GenPlan, samples: FinishedSample[][], head: Json): Json {
     const choices: Json[] = [];
     let completionTokens = 0;
     samples.forEach((ss, pi) => ss.forEach((s, j) => {
@@ -288,7 +288,7 @@ class Handler {
     return { ...head, object: 'text_completion', choices, usage: this.usage(plan, completionTokens) };
   }
 
-  private chatBody(plan: GenPlan, samples: LocalSample[][], head: Json): Json {
+  private chatBody(plan: GenPlan, samples: FinishedSample[][], head: Json): Json {
     const choices = samples[0].map((s, j) => ({
       index: j,
       message: { role: 'assistant', content: s.text, refusal: null, tool_calls: [], reasoning_content: null },
