@@ -372,6 +372,10 @@ export class PolicyModel {
    * other prompts.
    */
   async generate(prompts: ArrayLike<number>[], opts: GenerateOptions): Promise<Generation[]> {
+    // the native loop reads the flags while it runs: memory that cannot be detached or moved
+    if (opts.cancel !== undefined && !(opts.cancel.buffer instanceof SharedArrayBuffer)) {
+      throw new Error('generate: cancel must be an Int32Array over a SharedArrayBuffer');
+    }
     return this.e.generate(prompts.map((p) => Int32Array.from(p)), { ...opts });
   }
 
