@@ -71,6 +71,8 @@ describe('serve limits', () => {
     assert.equal(g[0].tokens.length, 1500);
     // every token was reported by a step, in order
     assert.equal(seen.reduce((a, b) => a + b, 0), g.reduce((a, x) => a + x.tokens.length, 0));
+    await assert.rejects(native.model.generate([[1]], { maxNewTokens: 2, cancel: new Int32Array(1) }), /SharedArrayBuffer/);
+    await assert.rejects(native.model.generate([[1]], { maxNewTokens: 2, cancel: new Int32Array(new SharedArrayBuffer(8)) }), /'cancel' has 2 flags but there are 1 samples/);
   });
 
   it('gives the memory of a large batch back to the system', async () => {
