@@ -68,7 +68,7 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
     .option('max-batch', { type: 'number', default: 64, describe: 'Most concurrent requests merged into one engine call' })
     .option('api-key', { type: 'string', describe: 'Require `Authorization: Bearer KEY` on every route but /health (default: $MURPHY_API_KEY)' })
     .option('weight-sync', { type: 'boolean', default: true, describe: 'Serve /collective_rpc (weight loading); needs --api-key on a non-loopback --host' })
-    .option('max-request-tokens', { type: 'number', default: SERVE_DEFAULTS.maxRequestTokens, describe: 'Largest prompts x n x max_tokens of one request (400 beyond it)' })
+    .option('max-request-tokens', { type: 'number', default: SERVE_DEFAULTS.maxRequestTokens, describe: 'Largest work of one request in tokens: prompt tokens + n x max_tokens, over its prompts (400 beyond it)' })
     .option('max-queued-tokens', { type: 'number', default: SERVE_DEFAULTS.maxQueuedTokens, describe: 'Largest total of that over requests admitted at once (503 + Retry-After beyond it)' }) as unknown as Argv<ServeArgs>,
   handler: async (argv) => {
     const log = (m: string) => process.stderr.write(`murphy-native serve: ${m}\n`);

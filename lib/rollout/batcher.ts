@@ -9,7 +9,7 @@ export interface BatcherOptions {
   /** Most samples (sum of n) in one engine call. Default 1024. */
   maxBatchSamples?: number;
   /**
-   * Most work admitted at once, waiting or running, in tokens (n x maxTokens summed over
+   * Most work admitted at once, waiting or running, in tokens (requestWork summed over
    * requests): beyond it submit() fails with a QueueFullError. Default: unbounded.
    */
   maxQueuedTokens?: number;
@@ -44,9 +44,9 @@ export interface BatcherStats {
   refused: number;
 }
 
-/** The work a request may take, in tokens: every sample at its full budget. */
-export function requestWork(req: Pick<EngineRequest, 'n' | 'maxTokens'>): number {
-  return req.n * req.maxTokens;
+/** The work a request may take, in tokens: its prompt (prefill) and every sample at its full budget. */
+export function requestWork(req: Pick<EngineRequest, 'promptIds' | 'n' | 'maxTokens'>): number {
+  return req.promptIds.length + req.n * req.maxTokens;
 }
 
 /** submit() beyond maxQueuedTokens: retry later (HTTP 503 with Retry-After). */

@@ -53,7 +53,7 @@ export interface PlanContext {
   /** Ids that always end a completion unless ignore_eos. */
   eos: readonly number[];
   maxN: number;
-  /** Largest prompts x n x max_tokens of one request. */
+  /** Largest work of one request, in tokens: prompt tokens + n x max_tokens, summed over its prompts. */
   maxRequestTokens: number;
 }
 
@@ -275,10 +275,10 @@ export function planRequest(kind: 'completion' | 'chat', b: Json, c: PlanContext
     if (want > maxLen) {
       throw bad(`This model's maximum context length is ${maxLen} tokens. However, you requested ${want} tokens (${pr.length} in the messages, ${maxTokensGiven ?? 1} in the completion). Please reduce the length of the messages or completion.`, maxTokensGiven === undefined ? 'prompt' : kind === 'chat' && b.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens');
     }
-    work += n * (maxTokensGiven ?? maxLen - pr.length);
+    work += pr.length + n * (maxTokensGiven ?? maxLen - pr.length);
   }
   if (work > c.maxRequestTokens) {
-    throw bad(`this request may generate up to ${work} tokens (prompts x n x max_tokens); this server takes at most ${c.maxRequestTokens} per request: lower n or max_tokens, or split the request`, maxTokensGiven === undefined ? 'max_tokens' : 'n');
+    throw bad(`this request is ${work} tokens of work (prompt tokens + n x max_tokens, over its prompts); this server takes at most ${c.maxRequestTokens} per request: lower n or max_tokens, or split the request`, maxTokensGiven === undefined ? 'max_tokens' : 'n');
   }
   const allStop = [...new Set([...stopIds, ...(ignoreEos ? [] : c.eos)])].sort((x, y) => x - y);
   return {

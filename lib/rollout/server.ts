@@ -32,7 +32,7 @@ export const LOAD_WEIGHTS_METHOD = 'murphy_load_weights';
 /** Defaults of the serve limits (docs/rollout.md). */
 export const SERVE_DEFAULTS = {
   maxN: 1024,
-  /** Largest prompts x n x max_tokens of one request. */
+  /** Largest work of one request, in tokens (prompt tokens + n x max_tokens, over its prompts). */
   maxRequestTokens: 1 << 20,
   /** Largest total of that over the requests admitted at once (waiting or running). */
   maxQueuedTokens: 1 << 22,
@@ -61,7 +61,7 @@ export interface ServeOptions extends BatcherOptions {
   maxBodyBytes?: number;
   /** Largest n. Default 1024. */
   maxN?: number;
-  /** Largest prompts x n x max_tokens of one request (400 beyond it). Default 2^20. */
+  /** Largest work of one request, in tokens: prompt tokens + n x max_tokens, over its prompts (400 beyond it). Default 2^20. */
   maxRequestTokens?: number;
   /** Seconds in Retry-After when the queue (maxQueuedTokens, default 2^22 here) is full. Default 1. */
   retryAfterSeconds?: number;

@@ -115,18 +115,18 @@ describe('serve limits', () => {
     const eng = new GatedEngine();
     const b = new EngineBatcher(eng, { maxQueuedTokens: 100 });
     let called = eng.nextCall();
-    const first = b.submit(req({ n: 2, maxTokens: 40 })); // 80 tokens, running
+    const first = b.submit(req({ n: 2, maxTokens: 40 })); // 3 + 80 tokens, running
     await called;
     const ctl = new AbortController();
-    const waiting = b.submit(req({ n: 1, maxTokens: 10, signal: ctl.signal })); // 90
+    const waiting = b.submit(req({ n: 1, maxTokens: 10, signal: ctl.signal })); // + 13 = 96
     assert.equal(b.pending, 1);
     assert.throws(() => b.submitAll([req({ n: 1, maxTokens: 11 })]), (e: unknown) => e instanceof QueueFullError && e.status === 503);
     await assert.rejects(b.submit(req({ n: 1, maxTokens: 11 })), QueueFullError);
     ctl.abort();
     await assert.rejects(waiting, AbortedError);
     assert.equal(b.pending, 0);
-    assert.equal(b.queuedTokens, 80);
-    const third = b.submit(req({ n: 2, maxTokens: 10 })); // fits again: 100
+    assert.equal(b.queuedTokens, 83);
+    const third = b.submit(req({ n: 2, maxTokens: 5 })); // fits again: 83 + 13
     called = eng.nextCall();
     eng.release();
     await first;
@@ -134,7 +134,7 @@ describe('serve limits', () => {
     eng.release();
     await third;
     assert.equal(eng.seen.length, 2, 'the aborted request never reached the engine');
-    assert.deepEqual(eng.seen.map((x) => x.map((r) => r.maxTokens)), [[40], [10]]);
+    assert.deepEqual(eng.seen.map((x) => x.map((r) => r.maxTokens)), [[40], [5]]);
     assert.equal(b.queuedTokens, 0);
     assert.equal(b.stats.aborted, 1);
     assert.equal(b.stats.refused, 2);
@@ -194,9 +194,9 @@ describe('serve limits', () => {
       const body = (n: number, max: number) => JSON.stringify({ prompt: [1, 2, 3], n, max_tokens: max, ignore_eos: true });
       const called = spy.nextCall();
       const ctl = new AbortController();
-      const held = fetch(`${srv.url}/v1/completions`, { method: 'POST', body: body(4, 200), signal: ctl.signal }); // 800 tokens
+      const held = fetch(`${srv.url}/v1/completions`, { method: 'POST', body: body(4, 200), signal: ctl.signal }); // 3 + 800 tokens
       const call = await called;
-      const r = await fetch(`${srv.url}/v1/completions`, { method: 'POST', body: body(2, 150) }); // +300 > 1000
+      const r = await fetch(`${srv.url}/v1/completions`, { method: 'POST', body: body(2, 150) }); // + 303 > 1000
       assert.equal(r.status, 503);
       assert.equal(r.headers.get('retry-after'), '7');
       const e = (await r.json()) as { error: { message: string; code: number } };
