@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
-import { BUILTIN_VOCAB, initModel } from '../../lib/model/index.js';
+import { BUILTIN_VOCAB, initModel, PolicyModel } from '../../lib/model/index.js';
 import { ChatPromptBuilder, loadChatTokenizer, type HfChatTokenizer } from '../../lib/prompt/index.js';
-import { NativeEngine, startServer, type RolloutServer } from '../../lib/rollout/index.js';
+import { NativeEngine, startServer, VllmBackend, type RolloutServer } from '../../lib/rollout/index.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { SpyEngine } from './serve-helpers.js';
 
@@ -17,13 +17,14 @@ const seed = testSeed('rollout/serve-openai');
 const rng = new Rng(seed);
 const work = mkdtempSync(join(tmpdir(), 'murphy-serve-openai-'));
 const KEY = `key-${rng.int(1e9)}`;
+let dir = '';
 let tok: HfChatTokenizer;
 let spy: SpyEngine;
 let srv: RolloutServer;
 let client: OpenAI;
 
 before(async () => {
-  const { dir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed, initStd: 0.3 });
+  ({ dir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed, initStd: 0.3 }));
   tok = loadChatTokenizer(dir);
   spy = new SpyEngine(await NativeEngine.load(dir));
   srv = await startServer({ engine: spy, tokenizer: tok, modelName: 'tiny', apiKey: KEY });
@@ -161,6 +162,16 @@ describe('serve with the openai client', () => {
       assert.equal(s.finishReason, 'abort');
       assert.ok(s.tokenIds.length < 1900, `${s.tokenIds.length} tokens`);
     }
+  });
+
+  it('the vLLM client with the key generates and syncs weights; without it, it is refused', async () => {
+    const trainer = await PolicyModel.load(dir);
+    const vllm = await VllmBackend.connect({ servers: [srv.url], apiKey: KEY, tokenizer: tok, syncDir: join(work, 'sync') });
+    const out = await vllm.generate(tok.encode('hi'), 2, { seed: 3, maxTokens: 4 });
+    assert.equal(out.length, 2);
+    const rep = await vllm.syncWeights(trainer, 1);
+    assert.deepEqual(rep.servers, [srv.url]);
+    await assert.rejects(VllmBackend.connect({ servers: [srv.url], apiKey: 'wrong', tokenizer: tok }), /401/);
   });
 
   it('errors keep their OpenAI shape and classes; the key is required everywhere but /health', async () => {
