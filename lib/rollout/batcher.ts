@@ -29,6 +29,8 @@ interface GenEntry {
 interface ExclusiveEntry {
   kind: 'exclusive';
   run: () => Promise<void>;
+  /** Refuses it without running it. */
+  fail: (e: unknown) => void;
 }
 
 export interface BatcherStats {
@@ -156,25 +158,22 @@ export class EngineBatcher {
             reject(e);
           }
         },
+        fail: reject,
       });
       this.pump();
     });
   }
 
   /**
-   * Stops everything: waiting requests fail with an AbortedError, running ones end at the
-   * engine's next decode step, and later submits are refused. Resolves when no engine call
-   * is running.
+   * Stops everything: waiting requests and exclusive tasks fail with an AbortedError,
+   * running ones end at the engine's next decode step, and later submits are refused.
+   * Resolves when no engine call is running.
    */
   async abortAll(reason = 'the server is shutting down'): Promise<void> {
     this.closedReason ??= reason;
     for (const e of this.queue.splice(0)) {
-      if (e.kind === 'gen') {
-        this.release(e);
-        e.reject(new AbortedError(reason, { status: 503 }));
-      } else {
-        void e.run();
-      }
+      if (e.kind === 'gen') this.release(e);
+      (e.kind === 'gen' ? e.reject : e.fail)(new AbortedError(reason, { status: 503 }));
     }
     for (const e of this.inFlight) e.ctl.abort();
     await this.idle();

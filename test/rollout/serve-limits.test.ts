@@ -138,13 +138,17 @@ describe('serve limits', () => {
     assert.equal(b.queuedTokens, 0);
     assert.equal(b.stats.aborted, 1);
     assert.equal(b.stats.refused, 2);
-    // abortAll: the waiting fail, the running see their signal, later submits are refused
+    // abortAll: the waiting (and a queued weight load) fail, the running see their signal, later submits are refused
     called = eng.nextCall();
     const run = b.submit(req({ n: 2 }));
     const wait = b.submit(req({ n: 3 }));
     await called;
+    let loaded = false;
+    const load = b.exclusive(() => { loaded = true; }); // a weight load queued behind the batch
     const stopped = b.abortAll();
     await assert.rejects(wait, AbortedError);
+    await assert.rejects(load, AbortedError);
+    assert.equal(loaded, false, 'nothing runs beside the running batch');
     assert.equal(eng.seen[2][0].signal?.aborted, true);
     eng.release();
     assert.equal((await run)[0].finishReason, 'abort');
