@@ -206,6 +206,12 @@ describe('serve limits', () => {
       const e = (await r.json()) as { error: { message: string; code: number } };
       assert.match(e.error.message, /busy/);
       assert.equal(e.error.code, 503);
+      // a streamed request is refused the same way, as JSON before any event
+      const rs = await fetch(`${srv.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [1, 2, 3], n: 2, max_tokens: 150, stream: true }) });
+      assert.equal(rs.status, 503);
+      assert.match(rs.headers.get('content-type') ?? '', /application\/json/);
+      assert.equal(rs.headers.get('retry-after'), '7');
+      await rs.text();
       // the client of the running request goes away: its generation ends at the next step
       ctl.abort();
       await assert.rejects(held);
@@ -241,6 +247,10 @@ describe('serve limits', () => {
     try {
       const r = await fetch(`${srv.url}/collective_rpc`, { method: 'POST', body: JSON.stringify({ method: 'murphy_load_weights', args: [dir] }) });
       assert.equal(r.status, 404);
+      // and without a tokenizer there is no chat
+      const c = await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] }) });
+      assert.equal(c.status, 400);
+      assert.match(((await c.json()) as { error: { message: string } }).error.message, /no tokenizer with a chat template/);
     } finally {
       await srv.close();
     }
