@@ -3,7 +3,7 @@
 // supervised warm-up, Iter-k evaluations before and after, the loop, and the report.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { checkConfig, ConfigError, defaultConfig, formatConfig, validatePartial } from '../config/index.js';
+import { checkConfig, ConfigError, defaultConfig, formatConfig, validatePartial, withoutSecrets } from '../config/index.js';
 import type { TrainConfig } from '../config/schema.js';
 import { loadTrainingProblems } from '../data/check.js';
 import { problemPrompt, type Problem } from '../data/index.js';
@@ -49,7 +49,7 @@ export interface RunTrainingResult {
 }
 
 /** Keys a resume may change; every other key must equal the run's. */
-export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees'] as const;
+export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey'] as const;
 
 function defaultOut(c: TrainConfig): string {
   const d = new Date();
@@ -130,6 +130,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     backend = await VllmBackend.connect({
       servers: c.serverUrl!.split(',').map((s) => s.trim()),
       model: c.servedModelName ?? undefined,
+      apiKey: c.vllmApiKey ?? undefined,
       tokenizer: tok,
       syncDir: join(resolve(run.root), 'sync'),
       maxRetries: 2,
@@ -138,7 +139,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
 
   // ---- from here on the run directory is written
   run.create();
-  if (!o.resume) writeFileAtomic(run.configPath, JSON.stringify(c, null, 2) + '\n');
+  if (!o.resume) writeFileAtomic(run.configPath, JSON.stringify(withoutSecrets(c), null, 2) + '\n');
   log(`${o.resume ? 'resuming' : 'run'} ${run.root}\n${formatConfig(c)}`);
   if (!tokenizerDir) {
     tokenizerDir = join(run.root, 'tokenizer');
@@ -197,6 +198,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
       iterations: r.iterations,
       byGroup: r.byGroup,
       perProblem: r.perProblem,
+      noRoom: r.noRoom,
       seconds: r.seconds,
       createdAt: new Date().toISOString(),
     };

@@ -6,6 +6,7 @@
 // k attempts passes all tests (a passing attempt ends the conversation). pass@1 at
 // iteration k is the mean over problems of the fraction of their n conversations solved.
 import { buildTrees } from '../murphy/tree.js';
+import { extractFromCompletion } from '../prompt/extract.js';
 import type { CodeExtractor, Executor, PromptBuilder, RolloutTree, Sampler, SampleParams } from '../murphy/types.js';
 
 export interface IterKOptions<P> {
@@ -49,6 +50,8 @@ export interface IterKResult {
   perProblem: IterKProblem[];
   /** Sampled completion tokens in total. */
   completionTokens: number;
+  /** Conversations that ended because the prompt left no room in the model's context (counted as not solved). */
+  noRoom: number;
   seconds: number;
 }
 
@@ -79,6 +82,7 @@ function curve(rows: readonly IterKProblem[], k: number): IterKPoint[] {
 
 export async function evaluateIterK<P>(
   problems: readonly P[],
+  /** extractCode: default lib/prompt's extractFromCompletion. */
   deps: { sampler: Sampler; executor: Executor<P>; prompts: PromptBuilder<P>; extractCode?: CodeExtractor<P> },
   o: IterKOptions<P> = {},
 ): Promise<IterKResult> {
@@ -98,7 +102,7 @@ export async function evaluateIterK<P>(
       return r;
     },
   };
-  const trees = await buildTrees(problems, { sampler, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode }, {
+  const trees = await buildTrees(problems, { sampler, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode ?? extractFromCompletion }, {
     groupSize: n,
     followUpGroupSize: 1,
     maxTurns: k,
@@ -120,6 +124,7 @@ export async function evaluateIterK<P>(
     iterations: curve(rows, k),
     perProblem: rows,
     completionTokens: trees.reduce((a, t) => a + t.nodes.reduce((b, x) => b + x.completionIds.length, 0), 0),
+    noRoom: trees.reduce((a, t) => a + t.nodes.reduce((b, x) => b + (x.noRoom === true ? 1 : 0), 0), 0),
     seconds: (performance.now() - t0) / 1000,
   };
   if (o.groupBy) {
@@ -143,6 +148,8 @@ export interface EvalResultsFile {
   iterations: IterKPoint[];
   byGroup?: IterKResult['byGroup'];
   perProblem: IterKProblem[];
+  /** Conversations that ended at the model's context limit (IterKResult.noRoom); absent in files written before it was counted. */
+  noRoom?: number;
   seconds: number;
   createdAt: string;
 }

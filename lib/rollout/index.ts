@@ -8,13 +8,14 @@ export {
   type TokenAlternatives,
   type PolicyWeights,
   type RolloutBackend,
+  type RolloutCounters,
   type RolloutEngine,
   type RolloutParams,
   type TextCodec,
   type WeightSync,
   type WeightSyncReport,
 } from './types.js';
-export { DEFAULT_MAX_TOKENS, resolveSampling, type ResolvedSampling, type SamplingDefaults } from './params.js';
+export { contextBudget, DEFAULT_MAX_TOKENS, noRoomCompletions, resolveSampling, type ResolvedSampling, type SamplingDefaults } from './params.js';
 export { AbortedError, EngineBatcher, QueueFullError, requestWork, type BatcherOptions, type BatcherStats } from './batcher.js';
 export { finishSample, type FinishedSample } from './finish.js';
 export { NativeEngine } from './engine.js';
@@ -22,6 +23,7 @@ export { EmbeddedBackend, type EmbeddedOptions } from './embedded.js';
 export { isLoopback, LOAD_WEIGHTS_METHOD, SERVE_DEFAULTS, startServer, type RolloutServer, type ServeOptions } from './server.js';
 export {
   DiskWeightSync,
+  checkLoadResults,
   parseCompletionResponse,
   VllmBackend,
   type CompletionChoice,
