@@ -22,7 +22,7 @@ import { isIP, type AddressInfo } from 'node:net';
 import { AbortedError, EngineBatcher, QueueFullError, type BatcherOptions } from './batcher.js';
 import { finishSample, type FinishedSample } from './finish.js';
 import { bad, engineRequest, HttpError, planRequest, type GenPlan, type Json } from './openai-request.js';
-import { chatLogprobs, completionLogprobs, SampleStream, type StreamDelta } from './openai-response.js';
+import { chatLogprobs, completionLogprobs, SampleStream, tokenText, type StreamDelta } from './openai-response.js';
 import type { EngineRequest, RolloutEngine, StreamedToken, TextCodec } from './types.js';
 import { RolloutError } from './types.js';
 
@@ -316,6 +316,7 @@ class Handler {
     let completionTokens = 0;
     let sse: EventStream | undefined;
     const started = new Set<number>();
+    const offsets = new Map<number, number>();
     const chunk = (index: number, d: StreamDelta, p: number): Json => {
       const finish = d.finish === undefined ? null : d.finish.reason;
       const stopReason = d.finish === undefined ? null : d.finish.stopReason;
@@ -326,7 +327,7 @@ class Handler {
         choice = { index, delta, logprobs: plan.logprobs === null ? null : chatLogprobs(d, plan.logprobs, this.o.tokenizer), finish_reason: finish, stop_reason: stopReason, ...ids };
       } else {
         choice = {
-          index, text: d.text, logprobs: plan.logprobs === null ? null : completionLogprobs(d, plan.logprobs, this.o.tokenizer), finish_reason: finish, stop_reason: stopReason,
+          index, text: d.text, logprobs: plan.logprobs === null ? null : this.streamedLogprobs(d, plan.logprobs, offsets, index), finish_reason: finish, stop_reason: stopReason,
           ...(plan.returnTokenIds && !started.has(index) ? { prompt_token_ids: plan.prompts[p] } : {}), ...ids,
         };
       }
@@ -364,6 +365,13 @@ class Handler {
       if (!(err instanceof AbortedError)) sse.send(this.errorBody(err).body);
     }
     sse.end();
+  }
+
+  /** A chunk's completions log-probs, text_offset continuing where the sample's last chunk ended. */
+  private streamedLogprobs(d: StreamDelta, k: number, offsets: Map<number, number>, index: number): Json {
+    const at = offsets.get(index) ?? 0;
+    offsets.set(index, at + d.tokenIds.reduce((a, t) => a + tokenText(this.o.tokenizer, t).length, 0));
+    return completionLogprobs(d, k, this.o.tokenizer, at);
   }
 
   private async rpc(b: Json): Promise<Json> {

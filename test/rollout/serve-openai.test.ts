@@ -106,15 +106,18 @@ describe('serve with the openai client', () => {
     const cstream = await client.completions.create({ ...cbody, stream: true });
     const ctext = ['', ''];
     const lps: number[][] = [[], []];
+    const offs: number[][] = [[], []];
     for await (const ch of cstream) {
       for (const c of ch.choices) {
         ctext[c.index] += c.text;
         lps[c.index].push(...(c.logprobs?.token_logprobs ?? []));
+        offs[c.index].push(...(c.logprobs?.text_offset ?? []));
         for (const d of c.logprobs?.top_logprobs ?? []) assert.ok(Object.keys(d).length >= 1 && Object.keys(d).length <= 4);
       }
     }
     assert.deepEqual(ctext, cwhole.choices.map((c) => c.text));
     assert.deepEqual(lps, cwhole.choices.map((c) => c.logprobs?.token_logprobs));
+    assert.deepEqual(offs, cwhole.choices.map((c) => c.logprobs?.text_offset));
   });
 
   it('a streamed stop string ends the sample where the non-streamed one ends', async () => {
