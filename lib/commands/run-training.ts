@@ -10,7 +10,8 @@ import { problemPrompt, type Problem } from '../data/index.js';
 import { builtinTokenizer, createDemoModel, demoExtract, repairPromptBuilder, supervisedWarmup } from '../demo/setup.js';
 import { repairSplit, RepairExecutor } from '../demo/repair.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
-import { PythonExecutor } from '../exec/executor.js';
+import { createExecutor } from '../exec/create.js';
+import { timeoutLimits } from '../exec/types.js';
 import { builtinTokenizerFiles, PolicyModel } from '../model/index.js';
 import { mix32 } from '../murphy/rng.js';
 import type { CodeExtractor, Executor, PromptBuilder } from '../murphy/types.js';
@@ -21,6 +22,7 @@ import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
+import { selectTrainingDevice } from '../gpu/device.js';
 import { latestCheckpoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
@@ -105,6 +107,8 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   const log = o.log ?? (() => undefined);
   const progress = o.progress ?? silentProgress;
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
+  // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
+  selectTrainingDevice(c, log);
   const parts = await preflight(c);
   const run = new RunDir(c.out!);
   const ck = o.resume ? latestCheckpoint(run) : null;
@@ -162,13 +166,20 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     prompts = repairPromptBuilder(tok, c.history);
     extract = demoExtract;
   } else {
-    const px = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits: { testTimeout: c.testTimeout } });
-    const pe = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits: { testTimeout: c.testTimeout }, feedback: { scope: 'visible' } });
+    const limits = timeoutLimits(c.timeoutMode, c.testTimeout);
+    const where = { kind: c.executor, sandboxUrl: c.sandboxUrl, workers: c.executorWorkers ?? undefined, limits };
+    const px = createExecutor(where);
+    const pe = createExecutor({ ...where, feedback: { scope: 'visible' } });
     executor = px;
     evalExecutor = pe;
     closeExec = async () => {
       await Promise.all([px.close(), pe.close()]);
     };
+    // Start the sandbox now: its one-line warning (weaker isolation) comes at the start of the run.
+    await Promise.all([px.start(), pe.start()]).catch(async (e: unknown) => {
+      await closeExec();
+      throw e;
+    });
     prompts = new ChatPromptBuilder<Problem>(tok, { task: (p) => problemPrompt(p, 'instruction'), history: c.history });
   }
 

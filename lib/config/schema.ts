@@ -36,6 +36,9 @@ export const LR_SCHEDULERS = ['constant', 'cosine', 'linear'] as const;
 export const DATASET_FORMAT_VALUES = ['auto', 'humaneval', 'mbpp', 'kodcode', 'livecodebench', 'jsonl'] as const;
 export const TASKS = ['repair'] as const;
 export const HISTORY_MODES = ['full', 'latest'] as const;
+export const TIMEOUT_MODES = ['test', 'program'] as const;
+export const EXECUTORS = ['local', 'sandboxfusion'] as const;
+export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
 
 /** The resolved configuration: every key present. */
 export interface TrainConfig {
@@ -45,6 +48,7 @@ export interface TrainConfig {
   maxSteps: number;
   saveSteps: number;
   logTrees: boolean;
+  device: (typeof DEVICES)[number];
   // model
   model: string | null;
   modelPreset: 'tiny' | 'small';
@@ -64,6 +68,9 @@ export interface TrainConfig {
   maxCompletionLength: number;
   executorWorkers: number | null;
   testTimeout: number;
+  timeoutMode: (typeof TIMEOUT_MODES)[number];
+  executor: (typeof EXECUTORS)[number];
+  sandboxUrl: string | null;
   // method
   algo: (typeof ALGOS)[number];
   computeMatched: boolean;
@@ -95,6 +102,7 @@ export interface TrainConfig {
   adamBeta1: number;
   adamBeta2: number;
   microBatchTokens: number;
+  gradientCheckpointing: boolean | null;
   // evaluation
   evalIterations: number;
   evalProblems: number;
@@ -114,6 +122,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   maxSteps: { type: 'int', default: 40, min: 1, group: 'run', doc: 'Training steps (one optimizer step each).' },
   saveSteps: { type: 'int', default: 20, min: 1, group: 'run', doc: 'Write a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM).' },
   logTrees: { type: 'boolean', default: true, group: 'run', doc: 'Append every rollout tree to trees.jsonl.gz (for the report\'s tree viewer).' },
+  device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the GPU engine: not implemented yet, fails at start naming the cause), auto (cuda when usable, else cpu; cpu until the GPU engine exists). docs/gpu.md.' },
 
   model: { type: 'string', default: null, group: 'model', doc: 'Hugging Face model directory (config.json + safetensors). Unset: a tiny random model (the CPU demo).' },
   modelPreset: { type: 'enum', values: ['tiny', 'small'], default: 'tiny', group: 'model', doc: 'Size of the random model created when no model is given.' },
@@ -133,6 +142,9 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   maxCompletionLength: { type: 'int', default: 48, min: 1, group: 'rollout', doc: 'Maximum tokens per completion (TRL max_completion_length).' },
   executorWorkers: { type: 'int', default: null, min: 1, group: 'rollout', doc: 'Python executor processes (default: one per core). Not used by the built-in task.' },
   testTimeout: { type: 'number', default: 3, gt: 0, group: 'rollout', doc: 'Seconds per test in the Python executor.' },
+  timeoutMode: { type: 'enum', values: TIMEOUT_MODES, default: 'test', group: 'rollout', doc: 'test: --test-timeout per test (and 10 s per program); program: --test-timeout for the whole program, as the official HumanEval/MBPP harnesses.' },
+  executor: { type: 'enum', values: EXECUTORS, default: 'local', group: 'rollout', doc: 'Where programs run: local (the sandboxed executor on this machine) or sandboxfusion (a SandboxFusion service at --sandbox-url).' },
+  sandboxUrl: { type: 'string', default: null, group: 'rollout', doc: 'Base URL of the SandboxFusion service (executor sandboxfusion), e.g. http://127.0.0.1:8080.' },
 
   algo: { type: 'enum', values: ALGOS, default: 'murphy', group: 'method', doc: 'murphy: multi-turn trees with feedback; grpo: the single-turn baseline (S = 1).' },
   computeMatched: { type: 'boolean', default: false, group: 'method', doc: 'With --algo grpo: G = MURPHY\'s average completions per problem (measured over the first step\'s MURPHY trees).' },
@@ -164,6 +176,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   adamBeta1: { type: 'number', default: 0.9, min: 0, max: 1, group: 'optim', doc: 'AdamW beta1.' },
   adamBeta2: { type: 'number', default: 0.999, min: 0, max: 1, group: 'optim', doc: 'AdamW beta2.' },
   microBatchTokens: { type: 'int', default: 8192, min: 16, group: 'optim', doc: 'Token budget of one micro-batch (prompt + completion tokens); gradients accumulate over micro-batches.' },
+  gradientCheckpointing: { type: 'boolean', default: null, group: 'optim', doc: 'GPU engine: recompute each decoder layer in the backward pass instead of keeping its activations (unset: on for models of 1e9 parameters and more). Used by the memory plan; the CPU engine ignores it.' },
 
   evalIterations: { type: 'int', default: 2, min: 1, max: 10, group: 'eval', doc: 'k of the Iter-k pass@1 evaluation run before and after training.' },
   evalProblems: { type: 'int', default: 64, min: 1, group: 'eval', doc: 'Held-out problems evaluated before and after training (never trained on).' },
