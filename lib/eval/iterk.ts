@@ -5,7 +5,7 @@
 // problem is one conversation, and it counts as solved at iteration k when one of its first
 // k attempts passes all tests (a passing attempt ends the conversation). pass@1 at
 // iteration k is the mean over problems of the fraction of their n conversations solved.
-import { buildTrees } from '../murphy/tree.js';
+import { buildTrees, defaultProblemId } from '../murphy/tree.js';
 import type { CodeExtractor, Executor, PromptBuilder, RolloutTree, Sampler, SampleParams } from '../murphy/types.js';
 
 export interface IterKOptions<P> {
@@ -24,6 +24,12 @@ export interface IterKOptions<P> {
   problemId?: (problem: P, index: number) => string;
   concurrency?: number;
   onProgress?: (done: number, total: number) => void;
+  /**
+   * The model's context in tokens. A problem whose first prompt does not fit is not sampled:
+   * it is recorded as failed with the reason (IterKProblem.failure) and counted in `unfit`;
+   * a later turn whose prompt no longer fits gets an empty attempt, so that conversation fails.
+   */
+  contextLength?: number;
 }
 
 export interface IterKPoint {
@@ -39,6 +45,8 @@ export interface IterKProblem {
   group?: string;
   /** Per conversation: the attempt (1-based) that first passed, or null. */
   solvedAt: (number | null)[];
+  /** Why the problem was not attempted (counted as failed), e.g. its prompt exceeds the context. */
+  failure?: string;
 }
 
 export interface IterKResult {
@@ -47,6 +55,8 @@ export interface IterKResult {
   /** The same curve per group (e.g. difficulty), when groupBy was given. */
   byGroup?: Record<string, { problems: number; iterations: IterKPoint[] }>;
   perProblem: IterKProblem[];
+  /** Problems not attempted because their first prompt does not fit the context (counted as failed). */
+  unfit: number;
   /** Sampled completion tokens in total. */
   completionTokens: number;
   seconds: number;
@@ -91,27 +101,46 @@ export async function evaluateIterK<P>(
   if (o.topP !== undefined) sampling.topP = o.topP;
   if (o.stopTokenIds) sampling.stopTokenIds = o.stopTokenIds;
   let calls = 0;
+  const ctx = o.contextLength;
   const sampler: Sampler = {
     generate: async (ids, m, params) => {
+      if (ctx !== undefined && ids.length >= ctx) {
+        o.onProgress?.(++calls, 0);
+        return Array.from({ length: m }, () => ({ tokenIds: [], text: '', finishReason: 'length' as const }));
+      }
       const r = await deps.sampler.generate(ids, m, params);
       o.onProgress?.(++calls, 0);
       return r;
     },
   };
-  const trees = await buildTrees(problems, { sampler, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode }, {
+  // Problems whose first prompt does not fit the context are recorded as failed, not sampled.
+  const idOf = (p: P, i: number): string => (o.problemId ? o.problemId(p, i) : defaultProblemId(p, i));
+  const failures = new Map<number, string>();
+  if (ctx !== undefined) {
+    for (const [i, p] of problems.entries()) {
+      const len = (await deps.prompts.initial(p)).length;
+      if (len >= ctx) failures.set(i, `prompt has ${len} tokens, the model's context is ${ctx}`);
+    }
+  }
+  const index = problems.map((_, i) => i).filter((i) => !failures.has(i));
+  const trees = await buildTrees(index.map((i) => problems[i]!), { sampler, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode }, {
     groupSize: n,
     followUpGroupSize: 1,
     maxTurns: k,
     rewardMode: 'binary',
     sampling,
     seed: o.seed ?? 0,
-    problemId: o.problemId,
+    problemId: failures.size ? (p, j) => idOf(p, index[j]!) : o.problemId,
     samplerConcurrency: o.concurrency ?? 64,
     executorConcurrency: o.concurrency ?? 64,
   });
-  const rows: IterKProblem[] = trees.map((t, i) => {
-    const row: IterKProblem = { id: t.problemId, solvedAt: t.groups[0]!.nodes.map((root) => firstPass(t, root)) };
-    const g = o.groupBy?.(problems[i]!);
+  const byIndex = new Map(index.map((i, j) => [i, trees[j]!] as const));
+  const rows: IterKProblem[] = problems.map((p, i) => {
+    const t = byIndex.get(i);
+    const row: IterKProblem = t
+      ? { id: t.problemId, solvedAt: t.groups[0]!.nodes.map((root) => firstPass(t, root)) }
+      : { id: idOf(p, i), solvedAt: new Array<number | null>(n).fill(null), failure: failures.get(i)! };
+    const g = o.groupBy?.(p);
     if (g !== undefined) row.group = g;
     return row;
   });
@@ -119,6 +148,7 @@ export async function evaluateIterK<P>(
     problems: rows.length,
     iterations: curve(rows, k),
     perProblem: rows,
+    unfit: failures.size,
     completionTokens: trees.reduce((a, t) => a + t.nodes.reduce((b, x) => b + x.completionIds.length, 0), 0),
     seconds: (performance.now() - t0) / 1000,
   };
@@ -138,21 +168,27 @@ export interface EvalResultsFile {
   model: string;
   /** Training step the policy had (runs only). */
   step?: number;
-  settings: { k: number; n: number; temperature: number; topP?: number; maxTokens?: number; seed: number; backend: string; feedback: string };
+  settings: { k: number; n: number; temperature: number; topP?: number; maxTokens?: number; seed: number; backend: string; feedback: string; split?: string };
   problems: number;
   iterations: IterKPoint[];
   byGroup?: IterKResult['byGroup'];
   perProblem: IterKProblem[];
+  /** Problems not attempted because their prompt does not fit the model's context (counted as failed; see perProblem[].failure). */
+  unfit?: number;
   seconds: number;
   createdAt: string;
 }
 
-export function formatIterKTable(r: { dataset: string; model: string; iterations: IterKPoint[]; problems: number; byGroup?: IterKResult['byGroup'] }): string {
+export function formatIterKTable(r: { dataset: string; model: string; iterations: IterKPoint[]; problems: number; byGroup?: IterKResult['byGroup']; unfit?: number; perProblem?: IterKProblem[] }): string {
   const ks = r.iterations.map((p) => p.k);
   const head = `${'Iter-k pass@1'.padEnd(16)}${ks.map((k) => `k=${k}`.padStart(9)).join('')}`;
   const row = (name: string, its: IterKPoint[], n: number): string =>
     `${`${name} (${n})`.padEnd(16)}${its.map((p) => `${(100 * p.pass1).toFixed(1)}%`.padStart(9)).join('')}`;
   const lines = [`${r.dataset} — ${r.model}`, head, row('all', r.iterations, r.problems)];
   for (const [g, v] of Object.entries(r.byGroup ?? {})) lines.push(row(g, v.iterations, v.problems));
+  if (r.unfit) {
+    const first = r.perProblem?.find((p) => p.failure);
+    lines.push(`${r.unfit} of ${r.problems} problems did not fit the model's context and count as failed${first ? ` (first: ${first.id}: ${first.failure})` : ''}`);
+  }
   return lines.join('\n');
 }

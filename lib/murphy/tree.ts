@@ -89,7 +89,8 @@ function positiveLimit(name: string, v: unknown): number {
   return positiveInt(name, v);
 }
 
-function defaultProblemId(problem: unknown, index: number): string {
+/** A problem's id when the config gives no problemId: an id-like field, else its index. */
+export function defaultProblemId(problem: unknown, index: number): string {
   if (problem !== null && typeof problem === 'object') {
     const o = problem as Record<string, unknown>;
     for (const k of ['id', 'task_id', 'problemId', 'name']) {
