@@ -17,12 +17,7 @@ export const reportCommand: CommandModule<object, ReportArgs> = {
       .option('out', { type: 'string', describe: 'Output file (default: RUN/report.html)' })
       .option('max-trees', { type: 'number', default: 4000, describe: 'Most rollout trees embedded for the viewer (spread over steps)' }) as unknown as Argv<ReportArgs>,
   handler: async (argv) => {
-    try {
-      const path = writeReport(argv.run, argv.out, { maxTrees: argv.maxTrees });
-      process.stdout.write(`report: ${path}\n`);
-    } catch (e) {
-      process.stderr.write(`murphy-native report: ${e instanceof Error ? e.message : String(e)}\n`);
-      process.exitCode = 1;
-    }
+    const path = writeReport(argv.run, argv.out, { maxTrees: argv.maxTrees });
+    process.stdout.write(`report: ${path}\n`);
   },
 };
