@@ -139,6 +139,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     stopSignal.throwIfRequested('before the run started; nothing was written');
     const run = new RunDir(c.out!);
     const existed = existsSync(run.root);
+    if (o.resume && !existed) throw new TrainError(`cannot resume ${run.root}: no such directory`);
     const before = new Set(existed ? readdirSync(run.root) : []);
     // The lock comes first: nothing else is written to the directory before it is held.
     const lock = RunLock.acquire(run.root, log);

@@ -1,7 +1,9 @@
 // An exclusive lock on a run directory: RUN/.lock holds {pid, host, startedAt} and is created
 // with O_EXCL before anything else is written, so two `train` processes never write one run.
 // A lock left by a process that is gone (same host, pid not alive: kill -9, power loss) is
-// stale and taken over; a lock from another host cannot be checked and is reported.
+// stale and taken over (also one with this process's own pid that this process does not
+// hold: an earlier process with the same pid); a lock from another host cannot be checked and
+// is reported.
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +15,9 @@ export interface LockInfo {
   host: string;
   startedAt: string;
 }
+
+/** Lock files this process holds (a lock with this pid that is not listed is a stale one from an earlier process that had the same pid, as in containers). */
+const heldHere = new Set<string>();
 
 export class RunLockedError extends Error {
   override name = 'RunLockedError';
@@ -41,6 +46,7 @@ export class RunLock {
   private released = false;
   private readonly onExit = (): void => this.release();
   private constructor(readonly path: string, readonly info: LockInfo) {
+    heldHere.add(path);
     process.on('exit', this.onExit);
   }
 
@@ -68,7 +74,8 @@ export class RunLock {
       if (held && held.host !== info.host) {
         throw new RunLockedError(`${root} is locked by pid ${held.pid} on host ${held.host} (since ${held.startedAt}); if that run is gone, delete ${path}`);
       }
-      if (held && (held.pid === process.pid || processAlive(held.pid))) {
+      const live = held && (held.pid === process.pid ? heldHere.has(path) : processAlive(held.pid));
+      if (held && live) {
         throw new RunLockedError(`${root} is in use by another train process (pid ${held.pid} on ${held.host}, since ${held.startedAt}); wait for it or use another --out`);
       }
       // Stale (its process is gone) or unreadable (a crash while writing it): move it aside
@@ -94,6 +101,7 @@ export class RunLock {
   release(): void {
     if (this.released) return;
     this.released = true;
+    heldHere.delete(this.path);
     process.off('exit', this.onExit);
     const held = existsSync(this.path) ? readLock(this.path) : null;
     if (held && held.pid === this.info.pid && held.startedAt === this.info.startedAt) rmSync(this.path, { force: true });

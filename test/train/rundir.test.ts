@@ -60,6 +60,15 @@ describe('run directory lock', () => {
     l.release();
   });
 
+  it('a lock with this process\'s pid that this process does not hold (an earlier process with the same pid) is stale', () => {
+    const dir = join(root, 'same-pid');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, LOCK_FILE), JSON.stringify({ pid: process.pid, host: hostname(), startedAt: '2026-01-01T00:00:00Z' }));
+    const lines: string[] = [];
+    RunLock.acquire(dir, (s) => lines.push(s)).release();
+    assert.match(lines.join('\n'), /took over the stale lock/);
+  });
+
   it('a lock from another host is reported with its host and how to clear it', () => {
     const dir = join(root, 'foreign');
     mkdirSync(dir, { recursive: true });
