@@ -175,7 +175,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       }
       if (diff.length) log(`--override-config: continuing with ${run.configPath}, which differs from the checkpoint's configuration in ${diff.join(', ')}`);
     }
-  } else if (fileSize(run.metricsPath) > 0) {
+  } else if (fileSize(run.metricsPath) > 0 || checkpointDirs(run).length > 0) {
     throw new TrainError(`${run.root} already holds a run; use --resume ${run.root} or another --out`);
   }
 

@@ -4,7 +4,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { configOptions, flagsFromArgv, resolveConfig } from '../config/index.js';
 import { StderrProgress } from '../train/progress.js';
-import { INTERRUPTED_EXIT_CODE } from '../train/signals.js';
+import { exitCodeForSignal } from '../train/signals.js';
 import { resumeConfig, runTraining } from './run-training.js';
 
 interface TrainArgs {
@@ -46,6 +46,6 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
     process.stdout.write(`${r.summary.stoppedEarly ? 'stopped' : 'done'} after ${r.summary.steps} steps in ${((performance.now() - t0) / 1000).toFixed(0)} s; run directory ${r.runDir}\n`);
     if (r.reportPath) process.stdout.write(`report: ${r.reportPath}\n`);
     // Stopped by a signal: the checkpoint is written, but the command did not finish.
-    if (r.summary.signal) process.exitCode = INTERRUPTED_EXIT_CODE;
+    if (r.summary.signal) process.exitCode = exitCodeForSignal(r.summary.signal);
   },
 };

@@ -1,17 +1,27 @@
 // Stopping a run on SIGINT/SIGTERM: the first signal asks the run to stop at the next safe
-// point (after a checkpoint, or before anything is left half-made); a second one exits at once
-// with status 130. One StopSignal is installed for the whole `train` command, before anything
-// is written, so a signal during set-up or the warm-up is handled like one during training.
+// point (after a checkpoint, or before anything is left half-made); a second one exits at once.
+// The exit status is 128 + the signal's number: 130 after SIGINT, 143 after SIGTERM. One
+// StopSignal is installed for the whole `train` command, before anything is written, so a
+// signal during set-up or the warm-up is handled like one during training.
 
-/** Exit status of a command stopped by SIGINT/SIGTERM (128 + SIGINT's number, as shells report it). */
+import { constants } from 'node:os';
+
+/** Exit status of a command stopped by SIGINT (128 + its number, as shells report it). */
 export const INTERRUPTED_EXIT_CODE = 130;
+
+/** 128 + the signal's number (SIGINT 130, SIGTERM 143); 130 for anything else. */
+export function exitCodeForSignal(sig: string): number {
+  const n = (constants.signals as Record<string, number | undefined>)[sig];
+  return n !== undefined ? 128 + n : INTERRUPTED_EXIT_CODE;
+}
 
 /** Thrown when a run stops on a signal before it has anything worth keeping. */
 export class InterruptedError extends Error {
   override name = 'InterruptedError';
-  readonly exitCode = INTERRUPTED_EXIT_CODE;
+  readonly exitCode: number;
   constructor(readonly signal: string, message: string) {
     super(message);
+    this.exitCode = exitCodeForSignal(signal);
   }
 }
 
@@ -45,7 +55,7 @@ export class StopSignal {
     this.installed = (sig: NodeJS.Signals): void => {
       if (this.reason !== null && this.reason !== 'stopAfterStep') {
         process.stderr.write(`\nsecond ${sig}: exiting without a checkpoint\n`);
-        process.exit(INTERRUPTED_EXIT_CODE);
+        process.exit(exitCodeForSignal(sig));
       }
       this.request(sig);
     };

@@ -14,7 +14,7 @@ import { LOCK_FILE, RunLock } from '../../lib/train/lock.js';
 import { train } from '../../lib/train/loop.js';
 import type { ProgressSink } from '../../lib/train/progress.js';
 import { RunDir } from '../../lib/train/rundir.js';
-import { InterruptedError } from '../../lib/train/signals.js';
+import { exitCodeForSignal, InterruptedError } from '../../lib/train/signals.js';
 import { FakeBackend, FakePolicy } from './fakes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-rundir-'));
@@ -158,6 +158,11 @@ describe('a run stopped before its first checkpoint', () => {
     };
     const r = await runTraining(demo({ out, maxSteps: 5, saveSteps: 10 }), { progress, report: false });
     assert.equal(r.summary.signal, 'SIGINT');
+    assert.equal(exitCodeForSignal('SIGINT'), 130);
+    assert.equal(exitCodeForSignal('SIGTERM'), 143);
+    // a fresh run into it is refused: it holds a checkpoint even though no metrics line was kept
+    rmSync(join(out, 'metrics.jsonl'), { force: true });
+    await assert.rejects(runTraining(demo({ out }), { handleSignals: false, report: false }), /already holds a run; use --resume/);
     assert.equal(r.summary.steps, 1);
     assert.ok(existsSync(join(out, 'checkpoints', 'step-000001', 'manifest.json')));
     assert.equal(existsSync(join(out, LOCK_FILE)), false);
