@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { resumeConfig } from '../../lib/commands/run-training.js';
+import { resumeConfig, runTraining } from '../../lib/commands/run-training.js';
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
 import { BUILTIN_VOCAB, PolicyModel, presets } from '../../lib/model/index.js';
 import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
@@ -166,6 +166,20 @@ describe('checkpoint manifest and resume fallback', () => {
     const kept = readdirSync(join(dir, 'checkpoints')).filter((n) => /^step-\d+$/.test(n)).sort();
     assert.deepEqual(kept, ['step-000004', 'step-000006']);
     for (const n of kept) assert.equal(checkpointFault(join(dir, 'checkpoints', n)), null);
+  });
+
+  it('the issue\'s case with the native model: master.safetensors cut to 300 kB, then resume', async () => {
+    const out = join(root, 'native-resume');
+    const demo = (over: Partial<TrainConfig>): TrainConfig => ({ ...defaultConfig(), out, maxSteps: 4, saveSteps: 2, batchSize: 2, numGenerations: 2, maxCompletionLength: 16, evalProblems: 1, evalIterations: 1, sftSteps: 0, ...over });
+    await runTraining(demo({}), { handleSignals: false, report: false });
+    const master = join(out, 'checkpoints', 'step-000004', 'master.safetensors');
+    truncateSync(master, 300_000);
+    const lines: string[] = [];
+    const r = await runTraining(resumeConfig(out, { maxSteps: 6 }), { resume: out, handleSignals: false, report: false, log: (l) => lines.push(l) });
+    assert.equal(r.summary.steps, 6);
+    assert.ok(lines.some((l) => l.includes(master) && /has 300000 bytes, the manifest says \d+/.test(l)), lines.join('\n'));
+    assert.ok(lines.some((l) => /resuming from step-000002/.test(l)));
+    assert.ok(existsSync(join(out, 'checkpoints', 'step-000004.damaged')));
   });
 
   it('no checkpoint verifies: resume refuses and lists every fault', async () => {
