@@ -1,6 +1,6 @@
 // Checks of command-line flags that are not configuration keys (those are checked by the
 // config schema): numeric ranges and output files, for every command, before its work starts.
-import { checkOutputFile } from '../train/rundir.js';
+import { checkOutputDir, checkOutputFile } from '../train/rundir.js';
 
 /** Bad command-line usage: reported as one line with a pointer to --help. */
 export class UsageError extends Error {
@@ -35,6 +35,12 @@ export const OUTPUT_FILE_FLAGS: Record<string, string[]> = {
   report: ['out'],
 };
 
+/** Flags naming a directory a command creates or fills: checked the same way. */
+export const OUTPUT_DIR_FLAGS: Record<string, string[]> = {
+  'init-model': ['out'],
+  train: ['out'],
+};
+
 const kebab = (k: string): string => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
 
 function describe(r: FlagRule): string {
@@ -60,5 +66,9 @@ export function checkFlags(command: string, argv: Record<string, unknown>): void
   for (const key of OUTPUT_FILE_FLAGS[command] ?? []) {
     const v = argv[key];
     if (typeof v === 'string') checkOutputFile(v, `--${key}`);
+  }
+  for (const key of OUTPUT_DIR_FLAGS[command] ?? []) {
+    const v = argv[key];
+    if (typeof v === 'string') checkOutputDir(v, `--${key}`);
   }
 }

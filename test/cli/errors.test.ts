@@ -76,6 +76,8 @@ describe('one error style', () => {
     writeFileSync(file, '');
     assert.throws(() => checkFlags('verify-dataset', { json: join(file, 'r.json') }), /plain-file is a file, not a directory/);
     assert.throws(() => checkFlags('report', { out: dir }), /--out .*outdir is a directory/);
+    assert.throws(() => checkFlags('init-model', { out: join(file, 'model') }), /--out .*plain-file is a file, not a directory/);
+    assert.throws(() => checkFlags('train', { out: join(file, 'run') }), /--out .*plain-file is a file, not a directory/);
   });
 
   it('messages are prefixed once, and usage errors point to --help', () => {
