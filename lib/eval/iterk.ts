@@ -57,6 +57,8 @@ export interface IterKResult {
   perProblem: IterKProblem[];
   /** Problems not attempted because their first prompt does not fit the context (counted as failed). */
   unfit: number;
+  /** Later-turn prompts that outgrew the context (each got an empty, failing attempt). */
+  contextOverflows: number;
   /** Sampled completion tokens in total. */
   completionTokens: number;
   seconds: number;
@@ -101,10 +103,12 @@ export async function evaluateIterK<P>(
   if (o.topP !== undefined) sampling.topP = o.topP;
   if (o.stopTokenIds) sampling.stopTokenIds = o.stopTokenIds;
   let calls = 0;
+  let overflows = 0;
   const ctx = o.contextLength;
   const sampler: Sampler = {
     generate: async (ids, m, params) => {
       if (ctx !== undefined && ids.length >= ctx) {
+        overflows++;
         o.onProgress?.(++calls, 0);
         return Array.from({ length: m }, () => ({ tokenIds: [], text: '', finishReason: 'length' as const }));
       }
@@ -149,6 +153,7 @@ export async function evaluateIterK<P>(
     iterations: curve(rows, k),
     perProblem: rows,
     unfit: failures.size,
+    contextOverflows: overflows,
     completionTokens: trees.reduce((a, t) => a + t.nodes.reduce((b, x) => b + x.completionIds.length, 0), 0),
     seconds: (performance.now() - t0) / 1000,
   };
@@ -175,11 +180,13 @@ export interface EvalResultsFile {
   perProblem: IterKProblem[];
   /** Problems not attempted because their prompt does not fit the model's context (counted as failed; see perProblem[].failure). */
   unfit?: number;
+  /** Later-turn prompts that outgrew the context (empty, failing attempts). */
+  contextOverflows?: number;
   seconds: number;
   createdAt: string;
 }
 
-export function formatIterKTable(r: { dataset: string; model: string; iterations: IterKPoint[]; problems: number; byGroup?: IterKResult['byGroup']; unfit?: number; perProblem?: IterKProblem[] }): string {
+export function formatIterKTable(r: { dataset: string; model: string; iterations: IterKPoint[]; problems: number; byGroup?: IterKResult['byGroup']; unfit?: number; contextOverflows?: number; perProblem?: IterKProblem[] }): string {
   const ks = r.iterations.map((p) => p.k);
   const head = `${'Iter-k pass@1'.padEnd(16)}${ks.map((k) => `k=${k}`.padStart(9)).join('')}`;
   const row = (name: string, its: IterKPoint[], n: number): string =>
@@ -190,5 +197,6 @@ export function formatIterKTable(r: { dataset: string; model: string; iterations
     const first = r.perProblem?.find((p) => p.failure);
     lines.push(`${r.unfit} of ${r.problems} problems did not fit the model's context and count as failed${first ? ` (first: ${first.id}: ${first.failure})` : ''}`);
   }
+  if (r.contextOverflows) lines.push(`${r.contextOverflows} feedback turns outgrew the model's context (empty attempts, counted as failed)`);
   return lines.join('\n');
 }
