@@ -80,6 +80,7 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
       byGroup: r.byGroup,
       perProblem: r.perProblem,
       unfit: r.unfit,
+      contextOverflows: r.contextOverflows,
       seconds: r.seconds,
       createdAt: new Date().toISOString(),
     };

@@ -91,6 +91,8 @@ describe('Iter-k pass@1', () => {
     // a later turn that outgrows the context gets an empty attempt instead of an error
     const tight = await evaluateIterK(problems, { sampler: new Script(problems), executor: exec, prompts: new Prompts(problems), extractCode: extract }, { k: 4, n: 2, temperature: 1, contextLength: 5 });
     assert.equal(tight.unfit, 0);
+    assert.ok(tight.contextOverflows > 0);
+    assert.match(formatIterKTable({ dataset: 'scripted', model: 'script', ...tight }), new RegExp(`${tight.contextOverflows} feedback turns outgrew the model's context`));
     assert.deepEqual(tight.perProblem.map((x) => x.solvedAt), [[1, 1], [2, null], [null, null], [null, null]]);
   });
 
