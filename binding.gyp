@@ -6,6 +6,7 @@
         "<!@(node -p \"require('fs').readdirSync('native/cpu').filter(f => f.endsWith('.cc')).map(f => 'native/cpu/' + f).join(' ')\")",
         "<!@(node -p \"require('fs').readdirSync('native/addon').filter(f => f.endsWith('.cc')).map(f => 'native/addon/' + f).join(' ')\")",
         "<!@(node -p \"require('fs').existsSync('native/model') ? require('fs').readdirSync('native/model').filter(f => f.endsWith('.cc')).map(f => 'native/model/' + f).join(' ') : ''\")",
+        "<!@(node -p \"require('fs').existsSync('native/gpu') ? require('fs').readdirSync('native/gpu').filter(f => f.endsWith('.cc')).map(f => 'native/gpu/' + f).join(' ') : ''\")",
         "native/dispatch.cc",
         "native/validate.cc",
         "native/grpo_report.cc"
@@ -19,7 +20,8 @@
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17"],
       "cflags": ["-O3", "-fopenmp-simd", "-fno-math-errno"],
       "cflags_cc": ["-O3", "-std=c++17", "-fexceptions", "-fopenmp-simd", "-fno-math-errno", "-Wall", "-Wno-unknown-pragmas"],
-      "ldflags": ["-pthread"]
+      "ldflags": ["-pthread"],
+      "libraries": ["-ldl"]
     }
   ]
 }

@@ -9,8 +9,9 @@
 import { writeFileSync } from 'node:fs';
 import {
   buildTrees, processTrees, flattenSamples, batchStats,
-  FakeExecutor, FakePromptBuilder, FakeSampler, type MurphyConfig,
+  FakeExecutor, FakePromptBuilder, FakeSampler, type ProcessConfig, type TreeBuildConfig,
 } from '../lib/murphy/index.js';
+import { extractFromCompletion } from '../lib/prompt/index.js';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(name);
@@ -22,7 +23,7 @@ const BATCH = Number(arg('--batch') ?? 256);
 const G = 8;
 const S = 3;
 const PASS = (arg('--pass') ?? '0.4,0.3,0.3').split(',').map(Number);
-const config: MurphyConfig<number> = {
+const config: TreeBuildConfig<number> & ProcessConfig = {
   groupSize: G,
   maxTurns: S,
   seed: 1,
@@ -36,7 +37,7 @@ const config: MurphyConfig<number> = {
 
 async function runOnce(nTrees: number) {
   const sampler = new FakeSampler({ passProbByTurn: PASS, completionTokens: 16 });
-  const deps = { sampler, executor: new FakeExecutor(), prompts: new FakePromptBuilder(32, 8) };
+  const deps = { sampler, executor: new FakeExecutor(), prompts: new FakePromptBuilder(32, 8), extractCode: extractFromCompletion };
   let nodes = 0;
   let samples = 0;
   let kept = 0;
@@ -47,7 +48,7 @@ async function runOnce(nTrees: number) {
   for (let start = 0; start < nTrees; start += BATCH) {
     const problems = Array.from({ length: Math.min(BATCH, nTrees - start) }, (_, i) => start + i);
     const trees = await buildTrees(problems, deps, config);
-    processTrees(trees, config, true);
+    processTrees(trees, config, { trusted: true });
     const flat = flattenSamples(trees);
     samples += flat.length;
     for (const t of trees) nodes += t.nodes.length;

@@ -1,12 +1,15 @@
 // `murphy-native doctor`: what this installation can do on this machine.
 import type { CommandModule } from 'yargs';
 import { describeIsolation, type IsolationReport } from '../exec/index.js';
+import { findCublasLt, type CublasLtReport } from '../gpu/cublaslt.js';
 import { binaryInfo, cpuInfo, cuda } from '../native.js';
 
 export interface DoctorReport {
   binary: ReturnType<typeof binaryInfo>;
   cpu: ReturnType<typeof cpuInfo>;
   cuda: ReturnType<typeof cuda.status>;
+  /** cuBLASLt (the GPU engine's GEMMs, loaded at run time): which library and version, or why none. */
+  cublasLt: CublasLtReport;
   node: string;
   platform: string;
   /** The code executor's protections on this machine; null when they could not be checked. */
@@ -23,7 +26,7 @@ export async function doctorReport(opts: { python?: string } = {}): Promise<Doct
     sandboxError = err instanceof Error ? err.message : String(err);
   }
   return {
-    binary: binaryInfo(), cpu: cpuInfo(), cuda: cuda.status(), node: process.version, platform: `${process.platform}-${process.arch}`,
+    binary: binaryInfo(), cpu: cpuInfo(), cuda: cuda.status(), cublasLt: findCublasLt(), node: process.version, platform: `${process.platform}-${process.arch}`,
     sandbox, ...(sandboxError ? { sandboxError } : {}),
   };
 }
@@ -46,6 +49,9 @@ export function formatDoctor(r: DoctorReport): string {
   } else {
     lines.push(`cuda           ${r.cuda.reason}`);
   }
+  lines.push(r.cublasLt.found
+    ? `cublasLt       ${r.cublasLt.versionText} from ${r.cublasLt.path} (${r.cublasLt.origin})`
+    : `cublasLt       ${r.cublasLt.reason}`);
   if (r.sandbox) {
     const s = r.sandbox;
     lines.push(`sandbox        ${s.bubblewrap ? 'bubblewrap' : 'no bubblewrap (weaker isolation)'}, mode ${s.mode}, python ${s.python}`);
@@ -61,7 +67,7 @@ export function formatDoctor(r: DoctorReport): string {
 
 export const doctorCommand: CommandModule<object, { json: boolean; python?: string }> = {
   command: 'doctor',
-  describe: 'Show which native binary is loaded, CPU threads and SIMD level, CUDA devices and sandbox protections',
+  describe: 'Show which native binary is loaded, CPU threads and SIMD level, CUDA devices, cuBLASLt and sandbox protections',
   builder: (y) =>
     y
       .option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' })

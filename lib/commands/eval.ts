@@ -23,6 +23,7 @@ export interface EvalArgs {
   model?: string;
   serverUrl?: string;
   servedModelName?: string;
+  vllmApiKey?: string;
   tokenizer?: string;
   k: number;
   n: number;
@@ -51,7 +52,7 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
   const split = [...new Set(problems.map((p) => p.split).filter((x): x is string => x !== undefined))].join(',');
   const tok = loadChatTokenizer(tokDir);
   const backend: RolloutBackend = a.serverUrl
-    ? await VllmBackend.connect({ servers: a.serverUrl.split(','), model: a.servedModelName, tokenizer: tok, maxRetries: 2 })
+    ? await VllmBackend.connect({ servers: a.serverUrl.split(','), model: a.servedModelName, apiKey: a.vllmApiKey, tokenizer: tok, maxRetries: 2 })
     : await EmbeddedBackend.fromDir(a.model!, { tokenizer: tok });
   const executor = new PythonExecutor({ workers: a.workers, limits: { testTimeout: a.testTimeout }, feedback: { scope: a.feedback } });
   const prompts = new ChatPromptBuilder<Problem>(tok, { task: (p) => problemPrompt(p, 'instruction') });
@@ -68,7 +69,6 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
       onProgress: (d) => {
         if (d % 50 === 0) log(`  ${d} generations`);
       },
-      contextLength: backend instanceof EmbeddedBackend ? backend.engine.info().maxModelLen : undefined,
     });
     const file: EvalResultsFile = {
       version: 1,
@@ -79,8 +79,8 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
       iterations: r.iterations,
       byGroup: r.byGroup,
       perProblem: r.perProblem,
+      noRoom: r.noRoom,
       unfit: r.unfit,
-      contextOverflows: r.contextOverflows,
       seconds: r.seconds,
       createdAt: new Date().toISOString(),
     };
@@ -104,6 +104,7 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('model', { type: 'string', describe: 'Model directory: generate with the embedded native engine (and its tokenizer)' })
       .option('server-url', { type: 'string', describe: 'vLLM (or murphy-native serve) base URL(s), comma-separated' })
       .option('served-model-name', { type: 'string', describe: 'Model name on the server' })
+      .option('vllm-api-key', { type: 'string', describe: 'API key of the server (its --api-key), sent as Authorization: Bearer; default: env MURPHY_API_KEY' })
       .option('tokenizer', { type: 'string', describe: 'Tokenizer directory (default: --model)' })
       .option('k', { type: 'number', default: 5, describe: 'Iterations (attempts with feedback)' })
       .option('n', { type: 'number', default: 1, describe: 'Conversations per problem (sampled; greedy uses 1)' })

@@ -2,6 +2,7 @@
 import type { CommandModule } from 'yargs';
 import { doctorCommand } from './doctor.js';
 import { initModelCommand } from './init-model.js';
+import { memoryPlanCommand } from './memory-plan.js';
 import { serveCommand } from './serve.js';
 import { trainCommand } from './train.js';
 import { evalCommand } from './eval.js';
@@ -17,4 +18,5 @@ export const commands: CommandModule<any, any>[] = [
   trainCommand,
   evalCommand,
   reportCommand,
+  memoryPlanCommand,
 ];

@@ -3,7 +3,7 @@
 // supervised warm-up, Iter-k evaluations before and after, the loop, and the report.
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { checkConfig, ConfigError, defaultConfig, formatConfig, validatePartial } from '../config/index.js';
+import { checkConfig, ConfigError, defaultConfig, formatConfig, validatePartial, withoutSecrets } from '../config/index.js';
 import type { TrainConfig } from '../config/schema.js';
 import { loadTrainingProblems } from '../data/check.js';
 import { problemPrompt, type Problem } from '../data/index.js';
@@ -21,6 +21,7 @@ import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
+import { selectTrainingDevice } from '../gpu/device.js';
 import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
@@ -53,7 +54,7 @@ export interface RunTrainingResult {
 }
 
 /** Keys a resume may change; every other key must equal the run's. */
-export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees'] as const;
+export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey'] as const;
 
 /** Keys (other than RESUMABLE_KEYS and out) whose values differ between two configurations, sorted. */
 export function configDifferences(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
@@ -135,6 +136,8 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   const stopSignal = new StopSignal();
   if (o.handleSignals ?? true) stopSignal.install();
   try {
+    // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
+    selectTrainingDevice(c, log);
     const parts = await preflight(c);
     stopSignal.throwIfRequested('before the run started; nothing was written');
     const run = new RunDir(c.out!);
@@ -198,6 +201,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     backend = await VllmBackend.connect({
       servers: c.serverUrl!.split(',').map((s) => s.trim()),
       model: c.servedModelName ?? undefined,
+      apiKey: c.vllmApiKey ?? undefined,
       tokenizer: tok,
       syncDir: join(resolve(run.root), 'sync'),
       maxRetries: 2,
@@ -206,7 +210,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   stopSignal.throwIfRequested('before training started');
 
   // ---- from here on the run directory is written
-  if (!o.resume) writeFileAtomic(run.configPath, JSON.stringify(c, null, 2) + '\n');
+  if (!o.resume) writeFileAtomic(run.configPath, JSON.stringify(withoutSecrets(c), null, 2) + '\n');
   log(`${o.resume ? 'resuming' : 'run'} ${run.root}\n${formatConfig(c)}`);
   if (!tokenizerDir) {
     tokenizerDir = join(run.root, 'tokenizer');
@@ -265,6 +269,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       iterations: r.iterations,
       byGroup: r.byGroup,
       perProblem: r.perProblem,
+      noRoom: r.noRoom,
       seconds: r.seconds,
       createdAt: new Date().toISOString(),
     };

@@ -198,9 +198,19 @@ export function flagsFromArgv(argv: Raw): Raw {
 }
 
 /** The configuration as aligned "key: value" lines. */
+/** Keys whose values are secrets: never logged, never saved with the run. */
+export const SECRET_KEYS: readonly ConfigKey[] = ['vllmApiKey'];
+
+/** The configuration with secret keys unset, as it is saved in RUN/config.json. */
+export function withoutSecrets(c: TrainConfig): TrainConfig {
+  const o = { ...c } as Record<string, unknown>;
+  for (const k of SECRET_KEYS) o[k] = null;
+  return o as unknown as TrainConfig;
+}
+
 export function formatConfig(c: TrainConfig): string {
   const w = Math.max(...CONFIG_KEYS.map((k) => k.length));
-  return CONFIG_KEYS.map((k) => `  ${k.padEnd(w)}  ${JSON.stringify(c[k])}`).join('\n');
+  return CONFIG_KEYS.map((k) => `  ${k.padEnd(w)}  ${SECRET_KEYS.includes(k) && c[k] !== null ? '(set)' : JSON.stringify(c[k])}`).join('\n');
 }
 
 /** Markdown table of the demo's defaults. */

@@ -28,6 +28,7 @@ export interface KeyDef {
 export const ALGOS = ['murphy', 'grpo'] as const;
 export const BACKENDS = ['embedded', 'vllm'] as const;
 export const LOSS_TYPES = ['dapo', 'grpo', 'dr_grpo'] as const;
+export const LOSS_DENOMINATORS = ['trained', 'all'] as const;
 export const SCALE_REWARDS = ['group', 'batch', 'none'] as const;
 export const CREDITS = ['mars', 'mers'] as const;
 export const REWARD_MODES = ['fraction', 'binary'] as const;
@@ -35,6 +36,7 @@ export const LR_SCHEDULERS = ['constant', 'cosine', 'linear'] as const;
 export const DATASET_FORMAT_VALUES = ['auto', 'humaneval', 'mbpp', 'kodcode', 'livecodebench', 'jsonl'] as const;
 export const TASKS = ['repair'] as const;
 export const HISTORY_MODES = ['full', 'latest'] as const;
+export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
 
 /** The resolved configuration: every key present. */
 export interface TrainConfig {
@@ -44,6 +46,7 @@ export interface TrainConfig {
   maxSteps: number;
   saveSteps: number;
   logTrees: boolean;
+  device: (typeof DEVICES)[number];
   // model
   model: string | null;
   modelPreset: 'tiny' | 'small';
@@ -56,6 +59,7 @@ export interface TrainConfig {
   backend: (typeof BACKENDS)[number];
   serverUrl: string | null;
   servedModelName: string | null;
+  vllmApiKey: string | null;
   temperature: number;
   topP: number;
   topK: number;
@@ -75,9 +79,11 @@ export interface TrainConfig {
   rewardMode: (typeof REWARD_MODES)[number];
   intraKeep: number | null;
   interKeep: number | null;
+  interDropZeroVariance: boolean;
   history: (typeof HISTORY_MODES)[number];
   // loss
   lossType: (typeof LOSS_TYPES)[number];
+  lossDenominator: (typeof LOSS_DENOMINATORS)[number];
   beta: number;
   epsilon: number;
   epsilonHigh: number | null;
@@ -91,6 +97,7 @@ export interface TrainConfig {
   adamBeta1: number;
   adamBeta2: number;
   microBatchTokens: number;
+  gradientCheckpointing: boolean | null;
   // evaluation
   evalIterations: number;
   evalProblems: number;
@@ -110,6 +117,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   maxSteps: { type: 'int', default: 40, min: 1, group: 'run', doc: 'Training steps (one optimizer step each).' },
   saveSteps: { type: 'int', default: 20, min: 1, group: 'run', doc: 'Write a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM).' },
   logTrees: { type: 'boolean', default: true, group: 'run', doc: 'Append every rollout tree to trees.jsonl.gz (for the report\'s tree viewer).' },
+  device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the GPU engine: not implemented yet, fails at start naming the cause), auto (cuda when usable, else cpu; cpu until the GPU engine exists). docs/gpu.md.' },
 
   model: { type: 'string', default: null, group: 'model', doc: 'Hugging Face model directory (config.json + safetensors). Unset: a tiny random model (the CPU demo).' },
   modelPreset: { type: 'enum', values: ['tiny', 'small'], default: 'tiny', group: 'model', doc: 'Size of the random model created when no model is given.' },
@@ -122,6 +130,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   backend: { type: 'enum', values: BACKENDS, default: 'embedded', group: 'rollout', doc: 'Rollout backend: the native engine in this process, or a vLLM (OpenAI-compatible) server.' },
   serverUrl: { type: 'string', default: null, group: 'rollout', doc: 'Base URL of the vLLM server (backend vllm), e.g. http://127.0.0.1:8000.' },
   servedModelName: { type: 'string', default: null, group: 'rollout', doc: 'Model name the server serves (default: the server\'s first model).' },
+  vllmApiKey: { type: 'string', default: null, group: 'rollout', doc: 'API key sent to the vLLM server(s) as Authorization: Bearer (their --api-key); unset: the environment variable MURPHY_API_KEY. Never written to the run directory or the log.' },
   temperature: { type: 'number', default: 1, min: 0, group: 'rollout', doc: 'Sampling temperature of rollouts.' },
   topP: { type: 'number', default: 1, gt: 0, max: 1, group: 'rollout', doc: 'Nucleus sampling of rollouts.' },
   topK: { type: 'int', default: 0, min: 0, group: 'rollout', doc: 'Top-k sampling of rollouts (0 = off).' },
@@ -139,11 +148,13 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   gamma: { type: 'number', default: 1, min: 0, max: 1, group: 'method', doc: 'Discount of children\'s credit.' },
   scaleRewards: { type: 'enum', values: SCALE_REWARDS, default: 'group', group: 'method', doc: 'Advantage std scaling (TRL scale_rewards).' },
   rewardMode: { type: 'enum', values: REWARD_MODES, default: 'fraction', group: 'method', doc: 'Reward = fraction of tests passed, or 1/0.' },
-  intraKeep: { type: 'int', default: null, min: 1, group: 'method', doc: 'IntraP: keep m samples per group, chosen for maximum reward variance (unset: off).' },
-  interKeep: { type: 'int', default: null, min: 0, group: 'method', doc: 'InterP: keep at most b expanded groups per tree, by reward spread (unset: off).' },
+  intraKeep: { type: 'int', default: null, min: 2, group: 'method', doc: 'IntraP: keep m samples per group, chosen for maximum reward variance (unset: off). At least 2: a group of one has advantage 0, so m = 1 would train on nothing.' },
+  interKeep: { type: 'int', default: null, min: 0, group: 'method', doc: 'InterP: keep at most b expanded groups per tree, by reward spread (unset: no limit).' },
+  interDropZeroVariance: { type: 'boolean', default: false, group: 'method', doc: 'InterP: also drop every expanded group whose rewards (credit) are all equal, whatever interKeep says.' },
   history: { type: 'enum', values: HISTORY_MODES, default: 'full', group: 'method', doc: 'Feedback prompts carry every earlier attempt (full) or only the latest.' },
 
   lossType: { type: 'enum', values: LOSS_TYPES, default: 'dapo', group: 'loss', doc: 'Loss aggregation (TRL loss_type): token mean (dapo), per-sequence mean (grpo), constant normaliser (dr_grpo).' },
+  lossDenominator: { type: 'enum', values: LOSS_DENOMINATORS, default: 'trained', group: 'loss', doc: 'With beta = 0, zero-advantage samples are not run (they add 0 to the loss); trained: the loss denominators (tokens for dapo, samples for grpo/dr_grpo) count only the samples run; all: every completion of the batch, as TRL.' },
   beta: { type: 'number', default: 0, min: 0, group: 'loss', doc: 'KL coefficient to the initial policy (k3 estimator); 0 = no reference model.' },
   epsilon: { type: 'number', default: 0.2, gt: 0, max: 1, group: 'loss', doc: 'Lower clip range of the ratio (TRL epsilon).' },
   epsilonHigh: { type: 'number', default: null, gt: 0, group: 'loss', doc: 'Upper clip range (TRL epsilon_high; default: epsilon).' },
@@ -157,6 +168,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   adamBeta1: { type: 'number', default: 0.9, min: 0, max: 1, group: 'optim', doc: 'AdamW beta1.' },
   adamBeta2: { type: 'number', default: 0.999, min: 0, max: 1, group: 'optim', doc: 'AdamW beta2.' },
   microBatchTokens: { type: 'int', default: 8192, min: 16, group: 'optim', doc: 'Token budget of one micro-batch (prompt + completion tokens); gradients accumulate over micro-batches.' },
+  gradientCheckpointing: { type: 'boolean', default: null, group: 'optim', doc: 'GPU engine: recompute each decoder layer in the backward pass instead of keeping its activations (unset: on for models of 1e9 parameters and more). Used by the memory plan; the CPU engine ignores it.' },
 
   evalIterations: { type: 'int', default: 2, min: 1, max: 10, group: 'eval', doc: 'k of the Iter-k pass@1 evaluation run before and after training.' },
   evalProblems: { type: 'int', default: 64, min: 1, group: 'eval', doc: 'Held-out problems evaluated before and after training (never trained on).' },

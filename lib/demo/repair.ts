@@ -114,7 +114,12 @@ export const REPAIR_MAX_FAILURES = 2;
 /** Grades programs of the demo grammar against a repair problem's tests. */
 export class RepairExecutor implements Executor<Problem> {
   calls = 0;
-  execute(problem: Problem, code: string): ExecResult {
+  async execute(problem: Problem, code: string): Promise<ExecResult> {
+    return this.grade(problem, code);
+  }
+
+  /** The result of running `code` on the problem's tests, synchronously. */
+  grade(problem: Problem, code: string): ExecResult {
     this.calls++;
     const spec = repairSpecOf(problem);
     const prog = parseRepairProgram(code);

@@ -69,7 +69,7 @@ export async function supervisedWarmup(policy: Policy, problems: readonly Proble
       if (rng() < (o.followUpFraction ?? 0.5)) {
         const wrong = spec.op === '+' ? '*' : '+';
         const attempt = [...tok.encode(wrong), eos];
-        const fb = ex.execute(p, repairProgram(spec.name, wrong, spec.k)).feedback;
+        const fb = ex.grade(p, repairProgram(spec.name, wrong, spec.k)).feedback;
         promptIds = [...promptIds, ...attempt, ...prompts.feedbackTurnIds(attempt, fb)];
         answer = rng() < 0.5 ? '+' : '*';
       }

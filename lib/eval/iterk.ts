@@ -5,7 +5,8 @@
 // problem is one conversation, and it counts as solved at iteration k when one of its first
 // k attempts passes all tests (a passing attempt ends the conversation). pass@1 at
 // iteration k is the mean over problems of the fraction of their n conversations solved.
-import { buildTrees, defaultProblemId } from '../murphy/tree.js';
+import { buildTrees } from '../murphy/tree.js';
+import { extractFromCompletion } from '../prompt/extract.js';
 import type { CodeExtractor, Executor, PromptBuilder, RolloutTree, Sampler, SampleParams } from '../murphy/types.js';
 
 export interface IterKOptions<P> {
@@ -24,12 +25,6 @@ export interface IterKOptions<P> {
   problemId?: (problem: P, index: number) => string;
   concurrency?: number;
   onProgress?: (done: number, total: number) => void;
-  /**
-   * The model's context in tokens. A problem whose first prompt does not fit is not sampled:
-   * it is recorded as failed with the reason (IterKProblem.failure) and counted in `unfit`;
-   * a later turn whose prompt no longer fits gets an empty attempt, so that conversation fails.
-   */
-  contextLength?: number;
 }
 
 export interface IterKPoint {
@@ -45,7 +40,7 @@ export interface IterKProblem {
   group?: string;
   /** Per conversation: the attempt (1-based) that first passed, or null. */
   solvedAt: (number | null)[];
-  /** Why the problem was not attempted (counted as failed), e.g. its prompt exceeds the context. */
+  /** Why the problem was never attempted (counted as failed): its prompt does not fit the model's context. */
   failure?: string;
 }
 
@@ -55,12 +50,12 @@ export interface IterKResult {
   /** The same curve per group (e.g. difficulty), when groupBy was given. */
   byGroup?: Record<string, { problems: number; iterations: IterKPoint[] }>;
   perProblem: IterKProblem[];
-  /** Problems not attempted because their first prompt does not fit the context (counted as failed). */
-  unfit: number;
-  /** Later-turn prompts that outgrew the context (each got an empty, failing attempt). */
-  contextOverflows: number;
   /** Sampled completion tokens in total. */
   completionTokens: number;
+  /** Conversations that ended because the prompt left no room in the model's context (counted as not solved). */
+  noRoom: number;
+  /** Problems whose first prompt does not fit the context: never attempted, counted as failed (perProblem[].failure says why). */
+  unfit: number;
   seconds: number;
 }
 
@@ -91,6 +86,7 @@ function curve(rows: readonly IterKProblem[], k: number): IterKPoint[] {
 
 export async function evaluateIterK<P>(
   problems: readonly P[],
+  /** extractCode: default lib/prompt's extractFromCompletion. */
   deps: { sampler: Sampler; executor: Executor<P>; prompts: PromptBuilder<P>; extractCode?: CodeExtractor<P> },
   o: IterKOptions<P> = {},
 ): Promise<IterKResult> {
@@ -103,48 +99,32 @@ export async function evaluateIterK<P>(
   if (o.topP !== undefined) sampling.topP = o.topP;
   if (o.stopTokenIds) sampling.stopTokenIds = o.stopTokenIds;
   let calls = 0;
-  let overflows = 0;
-  const ctx = o.contextLength;
   const sampler: Sampler = {
     generate: async (ids, m, params) => {
-      if (ctx !== undefined && ids.length >= ctx) {
-        overflows++;
-        o.onProgress?.(++calls, 0);
-        return Array.from({ length: m }, () => ({ tokenIds: [], text: '', finishReason: 'length' as const }));
-      }
       const r = await deps.sampler.generate(ids, m, params);
       o.onProgress?.(++calls, 0);
       return r;
     },
   };
-  // Problems whose first prompt does not fit the context are recorded as failed, not sampled.
-  const idOf = (p: P, i: number): string => (o.problemId ? o.problemId(p, i) : defaultProblemId(p, i));
-  const failures = new Map<number, string>();
-  if (ctx !== undefined) {
-    for (const [i, p] of problems.entries()) {
-      const len = (await deps.prompts.initial(p)).length;
-      if (len >= ctx) failures.set(i, `prompt has ${len} tokens, the model's context is ${ctx}`);
-    }
-  }
-  const index = problems.map((_, i) => i).filter((i) => !failures.has(i));
-  const trees = await buildTrees(index.map((i) => problems[i]!), { sampler, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode }, {
+  const trees = await buildTrees(problems, { sampler, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode ?? extractFromCompletion }, {
     groupSize: n,
     followUpGroupSize: 1,
     maxTurns: k,
     rewardMode: 'binary',
     sampling,
     seed: o.seed ?? 0,
-    problemId: failures.size ? (p, j) => idOf(p, index[j]!) : o.problemId,
+    problemId: o.problemId,
     samplerConcurrency: o.concurrency ?? 64,
     executorConcurrency: o.concurrency ?? 64,
   });
-  const byIndex = new Map(index.map((i, j) => [i, trees[j]!] as const));
-  const rows: IterKProblem[] = problems.map((p, i) => {
-    const t = byIndex.get(i);
-    const row: IterKProblem = t
-      ? { id: t.problemId, solvedAt: t.groups[0]!.nodes.map((root) => firstPass(t, root)) }
-      : { id: idOf(p, i), solvedAt: new Array<number | null>(n).fill(null), failure: failures.get(i)! };
-    const g = o.groupBy?.(p);
+  const rows: IterKProblem[] = trees.map((t, i) => {
+    const first = t.groups[0]!;
+    const row: IterKProblem = { id: t.problemId, solvedAt: first.nodes.map((root) => firstPass(t, root)) };
+    // every turn-1 attempt found no room: the problem's prompt does not fit the context at all
+    if (first.nodes.length > 0 && first.nodes.every((j) => t.nodes[j]!.noRoom === true)) {
+      row.failure = `its prompt (${first.promptIds.length} tokens) does not fit the model's context`;
+    }
+    const g = o.groupBy?.(problems[i]!);
     if (g !== undefined) row.group = g;
     return row;
   });
@@ -152,9 +132,9 @@ export async function evaluateIterK<P>(
     problems: rows.length,
     iterations: curve(rows, k),
     perProblem: rows,
-    unfit: failures.size,
-    contextOverflows: overflows,
     completionTokens: trees.reduce((a, t) => a + t.nodes.reduce((b, x) => b + x.completionIds.length, 0), 0),
+    noRoom: trees.reduce((a, t) => a + t.nodes.reduce((b, x) => b + (x.noRoom === true ? 1 : 0), 0), 0),
+    unfit: rows.filter((r) => r.failure !== undefined).length,
     seconds: (performance.now() - t0) / 1000,
   };
   if (o.groupBy) {
@@ -178,15 +158,24 @@ export interface EvalResultsFile {
   iterations: IterKPoint[];
   byGroup?: IterKResult['byGroup'];
   perProblem: IterKProblem[];
-  /** Problems not attempted because their prompt does not fit the model's context (counted as failed; see perProblem[].failure). */
+  /** Conversations that ended at the model's context limit (IterKResult.noRoom); absent in files written before it was counted. */
+  noRoom?: number;
+  /** Problems never attempted because their prompt does not fit the context (IterKResult.unfit). */
   unfit?: number;
-  /** Later-turn prompts that outgrew the context (empty, failing attempts). */
-  contextOverflows?: number;
   seconds: number;
   createdAt: string;
 }
 
-export function formatIterKTable(r: { dataset: string; model: string; iterations: IterKPoint[]; problems: number; byGroup?: IterKResult['byGroup']; unfit?: number; contextOverflows?: number; perProblem?: IterKProblem[] }): string {
+export function formatIterKTable(r: {
+  dataset: string;
+  model: string;
+  iterations: IterKPoint[];
+  problems: number;
+  byGroup?: IterKResult['byGroup'];
+  noRoom?: number;
+  unfit?: number;
+  perProblem?: IterKProblem[];
+}): string {
   const ks = r.iterations.map((p) => p.k);
   const head = `${'Iter-k pass@1'.padEnd(16)}${ks.map((k) => `k=${k}`.padStart(9)).join('')}`;
   const row = (name: string, its: IterKPoint[], n: number): string =>
@@ -194,9 +183,9 @@ export function formatIterKTable(r: { dataset: string; model: string; iterations
   const lines = [`${r.dataset} — ${r.model}`, head, row('all', r.iterations, r.problems)];
   for (const [g, v] of Object.entries(r.byGroup ?? {})) lines.push(row(g, v.iterations, v.problems));
   if (r.unfit) {
-    const first = r.perProblem?.find((p) => p.failure);
+    const first = r.perProblem?.find((p) => p.failure !== undefined);
     lines.push(`${r.unfit} of ${r.problems} problems did not fit the model's context and count as failed${first ? ` (first: ${first.id}: ${first.failure})` : ''}`);
   }
-  if (r.contextOverflows) lines.push(`${r.contextOverflows} feedback turns outgrew the model's context (empty attempts, counted as failed)`);
+  if (r.noRoom) lines.push(`${r.noRoom} conversations ended at the model's context limit (counted as not solved)`);
   return lines.join('\n');
 }

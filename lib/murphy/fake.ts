@@ -71,7 +71,7 @@ export class FakeSampler implements Sampler {
    * completions; callers must not mutate them), so the fake costs a few random draws per
    * completion and the benchmark measures the tree code, not the fake.
    */
-  generate(promptIds: number[], n: number, params: SampleParams): Completion[] {
+  async generate(promptIds: number[], n: number, params: SampleParams): Promise<Completion[]> {
     this.calls++;
     let turn = 1;
     for (let i = 0; i < promptIds.length; i++) if (promptIds[i] === FAKE_FEEDBACK_TOKEN) turn++;
@@ -100,7 +100,7 @@ const FAKE_RE = /# fake (\d+)\/(\d+)/;
 /** Grades FakeSampler's completions: "# fake k/T" → reward k/T, passed when k = T. */
 export class FakeExecutor implements Executor<unknown> {
   calls = 0;
-  execute(_problem: unknown, code: string): ExecResult {
+  async execute(_problem: unknown, code: string): Promise<ExecResult> {
     this.calls++;
     return this.grade(code);
   }
@@ -128,7 +128,7 @@ export class FakeExecutor implements Executor<unknown> {
   }
 }
 
-/** Async wrappers (a microtask each), to exercise the builder's Promise paths. */
+/** Wrappers that answer after a delay (ms, from the input), to shuffle completion order. */
 export function asyncSampler(s: Sampler, delay?: (promptIds: number[]) => number): Sampler {
   return {
     generate: async (ids, n, params) => {

@@ -28,13 +28,16 @@ export interface FlattenOptions {
   dropZeroAdvantage?: boolean;
 }
 
-/** Kept (non-pruned) nodes of every tree as flat samples, in tree then node order. Needs advantages. */
+/**
+ * Kept (non-pruned) nodes of every tree as flat samples, in tree then node order; nodes whose
+ * prompt left no room in the context (no tokens) are not samples. Needs advantages.
+ */
 export function flattenSamples(trees: readonly RolloutTree<unknown>[], options: FlattenOptions = {}): TrainingSample[] {
   const out: TrainingSample[] = [];
   for (const t of trees) {
     const keys: string[] = new Array(t.groups.length);
     for (const n of t.nodes) {
-      if (n.pruned) continue;
+      if (n.pruned || n.noRoom === true) continue;
       if (!Number.isFinite(n.advantage)) {
         throw new MurphyError(`tree ${t.problemId}: node ${n.id} has advantage ${String(n.advantage)}; compute advantages first`);
       }
@@ -78,6 +81,8 @@ export interface TreeStats {
   prunedIntra: number;
   prunedInter: number;
   groupsPrunedInter: number;
+  /** Nodes whose prompt left no room in the context (leaves, not samples). */
+  noRoom: number;
   samplesKept: number;
   completionTokensSampled: number;
   completionTokensKept: number;
@@ -103,6 +108,7 @@ export function treeStats(tree: RolloutTree<unknown>): TreeStats {
     prunedIntra: 0,
     prunedInter: 0,
     groupsPrunedInter: 0,
+    noRoom: 0,
     samplesKept: 0,
     completionTokensSampled: 0,
     completionTokensKept: 0,
@@ -129,7 +135,9 @@ export function treeStats(tree: RolloutTree<unknown>): TreeStats {
     }
     rsum[t]! += n.reward;
     st.completionTokensSampled += n.completionIds.length;
-    if (n.pruned) {
+    if (n.noRoom === true) {
+      st.noRoom++;
+    } else if (n.pruned) {
       if (n.prunedBy === 'inter') st.prunedInter++;
       else st.prunedIntra++;
     } else {
@@ -165,6 +173,8 @@ export interface BatchStats {
   fixedLater: number;
   prunedIntra: number;
   prunedInter: number;
+  /** Nodes whose prompt left no room in the context. */
+  noRoom: number;
   samplesKept: number;
   completionTokensSampled: number;
   completionTokensKept: number;
@@ -184,6 +194,7 @@ export function batchStats(trees: readonly RolloutTree<unknown>[]): BatchStats {
     fixedLater: 0,
     prunedIntra: 0,
     prunedInter: 0,
+    noRoom: 0,
     samplesKept: 0,
     completionTokensSampled: 0,
     completionTokensKept: 0,
@@ -204,6 +215,7 @@ export function batchStats(trees: readonly RolloutTree<unknown>[]): BatchStats {
     b.fixedLater += s.fixedLater;
     b.prunedIntra += s.prunedIntra;
     b.prunedInter += s.prunedInter;
+    b.noRoom += s.noRoom;
     b.samplesKept += s.samplesKept;
     b.completionTokensSampled += s.completionTokensSampled;
     b.completionTokensKept += s.completionTokensKept;

@@ -7,6 +7,7 @@ export {
   pathToNode,
   resolveTreeBuildConfig,
   DEFAULT_NO_CODE_FEEDBACK,
+  NO_ROOM_FEEDBACK,
   type TreeBuildConfig,
   type TreeBuildDeps,
   type ResolvedTreeBuildConfig,
@@ -44,7 +45,7 @@ export {
   type SerializeOptions,
 } from './serialize.js';
 export { grpoBaselineConfig, computeMatchedGroupSize, computeMatchedGrpoConfig, type GroupShape } from './baseline.js';
-export { processTrees, runMurphy, type ProcessConfig, type MurphyConfig, type ProcessReport, type MurphyResult } from './pipeline.js';
+export { processTrees, type ProcessConfig, type ProcessOptions, type ProcessReport } from './pipeline.js';
 export {
   FakeSampler,
   FakeExecutor,

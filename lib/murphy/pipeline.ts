@@ -1,10 +1,9 @@
-// One MURPHY rollout phase end to end: build → credit → InterP → IntraP → advantages → samples.
+// The post-rollout steps of a MURPHY phase: credit → InterP → IntraP → advantages (the
+// training loop builds the trees before and flattens the samples after).
 
 import { computeAdvantages, type AdvantageReport, type RewardScaling } from './advantage.js';
 import { assignCredit, type CreditMethod } from './credit.js';
-import { batchStats, flattenSamples, type BatchStats, type TrainingSample } from './flatten.js';
 import { interPrune, intraPrune, type InterPOptions, type IntraPOptions, type PruneReport } from './prune.js';
-import { buildTrees, type TreeBuildConfig, type TreeBuildDeps } from './tree.js';
 import type { RolloutTree } from './types.js';
 
 /** Options of the post-rollout steps. All have defaults (docs/method.md). */
@@ -21,12 +20,7 @@ export interface ProcessConfig {
   intraP?: IntraPOptions | null;
   /** InterP; off (null/undefined) by default. */
   interP?: InterPOptions | null;
-  /** Leave zero-advantage samples out of the flat output. Default false. */
-  dropZeroAdvantage?: boolean;
 }
-
-/** Builder options plus post-rollout options. */
-export interface MurphyConfig<P = unknown> extends TreeBuildConfig<P>, ProcessConfig {}
 
 export interface ProcessReport {
   interP: PruneReport;
@@ -36,29 +30,21 @@ export interface ProcessReport {
 
 const none = (): PruneReport => ({ groups: 0, samples: 0, completionTokens: 0, promptTokens: 0 });
 
+export interface ProcessOptions {
+  /** Skip validateTree in credit assignment (the builder's trees are valid by construction). Default false. */
+  trusted?: boolean;
+}
+
 /**
  * In place, on trees whose rollouts are done: credit (MaRS/MeRS), then InterP, then IntraP
- * (both optional), then group advantages over the kept samples.
+ * (both optional), then group advantages over the kept samples. Credit comes first, from
+ * every node: a group that pruning drops still feeds its parent's credit.
  */
-export function processTrees(trees: readonly RolloutTree<unknown>[], config: ProcessConfig = {}, trusted = false): ProcessReport {
+export function processTrees(trees: readonly RolloutTree<unknown>[], config: ProcessConfig = {}, options: ProcessOptions = {}): ProcessReport {
+  const trusted = options.trusted ?? false;
   for (const t of trees) assignCredit(t, { method: config.credit ?? 'mars', gamma: config.gamma ?? 1, trusted });
   const interP = config.interP ? interPrune(trees, config.interP) : none();
   const intraP = config.intraP ? intraPrune(trees, config.intraP) : none();
   const advantages = computeAdvantages(trees, { scale: config.scaleRewards ?? 'group', eps: config.eps ?? 1e-4 });
   return { interP, intraP, advantages };
-}
-
-export interface MurphyResult<P> {
-  trees: RolloutTree<P>[];
-  samples: TrainingSample[];
-  report: ProcessReport;
-  stats: BatchStats;
-}
-
-/** Builds trees for a batch of problems and turns them into training samples. */
-export async function runMurphy<P>(problems: readonly P[], deps: TreeBuildDeps<P>, config: MurphyConfig<P>): Promise<MurphyResult<P>> {
-  const trees = await buildTrees(problems, deps, config);
-  const report = processTrees(trees, config, true);
-  const samples = flattenSamples(trees, { dropZeroAdvantage: config.dropZeroAdvantage ?? false });
-  return { trees, samples, report, stats: batchStats(trees) };
 }

@@ -125,7 +125,7 @@ function emptyReport(): PruneReport {
 }
 
 export interface IntraPOptions {
-  /** m: samples kept per group (>= 1). */
+  /** m: samples kept per group (>= 2: a group of one has advantage 0, so m = 1 would leave no training signal). */
   keep: number;
 }
 
@@ -135,7 +135,9 @@ export interface IntraPOptions {
  */
 export function intraPrune(trees: readonly RolloutTree<unknown>[], options: IntraPOptions): PruneReport {
   const m = options?.keep;
-  if (typeof m !== 'number' || !Number.isInteger(m) || m < 1) throw new MurphyError(`IntraP keep (m) must be an integer >= 1, got ${String(m)}`);
+  if (typeof m !== 'number' || !Number.isInteger(m) || m < 2) {
+    throw new MurphyError(`IntraP keep (m) must be an integer >= 2, got ${String(m)} (one sample per group has advantage 0: nothing to train on)`);
+  }
   const report = emptyReport();
   let live: number[] = [];
   let vals = new Float64Array(64);

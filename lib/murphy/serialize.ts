@@ -40,6 +40,8 @@ export interface SerializedNode {
   advantage: number | null;
   pruned: boolean;
   prunedBy?: 'intra' | 'inter';
+  /** Present (true) only for a node whose prompt left no room in the context. */
+  noRoom?: true;
 }
 
 /** The JSON shape of a tree (version 1). The problem itself is not included, only its id. */
@@ -96,6 +98,7 @@ export function treeToJSON(tree: RolloutTree<unknown>, options: SerializeOptions
       }
       if (n.tests !== undefined) o.tests = n.tests.map((t) => ({ ...t }));
       if (n.prunedBy !== undefined) o.prunedBy = n.prunedBy;
+      if (n.noRoom === true) o.noRoom = true;
       return o;
     }),
   };
@@ -181,6 +184,7 @@ export function deserializeTree<P = null>(json: string | SerializedTree, problem
       logprobs: n.logprobs === undefined ? undefined : numArray(n.logprobs, `node ${i} logprobs`),
       tests: n.tests === undefined ? undefined : n.tests.map((x) => ({ ...x })),
       prunedBy: n.prunedBy === 'intra' || n.prunedBy === 'inter' ? n.prunedBy : undefined,
+      noRoom: n.noRoom === true ? true : undefined,
     };
     return node;
   });

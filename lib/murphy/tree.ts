@@ -1,6 +1,5 @@
 // Building feedback-conditioned rollout trees (docs/method.md §1).
 
-import { extractCode } from '../prompt/extract.js';
 import { Limiter } from './limit.js';
 import { mix32 } from './rng.js';
 import {
@@ -55,8 +54,12 @@ export interface TreeBuildDeps<P = unknown> {
   sampler: Sampler;
   executor: Executor<P>;
   prompts: PromptBuilder<P>;
-  /** Default: extractCode from lib/prompt (last fenced python block, HumanEval-aware). */
-  extractCode?: CodeExtractor<P>;
+  /**
+   * Finds the code in a completion (null: none). The core knows no prompt format:
+   * lib/prompt's extractFromCompletion (last fenced python block, HumanEval-aware) is the
+   * one for chat models.
+   */
+  extractCode: CodeExtractor<P>;
 }
 
 export const DEFAULT_NO_CODE_FEEDBACK =
@@ -89,8 +92,7 @@ function positiveLimit(name: string, v: unknown): number {
   return positiveInt(name, v);
 }
 
-/** A problem's id when the config gives no problemId: an id-like field, else its index. */
-export function defaultProblemId(problem: unknown, index: number): string {
+function defaultProblemId(problem: unknown, index: number): string {
   if (problem !== null && typeof problem === 'object') {
     const o = problem as Record<string, unknown>;
     for (const k of ['id', 'task_id', 'problemId', 'name']) {
@@ -138,6 +140,13 @@ interface OpenGroup<P> {
   group: Group;
 }
 
+/** An open group's sampled completions with, per completion, the extracted code and the execution result. */
+interface Attempts {
+  completions: Completion[];
+  codes: (string | null)[];
+  results: ExecResult[];
+}
+
 /** 32-bit FNV-1a hash of a string. */
 function hashString(s: string): number {
   let h = 0x811c9dc5;
@@ -145,173 +154,120 @@ function hashString(s: string): number {
   return h >>> 0;
 }
 
-
-function isPromise<T>(x: T | Promise<T>): x is Promise<T> {
-  return typeof (x as { then?: unknown } | null)?.then === 'function';
-}
-
 function checkIds(what: string, ids: unknown): number[] {
   if (!Array.isArray(ids)) throw new MurphyError(`${what} must be an array of token ids`);
   return ids as number[];
 }
 
-function checkCompletion(c: unknown, where: () => string): Completion {
-  if (c === null || typeof c !== 'object') throw new MurphyError(`sampler returned a non-object completion (${where()})`);
-  const o = c as Completion;
-  if (!Array.isArray(o.tokenIds)) throw new MurphyError(`sampler completion without tokenIds (${where()})`);
-  if (typeof o.text !== 'string') throw new MurphyError(`sampler completion without text (${where()})`);
-  if (o.logprobs !== undefined && (!Array.isArray(o.logprobs) || o.logprobs.length !== o.tokenIds.length)) {
-    throw new MurphyError(`sampler completion logprobs length ${o.logprobs?.length} != tokenIds length ${o.tokenIds.length} (${where()})`);
+/** Where in the batch an output came from, for error messages. */
+function place(og: OpenGroup<unknown>, j?: number): string {
+  return `problem ${og.tree.problemId}, group ${og.group.id}${j === undefined ? '' : `, sample ${j}`}`;
+}
+
+function checkCompletions(cs: unknown, n: number, og: OpenGroup<unknown>): Completion[] {
+  if (!Array.isArray(cs) || cs.length !== n) {
+    throw new MurphyError(`sampler returned ${Array.isArray(cs) ? cs.length : typeof cs} completions, expected ${n} (${place(og)})`);
   }
-  return o;
+  for (let j = 0; j < n; j++) {
+    const o = cs[j] as Completion;
+    if (o === null || typeof o !== 'object') throw new MurphyError(`sampler returned a non-object completion (${place(og, j)})`);
+    if (!Array.isArray(o.tokenIds)) throw new MurphyError(`sampler completion without tokenIds (${place(og, j)})`);
+    if (typeof o.text !== 'string') throw new MurphyError(`sampler completion without text (${place(og, j)})`);
+    if (o.logprobs !== undefined && (!Array.isArray(o.logprobs) || o.logprobs.length !== o.tokenIds.length)) {
+      throw new MurphyError(`sampler completion logprobs length ${o.logprobs?.length} != tokenIds length ${o.tokenIds.length} (${place(og, j)})`);
+    }
+  }
+  return cs as Completion[];
 }
 
-function validResult(r: ExecResult): boolean {
-  return r !== null && typeof r === 'object' && typeof r.reward === 'number' && r.reward >= 0 && r.reward <= 1 && typeof r.passed === 'boolean' && typeof r.feedback === 'string';
-}
-
-function checkResult(r: unknown, where: () => string): ExecResult {
-  if (r === null || typeof r !== 'object') throw new MurphyError(`executor returned a non-object result (${where()})`);
+function checkResult(r: unknown, og: OpenGroup<unknown>, j: number): ExecResult {
+  if (r === null || typeof r !== 'object') throw new MurphyError(`executor returned a non-object result (${place(og, j)})`);
   const o = r as ExecResult;
   if (typeof o.reward !== 'number' || !(o.reward >= 0 && o.reward <= 1)) {
-    throw new MurphyError(`executor reward must be a number in [0, 1], got ${String(o.reward)} (${where()})`);
+    throw new MurphyError(`executor reward must be a number in [0, 1], got ${String(o.reward)} (${place(og, j)})`);
   }
-  if (typeof o.passed !== 'boolean') throw new MurphyError(`executor result.passed must be a boolean (${where()})`);
-  if (typeof o.feedback !== 'string') throw new MurphyError(`executor result.feedback must be a string (${where()})`);
+  if (typeof o.passed !== 'boolean') throw new MurphyError(`executor result.passed must be a boolean (${place(og, j)})`);
+  if (typeof o.feedback !== 'string') throw new MurphyError(`executor result.feedback must be a string (${place(og, j)})`);
   return o;
 }
 
-/**
- * Builds one rollout tree per problem. Turns are synchronous across problems: all open
- * groups of turn t (of every problem) are sampled and executed concurrently, bounded by
- * samplerConcurrency / executorConcurrency, and each completion is executed as soon as its
- * group's sampling returns. Node and group ids are assigned in a fixed order (problem,
- * parent node, sample index), so results do not depend on completion timing.
- */
-export async function buildTrees<P>(
-  problems: readonly P[],
-  deps: TreeBuildDeps<P>,
-  config: TreeBuildConfig<P>,
-): Promise<RolloutTree<P>[]> {
-  const cfg = resolveTreeBuildConfig(config);
-  if (!Array.isArray(problems)) throw new MurphyError('problems must be an array');
-  if (!deps || typeof deps.sampler?.generate !== 'function') throw new MurphyError('deps.sampler.generate is required');
-  if (typeof deps.executor?.execute !== 'function') throw new MurphyError('deps.executor.execute is required');
-  if (typeof deps.prompts?.initial !== 'function' || typeof deps.prompts.followUp !== 'function') {
-    throw new MurphyError('deps.prompts must implement initial() and followUp()');
-  }
-  const { sampler, executor, prompts } = deps;
-  const extract: CodeExtractor<P> = deps.extractCode ?? ((c) => extractCode(c.text));
-  const samplerLimit = cfg.samplerConcurrency === Infinity ? null : new Limiter(cfg.samplerConcurrency);
-  const execLimit = cfg.executorConcurrency === Infinity ? null : new Limiter(cfg.executorConcurrency);
+/** Feedback of a node whose prompt left no room in the context (never shown to the model: it is a leaf). */
+export const NO_ROOM_FEEDBACK = 'The conversation reached the context limit: no room was left for an answer.';
 
-  const trees: RolloutTree<P>[] = [];
-  let open: OpenGroup<P>[] = [];
-  for (let i = 0; i < problems.length; i++) {
-    const problem = problems[i] as P;
-    const r = prompts.initial(problem);
-    const promptIds = checkIds('initial prompt', isPromise(r) ? await r : r);
-    const group: Group = { id: 0, turn: 1, parent: null, promptIds, nodes: [], pruned: false };
-    const tree: RolloutTree<P> = {
-      problemId: cfg.problemId(problem, i),
-      problem,
-      maxTurns: cfg.maxTurns,
-      groups: [group],
-      nodes: [],
-    };
-    trees.push(tree);
-    open.push({ tree, treeKey: hashString(tree.problemId), group });
+/** Runs fn under the limiter when there is one. */
+function limited<T>(limit: Limiter | null, fn: () => Promise<T>): Promise<T> {
+  return limit ? limit.run(fn) : fn();
+}
+
+/** The builder's run: validated inputs and the concurrency limits of one buildTrees call. */
+class TreeBuild<P> {
+  private readonly samplerLimit: Limiter | null;
+  private readonly execLimit: Limiter | null;
+  private readonly noCode: ExecResult;
+  private readonly noRoom: ExecResult;
+
+  constructor(private readonly deps: TreeBuildDeps<P>, private readonly cfg: ResolvedTreeBuildConfig<P>) {
+    this.samplerLimit = cfg.samplerConcurrency === Infinity ? null : new Limiter(cfg.samplerConcurrency);
+    this.execLimit = cfg.executorConcurrency === Infinity ? null : new Limiter(cfg.executorConcurrency);
+    this.noCode = Object.freeze({ reward: 0, passed: false, feedback: cfg.noCodeFeedback });
+    this.noRoom = Object.freeze({ reward: 0, passed: false, feedback: NO_ROOM_FEEDBACK });
   }
 
-  const noCode: ExecResult = Object.freeze({ reward: 0, passed: false, feedback: cfg.noCodeFeedback });
-  const runExec = (problem: P, code: string): Promise<ExecResult> | ExecResult =>
-    execLimit ? execLimit.run(() => executor.execute(problem, code)) : executor.execute(problem, code);
+  /**
+   * Samples every open group of a turn concurrently; each group's completions are executed
+   * as soon as its sampling returns. Resolves to the attempts of each group, in group order.
+   */
+  async sampleTurn(open: readonly OpenGroup<P>[], n: number): Promise<Attempts[]> {
+    const pending = open.map((og) => this.sampleGroup(og, n));
+    // every group settles before the turn fails, so no request is left unobserved
+    const settled = await Promise.allSettled(pending);
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    return settled.map((r) => (r as PromiseFulfilledResult<Attempts>).value);
+  }
 
-  // Per open group k: its completions, extracted code and execution results (filled as they arrive).
-  let comps: Completion[][] = [];
-  let codes: Array<Array<string | null>> = [];
-  let results: ExecResult[][] = [];
-
-  /** Extracts and executes completion j of group k; returns a promise only when the executor is async. */
-  const executeOne = (og: OpenGroup<P>, k: number, c: Completion, j: number): void | Promise<void> => {
-    if (
-      c === null || typeof c !== 'object' || !Array.isArray(c.tokenIds) || typeof c.text !== 'string' ||
-      (c.logprobs !== undefined && (!Array.isArray(c.logprobs) || c.logprobs.length !== c.tokenIds.length))
-    ) {
-      checkCompletion(c, () => `problem ${og.tree.problemId}, group ${og.group.id}, sample ${j}`);
-    }
-    const code = extract(c, og.tree.problem);
-    codes[k]![j] = code;
-    if (code === null) {
-      results[k]![j] = noCode;
-      return;
-    }
-    const r = runExec(og.tree.problem, code);
-    if (isPromise(r)) {
-      return r.then((res) => {
-        results[k]![j] = validResult(res) ? res : checkResult(res, () => `problem ${og.tree.problemId}, group ${og.group.id}, sample ${j}`);
-      });
-    }
-    results[k]![j] = validResult(r) ? r : checkResult(r, () => `problem ${og.tree.problemId}, group ${og.group.id}, sample ${j}`);
-  };
-
-  for (let turn = 1; turn <= cfg.maxTurns && open.length > 0; turn++) {
-    const n = turn === 1 ? cfg.groupSize : cfg.followUpGroupSize;
-    comps = new Array(open.length);
-    codes = new Array(open.length);
-    results = new Array(open.length);
-    const pending: Promise<void>[] = [];
-    for (let k = 0; k < open.length; k++) {
-      const og = open[k]!;
-      const params: SampleParams =
-        cfg.seed === undefined ? cfg.sampling : { ...cfg.sampling, seed: mix32(cfg.seed, og.treeKey, og.group.id) };
-      const afterSample = (cs: Completion[]): void | Promise<void> => {
-        if (!Array.isArray(cs) || cs.length !== n) {
-          throw new MurphyError(
-            `sampler returned ${Array.isArray(cs) ? cs.length : typeof cs} completions, expected ${n} (problem ${og.tree.problemId}, group ${og.group.id})`,
-          );
-        }
-        comps[k] = cs;
-        codes[k] = new Array(n);
-        results[k] = new Array(n);
-        let waits: Promise<void>[] | null = null;
-        for (let j = 0; j < n; j++) {
-          const w = executeOne(og, k, cs[j]!, j);
-          if (w) (waits ??= []).push(w);
-        }
-        if (waits) return Promise.all(waits).then(() => undefined);
-      };
-      try {
-        const s = samplerLimit
-          ? samplerLimit.run(() => sampler.generate(og.group.promptIds, n, params))
-          : sampler.generate(og.group.promptIds, n, params);
-        if (isPromise(s)) {
-          pending.push(s.then(afterSample));
-        } else {
-          const a = afterSample(s);
-          if (a) pending.push(a);
-        }
-      } catch (e) {
-        // A synchronous failure: don't leave requests already in flight unobserved.
-        for (const p of pending) p.catch(() => undefined);
-        throw e;
+  private async sampleGroup(og: OpenGroup<P>, n: number): Promise<Attempts> {
+    const { cfg, deps } = this;
+    const params: SampleParams = cfg.seed === undefined ? cfg.sampling : { ...cfg.sampling, seed: mix32(cfg.seed, og.treeKey, og.group.id) };
+    const completions = checkCompletions(await limited(this.samplerLimit, () => deps.sampler.generate(og.group.promptIds, n, params)), n, og);
+    const codes: (string | null)[] = new Array(n);
+    const results: ExecResult[] = new Array(n);
+    const runs: Promise<ExecResult>[] = [];
+    const ran: number[] = [];
+    for (let j = 0; j < n; j++) {
+      const c = completions[j]!;
+      const code = c.noRoom === true ? null : deps.extractCode(c, og.tree.problem);
+      codes[j] = code;
+      if (code === null) {
+        results[j] = c.noRoom === true ? this.noRoom : this.noCode;
+        continue;
       }
+      runs.push(limited(this.execLimit, () => deps.executor.execute(og.tree.problem, code)));
+      ran.push(j);
     }
-    if (pending.length > 0) await Promise.all(pending);
+    if (runs.length > 0) {
+      const rs = await Promise.all(runs);
+      for (let i = 0; i < rs.length; i++) results[ran[i]!] = checkResult(rs[i], og, ran[i]!);
+    }
+    return { completions, codes, results };
+  }
 
-    // Materialise nodes in a fixed order.
-    const expandGroups: OpenGroup<P>[] = [];
-    const expandNodes: TreeNode[] = [];
+  /**
+   * Adds a turn's nodes to their trees in a fixed order (group, then sample index) and
+   * returns the nodes to expand: failed (reward below the threshold) before the last turn,
+   * and not ended by a full context.
+   */
+  materialise(open: readonly OpenGroup<P>[], attempts: readonly Attempts[], turn: number): { og: OpenGroup<P>; node: TreeNode }[] {
+    const cfg = this.cfg;
+    const expand: { og: OpenGroup<P>; node: TreeNode }[] = [];
     for (let k = 0; k < open.length; k++) {
       const og = open[k]!;
       const tree = og.tree;
-      const cs = comps[k]!;
-      const cd = codes[k]!;
-      const rs = results[k]!;
-      for (let j = 0; j < cs.length; j++) {
-        const c = cs[j]!;
-        const code = cd[j]!;
-        const result = rs[j]!;
+      const { completions, codes, results } = attempts[k]!;
+      for (let j = 0; j < completions.length; j++) {
+        const c = completions[j]!;
+        const code = codes[j] ?? null;
+        const result = results[j]!;
         const reward = cfg.rewardMode === 'binary' ? (result.passed ? 1 : 0) : result.reward;
         const node: TreeNode = {
           id: tree.nodes.length,
@@ -334,30 +290,68 @@ export async function buildTrees<P>(
           logprobs: c.logprobs,
           tests: result.tests,
           prunedBy: undefined,
+          noRoom: c.noRoom === true ? true : undefined,
         };
         tree.nodes.push(node);
         og.group.nodes.push(node.id);
-        if (turn < cfg.maxTurns && reward < cfg.successThreshold) {
-          expandGroups.push(og);
-          expandNodes.push(node);
-        }
+        if (turn < cfg.maxTurns && reward < cfg.successThreshold && node.noRoom !== true) expand.push({ og, node });
       }
     }
+    return expand;
+  }
 
-    // Expand failed nodes: their feedback becomes the next turn's prompt.
+  /** Expands failed nodes: each one's feedback becomes the prompt of a new group of the next turn. */
+  async expandFailures(expand: readonly { og: OpenGroup<P>; node: TreeNode }[], turn: number): Promise<OpenGroup<P>[]> {
     const next: OpenGroup<P>[] = [];
-    for (let e = 0; e < expandNodes.length; e++) {
-      const og = expandGroups[e]!;
-      const node = expandNodes[e]!;
+    for (const { og, node } of expand) {
       const tree = og.tree;
-      const r = prompts.followUp({ problem: tree.problem, tree, node, promptIds: og.group.promptIds, feedback: node.feedback });
-      const promptIds = checkIds('follow-up prompt', isPromise(r) ? await r : r);
-      const group: Group = { id: tree.groups.length, turn: turn + 1, parent: node.id, promptIds, nodes: [], pruned: false };
+      const ids = await this.deps.prompts.followUp({ problem: tree.problem, tree, node, promptIds: og.group.promptIds, feedback: node.feedback });
+      const group: Group = { id: tree.groups.length, turn: turn + 1, parent: node.id, promptIds: checkIds('follow-up prompt', ids), nodes: [], pruned: false };
       tree.groups.push(group);
       node.childGroup = group.id;
       next.push({ tree, treeKey: og.treeKey, group });
     }
-    open = next;
+    return next;
+  }
+}
+
+/**
+ * Builds one rollout tree per problem. Turns are synchronous across problems: all open
+ * groups of turn t (of every problem) are sampled and executed concurrently, bounded by
+ * samplerConcurrency / executorConcurrency, and each completion is executed as soon as its
+ * group's sampling returns. Node and group ids are assigned in a fixed order (problem,
+ * parent node, sample index), so results do not depend on completion timing. A completion
+ * whose prompt left no room in the context (Completion.noRoom) becomes a leaf with reward 0,
+ * neither executed nor expanded.
+ */
+export async function buildTrees<P>(
+  problems: readonly P[],
+  deps: TreeBuildDeps<P>,
+  config: TreeBuildConfig<P>,
+): Promise<RolloutTree<P>[]> {
+  const cfg = resolveTreeBuildConfig(config);
+  if (!Array.isArray(problems)) throw new MurphyError('problems must be an array');
+  if (!deps || typeof deps.sampler?.generate !== 'function') throw new MurphyError('deps.sampler.generate is required');
+  if (typeof deps.executor?.execute !== 'function') throw new MurphyError('deps.executor.execute is required');
+  if (typeof deps.prompts?.initial !== 'function' || typeof deps.prompts.followUp !== 'function') {
+    throw new MurphyError('deps.prompts must implement initial() and followUp()');
+  }
+  if (typeof deps.extractCode !== 'function') throw new MurphyError('deps.extractCode is required (lib/prompt\'s extractFromCompletion for chat models)');
+  const build = new TreeBuild(deps, cfg);
+
+  const trees: RolloutTree<P>[] = [];
+  let open: OpenGroup<P>[] = [];
+  for (let i = 0; i < problems.length; i++) {
+    const problem = problems[i] as P;
+    const promptIds = checkIds('initial prompt', await deps.prompts.initial(problem));
+    const group: Group = { id: 0, turn: 1, parent: null, promptIds, nodes: [], pruned: false };
+    const tree: RolloutTree<P> = { problemId: cfg.problemId(problem, i), problem, maxTurns: cfg.maxTurns, groups: [group], nodes: [] };
+    trees.push(tree);
+    open.push({ tree, treeKey: hashString(tree.problemId), group });
+  }
+  for (let turn = 1; turn <= cfg.maxTurns && open.length > 0; turn++) {
+    const attempts = await build.sampleTurn(open, turn === 1 ? cfg.groupSize : cfg.followUpGroupSize);
+    open = await build.expandFailures(build.materialise(open, attempts, turn), turn);
   }
   return trees;
 }

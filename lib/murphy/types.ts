@@ -33,11 +33,22 @@ export interface Completion {
   /** Decoded text (for code extraction and logs; never re-tokenized). */
   text: string;
   finishReason: FinishReason;
+  /**
+   * What ended a 'stop' completion, as vLLM reports it: the stop token id or stop string,
+   * null for EOS (or when the backend does not say).
+   */
+  stopReason?: number | string | null;
+  /**
+   * The prompt left no room in the backend's context (max_model_len): no tokens were
+   * sampled and no request was made (finishReason 'length'). The tree builder makes such a
+   * completion a leaf that is neither executed nor trained on.
+   */
+  noRoom?: boolean;
 }
 
 /** Produces n completions of one prompt. */
 export interface Sampler {
-  generate(promptIds: number[], n: number, params: SampleParams): Promise<Completion[]> | Completion[];
+  generate(promptIds: number[], n: number, params: SampleParams): Promise<Completion[]>;
 }
 
 /** Outcome of one test case, optional detail of an ExecResult. */
@@ -65,7 +76,7 @@ export interface ExecResult {
  * builder passes the problem it was given through unchanged.
  */
 export interface Executor<P = unknown> {
-  execute(problem: P, code: string): Promise<ExecResult> | ExecResult;
+  execute(problem: P, code: string): Promise<ExecResult>;
 }
 
 /** What a PromptBuilder gets to build a follow-up (turn t+1) prompt. */
@@ -126,6 +137,11 @@ export interface TreeNode {
   /** Removed from training by IntraP or InterP. */
   pruned: boolean;
   prunedBy?: 'intra' | 'inter';
+  /**
+   * The prompt left no room in the context (Completion.noRoom): a leaf with reward 0 and no
+   * tokens, neither executed nor expanded, and never a training sample.
+   */
+  noRoom?: true;
 }
 
 /** Siblings sharing one prompt: one GRPO group. */

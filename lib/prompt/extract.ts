@@ -226,3 +226,8 @@ export function extractCode(text: string, options: ExtractOptions = {}): string 
   const out = trimBlankEdges(code);
   return out === '' ? null : out + '\n';
 }
+
+/** The tree builder's code extractor for chat models: extractCode over a completion's text. */
+export function extractFromCompletion(completion: { text: string }): string | null {
+  return extractCode(completion.text);
+}

@@ -1,5 +1,5 @@
 // Prompt layer: chat templates, tokenization, multi-turn prompt assembly, code extraction.
-export { extractCode, findCodeBlocks, stripThinking, type CodeBlock, type ExtractOptions } from './extract.js';
+export { extractCode, extractFromCompletion, findCodeBlocks, stripThinking, type CodeBlock, type ExtractOptions } from './extract.js';
 export {
   HfChatTokenizer,
   loadChatTokenizer,

@@ -3,7 +3,7 @@
 import type { Completion } from '../murphy/types.js';
 import { EngineBatcher, finishSample, type BatcherOptions, type BatcherStats } from './local.js';
 import { NativeEngine } from './engine.js';
-import { resolveSampling, type SamplingDefaults } from './params.js';
+import { contextBudget, noRoomCompletions, resolveSampling, type SamplingDefaults } from './params.js';
 import type { PolicyWeights, RolloutBackend, RolloutEngine, RolloutParams, TextCodec, WeightSyncReport } from './types.js';
 import { RolloutError } from './types.js';
 
@@ -41,11 +41,13 @@ export class EmbeddedBackend implements RolloutBackend {
     if (promptIds.length === 0) throw new RolloutError('empty prompt');
     const s = resolveSampling(params, this.defaults);
     if (s.stop.length > 0 && this.tokenizer === undefined) throw new RolloutError('stop strings need a tokenizer');
+    // as with vLLM: a prompt that fills the context ends its branch (the engine caps the rest)
+    if (contextBudget(s.maxTokens, promptIds.length, this.engine.info().maxModelLen) <= 0) return noRoomCompletions(n);
     const req = { promptIds, n, maxTokens: s.maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK, seed: s.seed, stopTokenIds: s.stopTokenIds };
     const out = await this.batcher.submit(req);
     return out.map((x) => {
       const f = finishSample(x, req, s.stop, this.tokenizer);
-      return { tokenIds: f.tokenIds, logprobs: f.logprobs, text: f.text, finishReason: f.finishReason };
+      return { tokenIds: f.tokenIds, logprobs: f.logprobs, text: f.text, finishReason: f.finishReason, stopReason: f.stopReason };
     });
   }
 

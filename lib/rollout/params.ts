@@ -1,5 +1,6 @@
 // Sampling parameters with every default made explicit, shared by all backends so that the
 // same RolloutParams mean the same thing everywhere.
+import type { Completion } from '../murphy/types.js';
 import type { RolloutParams } from './types.js';
 import { RolloutError } from './types.js';
 
@@ -46,4 +47,18 @@ export function resolveSampling(p: RolloutParams, d: SamplingDefaults = {}): Res
   if (r.seed !== undefined && (!isInt(r.seed) || r.seed < 0)) throw new RolloutError(`seed must be a non-negative integer, got ${r.seed}`);
   for (const t of r.stopTokenIds) if (!isInt(t) || t < 0) throw new RolloutError(`stopTokenIds: ${t} is not a token id`);
   return r;
+}
+
+/**
+ * Completion tokens a prompt may ask for: min(maxTokens, maxModelLen - promptLen), as vLLM
+ * rejects prompt + max_tokens > max_model_len with a 400. <= 0: no room left. Without a
+ * known maxModelLen, maxTokens unchanged.
+ */
+export function contextBudget(maxTokens: number, promptLen: number, maxModelLen: number | undefined): number {
+  return maxModelLen === undefined ? maxTokens : Math.min(maxTokens, maxModelLen - promptLen);
+}
+
+/** n completions of a prompt that left no room in the context: 'length', no tokens, no request made. */
+export function noRoomCompletions(n: number): Completion[] {
+  return Array.from({ length: n }, () => ({ tokenIds: [], logprobs: [], text: '', finishReason: 'length', stopReason: null, noRoom: true }));
 }

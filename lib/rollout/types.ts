@@ -49,9 +49,18 @@ export interface WeightSync {
   sync(policy: PolicyWeights, step: number): Promise<WeightSyncReport>;
 }
 
+/** What a backend counts as it goes (cumulative; a training step records the difference). */
+export interface RolloutCounters {
+  /** Completions returned with no tokens because the prompt left no room in the context (no request made). */
+  noRoom: number;
+  /** Responses with finish_reason "abort" (paused or aborted on the server) that were retried. */
+  aborted: number;
+}
+
 /** A source of rollouts for the tree builder. */
 export interface RolloutBackend extends Sampler {
   readonly kind: 'vllm' | 'embedded' | (string & {});
+  readonly counters?: Readonly<RolloutCounters>;
   generate(promptIds: number[], n: number, params: RolloutParams): Promise<Completion[]>;
   /**
    * Makes the backend serve `policy`'s current weights: waits for in-flight requests,

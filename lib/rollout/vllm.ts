@@ -5,8 +5,8 @@
 import { rmSync, readdirSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Completion } from '../murphy/types.js';
-import { resolveSampling, type SamplingDefaults } from './params.js';
-import type { PolicyWeights, RolloutBackend, RolloutParams, TextCodec, WeightSync, WeightSyncReport } from './types.js';
+import { contextBudget, noRoomCompletions, resolveSampling, type SamplingDefaults } from './params.js';
+import type { PolicyWeights, RolloutBackend, RolloutCounters, RolloutParams, TextCodec, WeightSync, WeightSyncReport } from './types.js';
 import { RolloutError } from './types.js';
 import { LOAD_WEIGHTS_METHOD } from './server.js';
 
@@ -21,6 +21,8 @@ export type VllmEvent =
   | { type: 'server-dead'; server: string; error: string }
   | { type: 'server-alive'; server: string }
   | { type: 'missing-logprobs'; server: string }
+  | { type: 'abort'; server: string; attempt: number }
+  | { type: 'sync-waiting'; inFlight: number }
   | { type: 'weights-loaded'; server: string; path: string; seconds: number };
 
 export interface VllmOptions extends SamplingDefaults {
@@ -28,8 +30,20 @@ export interface VllmOptions extends SamplingDefaults {
   servers: string[];
   /** The served model name (`--served-model-name`); default: what the servers report, which must agree. */
   model?: string;
-  /** Sent as a bearer token (vLLM's --api-key). */
+  /**
+   * Sent as `Authorization: Bearer KEY` (vLLM's and `murphy-native serve`'s --api-key).
+   * Default: the environment variable MURPHY_API_KEY when set.
+   */
   apiKey?: string;
+  /**
+   * Prompt + completion tokens a server holds. Default: the smallest max_model_len the
+   * servers report in GET /v1/models (start-up check). max_tokens is clamped to
+   * maxModelLen - prompt length; a prompt that leaves no room gets 'length' completions
+   * with no tokens (noRoom), without a request.
+   */
+  maxModelLen?: number;
+  /** Retries of a request whose response has finish_reason "abort" (paused or aborted server-side). Default 3. */
+  maxAbortRetries?: number;
   /** Time limit of one HTTP request, ms. Default 600 000. */
   timeoutMs?: number;
   /** Retries of a request after connection errors, timeouts, 429 and 5xx. Default 4. */
@@ -63,6 +77,8 @@ interface ServerState {
   deadReason: string;
   lastProbe: number;
   probing: Promise<boolean> | undefined;
+  /** max_model_len from GET /v1/models, once checked. */
+  maxModelLen: number | undefined;
 }
 
 type Json = Record<string, unknown>;
@@ -116,13 +132,17 @@ export interface CompletionChoice {
   logprobs: number[] | undefined;
   text: string;
   finishReason: string;
+  /** The stop token id or stop string that ended the choice; null for EOS, length or abort. */
+  stopReason: number | string | null;
   promptTokenIds: number[] | undefined;
 }
 
 /**
  * Reads a vLLM /v1/completions response body: choices sorted by index, `token_ids`,
- * `logprobs.token_logprobs`, `finish_reason`, and `prompt_token_ids` (per choice, or at the top
- * level in some versions). Throws RolloutError when the body is not what vLLM returns.
+ * `logprobs.token_logprobs`, `finish_reason`, `stop_reason` and `prompt_token_ids` (per
+ * choice; vLLM's completions endpoint never puts it at the top level, only chat responses
+ * do, but a top-level list is read too). vLLM returns non-streaming choices in index order;
+ * they are sorted anyway. Throws RolloutError when the body is not what vLLM returns.
  */
 export function parseCompletionResponse(body: unknown, expectChoices: number): CompletionChoice[] {
   const b = body as Json;
@@ -144,9 +164,11 @@ export function parseCompletionResponse(body: unknown, expectChoices: number): C
       logprobs = lp.every((x) => typeof x === 'number') ? (lp as number[]) : undefined;
     }
     const pti = Array.isArray(c.prompt_token_ids) ? (c.prompt_token_ids as number[]) : top;
+    const sr = c.stop_reason;
     return {
       index, tokenIds, logprobs, text: typeof c.text === 'string' ? c.text : '',
-      finishReason: typeof c.finish_reason === 'string' ? c.finish_reason : 'unknown', promptTokenIds: pti,
+      finishReason: typeof c.finish_reason === 'string' ? c.finish_reason : 'unknown',
+      stopReason: typeof sr === 'number' || typeof sr === 'string' ? sr : null, promptTokenIds: pti,
     };
   });
   out.sort((a, b2) => a.index - b2.index);
@@ -189,13 +211,19 @@ export class VllmBackend implements RolloutBackend {
   private inFlight = 0;
   private idle: (() => void) | undefined;
   private closed = false;
+  private readonly apiKey: string | undefined;
+  readonly counters: RolloutCounters = { noRoom: 0, aborted: 0 };
 
   constructor(o: VllmOptions) {
     if (o.servers.length === 0) throw new RolloutError('VllmBackend: no servers');
     this.o = o;
     this.servers = o.servers.map((u) => ({
-      url: u.replace(/\/+$/, '').replace(/\/v1$/, ''), outstanding: 0, failures: 0, dead: false, deadReason: '', lastProbe: 0, probing: undefined,
+      url: u.replace(/\/+$/, '').replace(/\/v1$/, ''), outstanding: 0, failures: 0, dead: false, deadReason: '', lastProbe: 0, probing: undefined, maxModelLen: undefined,
     }));
+    if (o.maxModelLen !== undefined && (!Number.isSafeInteger(o.maxModelLen) || o.maxModelLen < 1)) {
+      throw new RolloutError(`maxModelLen must be an integer >= 1, got ${o.maxModelLen}`);
+    }
+    this.apiKey = o.apiKey ?? (process.env.MURPHY_API_KEY || undefined);
     this.modelName = o.model;
     this.fetchFn = o.fetch ?? (globalThis.fetch as unknown as FetchLike);
     this.sync = o.weightSync ?? new DiskWeightSync(this, { dir: o.syncDir, keep: o.syncKeep });
@@ -217,6 +245,17 @@ export class VllmBackend implements RolloutBackend {
   /** Base URLs of the servers currently considered alive. */
   liveServers(): string[] { return this.servers.filter((s) => !s.dead).map((s) => s.url); }
 
+  /**
+   * Prompt + completion tokens the servers hold: the option, else the smallest
+   * max_model_len the servers reported (undefined before the start-up check).
+   */
+  get maxModelLen(): number | undefined {
+    if (this.o.maxModelLen !== undefined) return this.o.maxModelLen;
+    let m: number | undefined;
+    for (const s of this.servers) if (s.maxModelLen !== undefined && (m === undefined || s.maxModelLen < m)) m = s.maxModelLen;
+    return m;
+  }
+
   /** Per-server load and health. */
   status(): { server: string; outstanding: number; dead: boolean; reason: string }[] {
     return this.servers.map((s) => ({ server: s.url, outstanding: s.outstanding, dead: s.dead, reason: s.deadReason }));
@@ -228,7 +267,7 @@ export class VllmBackend implements RolloutBackend {
   async request(server: string, method: 'GET' | 'POST', path: string, body?: unknown, timeoutMs?: number): Promise<unknown> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
-    if (this.o.apiKey !== undefined) headers.authorization = `Bearer ${this.o.apiKey}`;
+    if (this.apiKey !== undefined) headers.authorization = `Bearer ${this.apiKey}`;
     let res: Awaited<ReturnType<FetchLike>>;
     let text: string;
     try {
@@ -308,22 +347,27 @@ export class VllmBackend implements RolloutBackend {
     }));
     for (const r of results) {
       const s = this.servers.find((x) => x.url === r.server) as ServerState;
+      if (r.maxModelLen !== undefined) s.maxModelLen = r.maxModelLen;
       if (!r.ok) this.markDead(s, r.error ?? 'failed the start-up check');
     }
     return results;
   }
 
-  /** The /v1/completions body for one prompt: every sampling field explicit. */
+  /**
+   * The /v1/completions body for one prompt: every sampling field explicit, max_tokens
+   * clamped to the room the context leaves (at least 1: generate() sends no request when
+   * there is none), top_k 0 when off (vLLM also takes -1, but documents 0).
+   */
   completionBody(promptIds: number[], n: number, params: RolloutParams): Json {
     const s = resolveSampling(params, this.o);
     return {
       model: this.modelName,
       prompt: promptIds,
       n,
-      max_tokens: s.maxTokens,
+      max_tokens: Math.max(1, contextBudget(s.maxTokens, promptIds.length, this.maxModelLen)),
       temperature: s.temperature,
       top_p: s.topP,
-      top_k: s.topK > 0 ? s.topK : -1,
+      top_k: s.topK > 0 ? s.topK : 0,
       min_p: 0,
       seed: s.seed ?? null,
       stop: s.stop,
@@ -425,6 +469,11 @@ export class VllmBackend implements RolloutBackend {
     if (this.closed) throw new RolloutError('the vLLM backend is closed');
     if (!Number.isSafeInteger(n) || n < 1) throw new RolloutError(`n must be an integer >= 1, got ${n}`);
     if (promptIds.length === 0) throw new RolloutError('empty prompt');
+    if (contextBudget(resolveSampling(params, this.o).maxTokens, promptIds.length, this.maxModelLen) <= 0) {
+      // the context is full: vLLM would answer 400; the branch ends here, as a 'length' completion
+      this.counters.noRoom += n;
+      return noRoomCompletions(n);
+    }
     const body = this.completionBody(promptIds, n, params);
     while (this.gate !== undefined) await this.gate;
     this.inFlight++;
@@ -439,6 +488,8 @@ export class VllmBackend implements RolloutBackend {
   private async send(promptIds: number[], n: number, body: Json, key: string | undefined): Promise<Completion[]> {
     const maxRetries = this.o.maxRetries ?? 4;
     const deadAfter = this.o.deadAfter ?? 3;
+    const maxAborts = this.o.maxAbortRetries ?? 3;
+    let aborts = 0;
     let avoid: ServerState | undefined;
     for (let attempt = 0; ; attempt++) {
       const s = this.pick(promptIds, key, avoid) ?? await this.pickOrRevive(promptIds, key, avoid);
@@ -477,10 +528,22 @@ export class VllmBackend implements RolloutBackend {
           throw new RolloutError(`${s.url}: the server's prompt_token_ids differ from the prompt sent (first difference at position ${firstDiff(c.promptTokenIds, promptIds)})`, { server: s.url });
         }
       }
+      if (choices.some((c) => c.finishReason === 'abort')) {
+        // a partial sequence (the server paused with abort, /abort_requests, a disconnect):
+        // never a training sample; ask again, a bounded number of times
+        if (aborts >= maxAborts) {
+          throw new RolloutError(`${s.url}: the request was aborted by the server (finish_reason "abort") ${aborts + 1} times in a row; is something pausing or aborting requests?`, { server: s.url });
+        }
+        aborts++;
+        this.counters.aborted++;
+        this.emit({ type: 'abort', server: s.url, attempt: aborts });
+        attempt--;
+        continue;
+      }
       if (choices.some((c) => c.logprobs === undefined)) this.emit({ type: 'missing-logprobs', server: s.url });
       this.remember(promptIds, key, s);
       return choices.map((c) => {
-        const out: Completion = { tokenIds: c.tokenIds, text: c.text, finishReason: c.finishReason };
+        const out: Completion = { tokenIds: c.tokenIds, text: c.text, finishReason: c.finishReason, stopReason: c.stopReason };
         if (c.logprobs !== undefined) out.logprobs = c.logprobs;
         return out;
       });
@@ -496,7 +559,10 @@ export class VllmBackend implements RolloutBackend {
     let open!: () => void;
     this.gate = new Promise<void>((r) => { open = r; });
     try {
-      if (this.inFlight > 0) await new Promise<void>((r) => { this.idle = r; });
+      if (this.inFlight > 0) {
+        this.emit({ type: 'sync-waiting', inFlight: this.inFlight });
+        await new Promise<void>((r) => { this.idle = r; });
+      }
       this.idle = undefined;
       return await this.sync.sync(policy, step);
     } finally {
@@ -533,11 +599,42 @@ export interface DiskWeightSyncOptions {
 }
 
 /**
+ * Checks the workers' answers to murphy_load_weights: at least one, each {loaded: true}, and
+ * as many as the tensor x pipeline parallel size the workers report (every worker answered).
+ * With vLLM's internal data parallelism only engine 0's workers' results come back, so the
+ * other engines' loads cannot be checked from here (docs/rollout.md).
+ */
+export function checkLoadResults(r: unknown): { workers: number; worldSize: number | undefined } {
+  const results = r !== null && typeof r === 'object' && Array.isArray((r as Json).results) ? ((r as Json).results as unknown[]) : [];
+  if (results.length === 0) throw new Error('no worker answered the load (collective_rpc returned no results)');
+  let worldSize: number | undefined;
+  const ranks = new Set<unknown>();
+  for (const x of results) {
+    if (x === null || typeof x !== 'object' || (x as Json).loaded !== true) {
+      throw new Error(`a worker did not confirm the load: ${JSON.stringify(x)}`);
+    }
+    const w = (x as Json).world_size;
+    if (typeof w === 'number') {
+      if (worldSize !== undefined && w !== worldSize) throw new Error(`the workers disagree on the tensor x pipeline parallel size (${worldSize} vs ${w})`);
+      worldSize = w;
+    }
+    ranks.add((x as Json).rank);
+  }
+  if (worldSize !== undefined && (results.length !== worldSize || ranks.size !== worldSize)) {
+    throw new Error(`${results.length} worker answer(s) (${ranks.size} distinct rank(s)) for tensor x pipeline parallel size ${worldSize}: not every worker loaded the weights`);
+  }
+  return { workers: results.length, worldSize };
+}
+
+/**
  * Weight sync through the file system: the policy writes a Hugging Face checkpoint
- * (atomically: temporary directory + rename) to <dir>/step-<step>; each live server loads it
- * with POST /collective_rpc {method: murphy_load_weights, args: [path]} and drops its prefix
- * cache with POST /reset_prefix_cache. A server that fails is retired (it would serve stale
- * weights); the sync fails only when no server took the weights.
+ * (atomically: temporary directory + rename) to <dir>/step-<step>; then on each live server:
+ * POST /pause?mode=wait (skipped where the server has no such endpoint: 404), POST
+ * /collective_rpc {method: murphy_load_weights, args: [path]}, POST
+ * /reset_prefix_cache?reset_running_requests=true (without the flag vLLM answers 200 but
+ * keeps blocks held by running requests; older servers ignore it), POST /resume. A server
+ * that fails is retired (it would serve stale weights); the sync fails only when no server
+ * took the weights.
  */
 export class DiskWeightSync implements WeightSync {
   constructor(private readonly client: VllmBackend, private readonly o: DiskWeightSyncOptions = {}) {}
@@ -556,18 +653,25 @@ export class DiskWeightSync implements WeightSync {
     const done: string[] = [];
     await Promise.all(servers.map(async (server) => {
       const t1 = performance.now();
+      let paused = false;
       try {
-        const r = await this.client.request(server, 'POST', '/collective_rpc', { method, args: [path], kwargs: {}, timeout: null }, this.o.timeoutMs ?? 600_000) as Json | null;
-        const results = Array.isArray(r?.results) ? (r.results as unknown[]) : [];
-        for (const x of results) {
-          if (x === null || typeof x !== 'object' || (x as Json).loaded !== true) {
-            throw new Error(`a worker did not confirm the load: ${JSON.stringify(x)}`);
-          }
+        // no other client of this server samples half-loaded weights (dev-mode endpoint of newer vLLM)
+        paused = await this.client.request(server, 'POST', '/pause?mode=wait', undefined, this.o.timeoutMs ?? 600_000).then(() => true, (e: unknown) => {
+          if (e instanceof HttpFailure && e.status === 404) return false;
+          throw e;
+        });
+        const r = await this.client.request(server, 'POST', '/collective_rpc', { method, args: [path], kwargs: {}, timeout: null }, this.o.timeoutMs ?? 600_000);
+        checkLoadResults(r);
+        await this.client.request(server, 'POST', '/reset_prefix_cache?reset_running_requests=true', undefined, 60_000);
+        if (paused) {
+          paused = false;
+          await this.client.request(server, 'POST', '/resume', undefined, 60_000);
         }
-        await this.client.request(server, 'POST', '/reset_prefix_cache', undefined, 60_000);
         done.push(server);
         this.client.loaded(server, path, (performance.now() - t1) / 1000);
       } catch (e) {
+        // best effort: a server left paused would hold every other client's requests
+        if (paused) await this.client.request(server, 'POST', '/resume', undefined, 60_000).catch(() => undefined);
         const error = e instanceof Error ? e.message : String(e);
         failed.push({ server, error });
         this.client.retire(server, `weight sync to step ${step} failed: ${error}`);

@@ -4,6 +4,7 @@
 // (seed, step, ...), so a run is reproduced by its seed and config, and a resumed run
 // continues exactly where the checkpoint left it.
 import { existsSync } from 'node:fs';
+import { withoutSecrets } from '../config/index.js';
 import type { TrainConfig } from '../config/schema.js';
 import { flattenSamples, type TrainingSample } from '../murphy/flatten.js';
 import { computeMatchedGroupSize } from '../murphy/baseline.js';
@@ -11,6 +12,7 @@ import { processTrees, type ProcessConfig } from '../murphy/pipeline.js';
 import { mix32, mulberry32 } from '../murphy/rng.js';
 import { treeToJSON } from '../murphy/serialize.js';
 import { buildTrees, type TreeBuildConfig } from '../murphy/tree.js';
+import { extractFromCompletion } from '../prompt/extract.js';
 import type { CodeExtractor, Completion, ExecResult, Executor, PromptBuilder, RolloutTree, SampleParams, Sampler } from '../murphy/types.js';
 import type { RolloutBackend, RolloutParams } from '../rollout/types.js';
 import { packSamples, planMicroBatches } from './batching.js';
@@ -170,7 +172,9 @@ export function processConfig(c: TrainConfig): ProcessConfig {
     gamma: c.gamma,
     scaleRewards: c.scaleRewards,
     intraP: c.intraKeep !== null ? { keep: c.intraKeep } : null,
-    interP: c.interKeep !== null ? { perProblem: c.interKeep } : null,
+    interP: c.interKeep !== null || c.interDropZeroVariance
+      ? { perProblem: c.interKeep ?? undefined, dropZeroVariance: c.interDropZeroVariance }
+      : null,
   };
 }
 
@@ -228,7 +232,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
         // Measure MURPHY's average completions per problem on the first batch with the initial policy.
         const probe = batchIndices(deps.problems.length, 0, c.batchSize, c.seed).map((i) => deps.problems[i]!);
         const probeCfg = { ...stepBuildConfig<P>({ ...c, algo: 'murphy' }, G, Gp, 0, deps.stopTokenIds), seed: mix32(c.seed, 0xc0de) };
-        const trees = await buildTrees(probe, { sampler: deps.backend, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode }, probeCfg);
+        const trees = await buildTrees(probe, { sampler: deps.backend, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode ?? extractFromCompletion }, probeCfg);
         G = computeMatchedGroupSize(trees);
         Gp = G;
         progress.line(`compute-matched GRPO: G = ${G} (MURPHY's average completions per problem on the first batch)`);
@@ -254,7 +258,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   let savedAt = state.step;
 
   const checkpoint = async (): Promise<void> => {
-    lastCheckpoint = await writeCheckpoint(run, policy, state, keep, c);
+    lastCheckpoint = await writeCheckpoint(run, policy, state, keep, withoutSecrets(c));
     savedAt = state.step;
   };
 
@@ -267,22 +271,27 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
 
       // ---- rollouts + execution
       const ins = instrument(deps.backend, deps.executor, progress);
+      const abortedBefore = deps.backend.counters?.aborted ?? 0;
       const buildCfg = stepBuildConfig<P>(c, state.groupSize, state.followUpGroupSize, step, deps.stopTokenIds);
       let trees: RolloutTree<P>[];
       try {
-        trees = await buildTrees(problems, { sampler: ins.sampler, executor: ins.exec, prompts: deps.prompts, extractCode: deps.extractCode }, buildCfg);
+        trees = await buildTrees(problems, { sampler: ins.sampler, executor: ins.exec, prompts: deps.prompts, extractCode: deps.extractCode ?? extractFromCompletion }, buildCfg);
       } finally {
         ins.done();
       }
       if (stopping()) break; // the step is discarded: resume redoes it identically
-      const report = processTrees(trees, processConfig(c), true);
+      const report = processTrees(trees, processConfig(c), { trusted: true });
       const all = flattenSamples(trees);
+      // With beta = 0 a zero-advantage sample adds exactly 0 to the loss and its gradient, so it
+      // is not run. lossDenominator 'all' still counts it in the denominators, as TRL does
+      // (every completion of the batch); 'trained' counts only the samples run.
       const samples: TrainingSample[] = c.beta > 0 ? all : all.filter((s) => s.advantage !== 0);
+      const counted = c.lossDenominator === 'all' ? all : samples;
 
       // ---- training
       const tTrain = performance.now();
       const plan = planMicroBatches(samples, c.microBatchTokens);
-      const totalLoss = samples.reduce((a, s) => a + s.completionIds.length, 0);
+      const totalLoss = counted.reduce((a, s) => a + s.completionIds.length, 0);
       const micro: TrainStats[] = [];
       let tokensTrained = 0;
       progress.start('training', plan.length);
@@ -291,7 +300,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
         if (!useSamplerLogprobs || mb.batch.oldLogp === undefined) {
           mb.batch.oldLogp = await policy.score(mb.batch, { temperature: loss.temperature });
         }
-        const scale = c.lossType === 'dapo' ? mb.lossTokens / totalLoss : mb.samples.length / samples.length;
+        const scale = c.lossType === 'dapo' ? mb.lossTokens / totalLoss : mb.samples.length / counted.length;
         micro.push(await policy.accumulate(mb.batch, loss, scale));
         tokensTrained += mb.tokens;
         progress.update(k + 1, `${tokensTrained} tokens`);
@@ -322,6 +331,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
         epoch: Math.floor((state.problemsConsumed - 1) / deps.problems.length),
         lr,
         ...tm,
+        aborted: (deps.backend.counters?.aborted ?? 0) - abortedBefore,
         zeroVarianceGroups: report.advantages.zeroVarianceGroups,
         samples: all.length,
         samplesTrained: samples.length,

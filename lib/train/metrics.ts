@@ -26,6 +26,10 @@ export interface StepMetrics {
   prunedIntraFraction: number;
   prunedInterFraction: number;
   prunedTokens: number;
+  /** Nodes whose prompt left no room in the model's context (leaves, not trained on). */
+  noRoom: number;
+  /** Rollout requests the server aborted (finish_reason "abort") and the backend retried. */
+  aborted: number;
   zeroVarianceGroups: number;
   samples: number;
   samplesTrained: number;
@@ -56,6 +60,7 @@ export function treeMetrics(trees: readonly RolloutTree<unknown>[]): Pick<
   StepMetrics,
   | 'problems' | 'reward' | 'rewardPerTurn' | 'passAt1PerTurn' | 'solvedFraction' | 'solvedFirstTurnFraction' | 'expanded' | 'fixedLater'
   | 'fixedLaterFraction' | 'nodesPerTree' | 'nodesPerTurn' | 'groupsPerTree' | 'prunedIntraFraction' | 'prunedInterFraction' | 'prunedTokens' | 'tokensSampled'
+  | 'noRoom'
 > {
   const b = batchStats(trees);
   const S = b.nodesPerTurn.length;
@@ -91,6 +96,7 @@ export function treeMetrics(trees: readonly RolloutTree<unknown>[]): Pick<
     prunedIntraFraction: nodes ? b.prunedIntra / nodes : 0,
     prunedInterFraction: nodes ? b.prunedInter / nodes : 0,
     prunedTokens,
+    noRoom: b.noRoom,
     tokensSampled: b.completionTokensSampled,
   };
 }

@@ -15,6 +15,11 @@ namespace addon {
 
 void register_kernels(Napi::Env env, Napi::Object exports);
 void register_model(Napi::Env env, Napi::Object exports);
+}  // namespace addon
+namespace gpu {
+void register_gpu(Napi::Env env, Napi::Object exports);  // native/gpu/binding.cc
+}  // namespace gpu
+namespace addon {
 
 namespace {
 
@@ -84,6 +89,7 @@ Napi::Value CudaStatusInfo(const Napi::CallbackInfo& info) {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   register_kernels(env, exports);
   register_model(env, exports);
+  gpu::register_gpu(env, exports);
   exports.Set("DeviceBuffer", DeviceBuffer::Init(env));
   exports.Set("buildInfo", Napi::Function::New(env, BuildInfo));
   exports.Set("cpuInfo", Napi::Function::New(env, CpuInfo));

@@ -4,16 +4,18 @@ The murphy-native trainer writes the policy as a Hugging Face directory (config.
 model.safetensors or a sharded model.safetensors.index.json) and then asks every vLLM
 worker to load it:
 
+    POST /pause?mode=wait            (where the server has it)
     POST /collective_rpc  {"method": "murphy_load_weights", "args": ["/abs/path/step-12"]}
-    POST /reset_prefix_cache
+    POST /reset_prefix_cache?reset_running_requests=true
+    POST /resume
 
 vLLM mixes this class into its worker class when started with
 
     VLLM_SERVER_DEV_MODE=1 PYTHONPATH=<package>/python vllm serve MODEL \
         --worker-extension-cls murphy_vllm.worker_extension.MurphyWorkerExtension ...
 
-so `self` is the worker and `self.model_runner.model` the nn.Module whose `load_weights`
-accepts an iterable of (name, tensor) pairs with Hugging Face parameter names (the same
+so `self` is the worker and `self.model_runner.get_model()` (or `.model`) the nn.Module whose
+`load_weights` accepts an iterable of (name, tensor) pairs with Hugging Face parameter names (the same
 call vLLM's own RLHF examples use). Each tensor-parallel worker reads the full tensors and
 `load_weights` keeps its shard.
 
@@ -110,6 +112,41 @@ def iter_checkpoint(path):
                     yield name, sf.get_tensor(name)
 
 
+def _served_model(worker):
+    """The nn.Module being served: model_runner.get_model() where the runner has it (V1 GPU
+    runner), else model_runner.model."""
+    runner = worker.model_runner
+    get_model = getattr(runner, "get_model", None)
+    return get_model() if callable(get_model) else runner.model
+
+
+def _layerwise_reload():
+    """vLLM's layerwise reload helpers (0.16+), or None where they do not import.
+
+    Wrapped around load_weights they restore each layer's loading-time parameters, load the
+    new tensors, then re-run the layer's post-load processing (quantization, FP8 scales), so
+    quantized checkpoints reload correctly; without them load_weights writes into the
+    already-processed parameters."""
+    try:
+        from vllm.model_executor.model_loader.reload import (  # type: ignore
+            finalize_layerwise_reload,
+            initialize_layerwise_reload,
+        )
+    except Exception:  # not installed, or an older vLLM
+        return None
+    return initialize_layerwise_reload, finalize_layerwise_reload
+
+
+def _parallel_layout(worker):
+    """(data-parallel rank, tensor-parallel size, pipeline-parallel size) from the worker's config."""
+    cfg = getattr(worker, "vllm_config", None)
+    par = getattr(cfg, "parallel_config", None)
+    dp_rank = getattr(par, "data_parallel_rank", 0) if par is not None else 0
+    tp = getattr(par, "tensor_parallel_size", 1) if par is not None else 1
+    pp = getattr(par, "pipeline_parallel_size", 1) if par is not None else 1
+    return int(dp_rank or 0), int(tp or 1), int(pp or 1)
+
+
 class MurphyWorkerExtension:
     """Mixed into vLLM's worker class by --worker-extension-cls."""
 
@@ -117,9 +154,13 @@ class MurphyWorkerExtension:
         """Loads every tensor of the checkpoint at `path` into the served model.
 
         Returns a JSON-serialisable summary; vLLM's /collective_rpc returns one per worker
-        as {"results": [...]} and the trainer checks each has loaded == true.
+        as {"results": [...]}. The trainer checks that each has loaded == true and that as
+        many workers answered as `world_size` (tensor x pipeline parallel size) says. With
+        vLLM's internal data parallelism only engine 0's workers' results come back.
+        vLLM's own reload_weights is not used: it returns nothing and rewrites the server's
+        model path.
         """
-        model = self.model_runner.model
+        model = _served_model(self)
         count = [0]
 
         def weights():
@@ -127,7 +168,15 @@ class MurphyWorkerExtension:
                 count[0] += 1
                 yield name, tensor
 
-        loaded = model.load_weights(weights=weights())
+        helpers = _layerwise_reload()
+        if helpers is not None:
+            initialize, finalize = helpers
+            initialize(model)
+            loaded = model.load_weights(weights=weights())
+            model_config = getattr(self, "model_config", None) or getattr(getattr(self, "vllm_config", None), "model_config", None)
+            finalize(model, model_config)
+        else:
+            loaded = model.load_weights(weights=weights())
         if count[0] == 0:
             raise ValueError("checkpoint %r has no tensors" % (path,))
         try:
@@ -137,10 +186,16 @@ class MurphyWorkerExtension:
                 torch.cuda.synchronize()
         except ImportError:
             pass
+        dp_rank, tp, pp = _parallel_layout(self)
         return {
             "loaded": True,
             "path": path,
             "tensors": count[0],
             "params": None if loaded is None else len(loaded),
             "rank": getattr(self, "rank", None),
+            "dp_rank": dp_rank,
+            "tp_size": tp,
+            "pp_size": pp,
+            "world_size": tp * pp,
+            "layerwise": helpers is not None,
         }

@@ -12,15 +12,15 @@ describe('repair task', () => {
   it('grades programs; a wrong operator gets feedback with the failing values', () => {
     const p = repairProblem({ name: 'g', op: '*', k: 7 }, 'x');
     assert.equal(p.prompt, 'fill ?: def g(x): return x?7');
-    assert.deepEqual(ex.execute(p, 'def g(x): return x*7'), { reward: 1, passed: true, feedback: 'All 4 tests passed.' });
-    const wrong = ex.execute(p, 'def g(x): return x+7');
+    assert.deepEqual(ex.grade(p, 'def g(x): return x*7'), { reward: 1, passed: true, feedback: 'All 4 tests passed.' });
+    const wrong = ex.grade(p, 'def g(x): return x+7');
     assert.equal(wrong.passed, false);
     assert.equal(wrong.reward, 0);
     assert.equal(wrong.feedback, 'assert g(1) == 1*7 failed: got 8\nassert g(3) == 3*7 failed: got 10');
-    assert.match(ex.execute(p, 'def f(x): return x*7').feedback, /NameError/);
-    assert.match(ex.execute(p, 'def g(x) return').feedback, /SyntaxError/);
+    assert.match(ex.grade(p, 'def f(x): return x*7').feedback, /NameError/);
+    assert.match(ex.grade(p, 'def g(x) return').feedback, /SyntaxError/);
     // x+2 and x*2 agree only at x = 2, which is not a test input
-    assert.equal(ex.execute(repairProblem({ name: 'f', op: '*', k: 2 }, 'z'), 'def f(x): return x+2').reward, 0);
+    assert.equal(ex.grade(repairProblem({ name: 'f', op: '*', k: 2 }, 'z'), 'def f(x): return x+2').reward, 0);
   });
 
   it('the extractor completes the task from an operator answer', () => {
@@ -42,8 +42,8 @@ describe('repair task', () => {
     assert.notDeepEqual(repairSplit(1).test.map((p) => p.id), test.map((p) => p.id));
     for (const p of [...train, ...test]) {
       const s = repairSpecOf(p);
-      assert.equal(ex.execute(p, p.referenceSolution!).passed, true);
-      assert.equal(ex.execute(p, repairExtract(s.op === '+' ? '*' : '+', p)!).passed, false);
+      assert.equal(ex.grade(p, p.referenceSolution!).passed, true);
+      assert.equal(ex.grade(p, repairExtract(s.op === '+' ? '*' : '+', p)!).passed, false);
       assert.equal(p.tests.kind, 'assert');
     }
   });

@@ -8,6 +8,7 @@ import { after, describe, it } from 'node:test';
 import { runEval } from '../../lib/commands/eval.js';
 import { loadDataset, sampleDataDir, selectSplit, SAMPLE_FILES } from '../../lib/data/index.js';
 import { evaluateIterK, formatIterKTable } from '../../lib/eval/iterk.js';
+import { noRoomCompletions } from '../../lib/rollout/params.js';
 import { BUILTIN_VOCAB, initModel } from '../../lib/model/index.js';
 import type { Completion, ExecResult, FollowUpContext, PromptBuilder, SampleParams, Sampler } from '../../lib/murphy/index.js';
 
@@ -74,25 +75,35 @@ describe('Iter-k pass@1', () => {
   });
 
   it('a problem whose prompt does not fit the context is recorded as failed with the reason; the rest go on', async () => {
-    // problem c's turn-1 prompt is 11 tokens; the context is 8
+    // problem c's turn-1 prompt is 11 tokens; the backend's context is 8 (prompts that fill it
+    // get no-room completions, as the embedded and vLLM backends return them)
     class LongC extends Prompts {
       override initial(p: P): number[] {
         const ids = super.initial(p);
         return p.id === 'c' ? [...ids, ...new Array<number>(10).fill(5)] : ids;
       }
     }
-    const r = await evaluateIterK(problems, { sampler: new Script(problems), executor: exec, prompts: new LongC(problems), extractCode: extract }, { k: 4, n: 2, temperature: 1, contextLength: 8 });
+    class Limited extends Script {
+      constructor(ps: P[], private readonly ctx: number) {
+        super(ps);
+      }
+      override generate(ids: number[], n: number, params: SampleParams): Completion[] {
+        if (ids.length >= this.ctx) return noRoomCompletions(n);
+        return super.generate(ids, n, params);
+      }
+    }
+    const r = await evaluateIterK(problems, { sampler: new Limited(problems, 8), executor: exec, prompts: new LongC(problems), extractCode: extract }, { k: 4, n: 2, temperature: 1 });
     assert.equal(r.unfit, 1);
     assert.deepEqual(r.perProblem.map((x) => x.id), ['a', 'b', 'c', 'd']);
     assert.deepEqual(r.perProblem.map((x) => x.solvedAt), [[1, 1], [2, null], [null, null], [null, null]]);
-    assert.equal(r.perProblem[2]!.failure, "prompt has 11 tokens, the model's context is 8");
+    assert.equal(r.perProblem[2]!.failure, "its prompt (11 tokens) does not fit the model's context");
     assert.deepEqual(r.iterations.map((p) => p.pass1), [0.25, 0.375, 0.375, 0.375]);
-    assert.match(formatIterKTable({ dataset: 'scripted', model: 'script', ...r }), /1 of 4 problems did not fit the model's context and count as failed \(first: c: prompt has 11 tokens/);
-    // a later turn that outgrows the context gets an empty attempt instead of an error
-    const tight = await evaluateIterK(problems, { sampler: new Script(problems), executor: exec, prompts: new Prompts(problems), extractCode: extract }, { k: 4, n: 2, temperature: 1, contextLength: 5 });
+    assert.match(formatIterKTable({ dataset: 'scripted', model: 'script', ...r }), /1 of 4 problems did not fit the model's context and count as failed \(first: c: its prompt \(11 tokens\)/);
+    // a later turn that outgrows the context ends that conversation, unsolved, and is counted
+    const tight = await evaluateIterK(problems, { sampler: new Limited(problems, 5), executor: exec, prompts: new Prompts(problems), extractCode: extract }, { k: 4, n: 2, temperature: 1 });
     assert.equal(tight.unfit, 0);
-    assert.ok(tight.contextOverflows > 0);
-    assert.match(formatIterKTable({ dataset: 'scripted', model: 'script', ...tight }), new RegExp(`${tight.contextOverflows} feedback turns outgrew the model's context`));
+    assert.ok(tight.noRoom > 0);
+    assert.match(formatIterKTable({ dataset: 'scripted', model: 'script', ...tight }), new RegExp(`${tight.noRoom} conversations ended at the model's context limit`));
     assert.deepEqual(tight.perProblem.map((x) => x.solvedAt), [[1, 1], [2, null], [null, null], [null, null]]);
   });
 

@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  flattenSamples, treeStats, batchStats, marsCredit, computeAdvantages, intraPrune, interPrune, processTrees, runMurphy,
+  flattenSamples, treeStats, batchStats, marsCredit, computeAdvantages, intraPrune, interPrune, processTrees,
   grpoBaselineConfig, computeMatchedGroupSize, computeMatchedGrpoConfig, FakeSampler, FakeExecutor, FakePromptBuilder, MurphyError,
 } from '../../lib/murphy/index.js';
-import { handTree } from './helpers.js';
+import { buildAndProcess, handTree } from './helpers.js';
 
 test('flattenSamples: kept nodes with prompt, completion, logprobs, advantage, ids', () => {
   const t = handTree(2, [1, [0, [1, 0, 0]], 0.5], 'prob');
@@ -48,7 +48,7 @@ test('treeStats by hand', () => {
 });
 
 test('batchStats, processTrees defaults and GRPO baselines', async () => {
-  const r = await runMurphy(Array.from({ length: 20 }, (_, i) => i), { sampler: new FakeSampler({ passProbByTurn: [0.3, 0.3] }), executor: new FakeExecutor(), prompts: new FakePromptBuilder() }, { groupSize: 4, maxTurns: 2, seed: 3 });
+  const r = await buildAndProcess(Array.from({ length: 20 }, (_, i) => i), { sampler: new FakeSampler({ passProbByTurn: [0.3, 0.3] }), executor: new FakeExecutor(), prompts: new FakePromptBuilder() }, { groupSize: 4, maxTurns: 2, seed: 3 });
   const b = r.stats;
   assert.equal(b.trees, 20);
   assert.equal(b.avgCompletionsPerProblem, r.trees.reduce((s, t) => s + t.nodes.length, 0) / 20);
@@ -63,7 +63,7 @@ test('batchStats, processTrees defaults and GRPO baselines', async () => {
   assert.deepEqual(grpoBaselineConfig(base), { groupSize: 4, maxTurns: 1, seed: 3 });
   const cm = computeMatchedGrpoConfig(base, 9.2);
   assert.deepEqual(cm, { groupSize: 9, followUpGroupSize: 9, maxTurns: 1, seed: 3 });
-  const g = await runMurphy([0, 1], { sampler: new FakeSampler(), executor: new FakeExecutor(), prompts: new FakePromptBuilder() }, cm);
+  const g = await buildAndProcess([0, 1], { sampler: new FakeSampler(), executor: new FakeExecutor(), prompts: new FakePromptBuilder() }, cm);
   assert.ok(g.trees.every((t) => t.nodes.length === 9 && t.groups.length === 1));
   // processTrees with pruning reports savings
   const rep = processTrees(r.trees, { intraP: { keep: 2 }, interP: { perProblem: 1 }, credit: 'mers', scaleRewards: 'batch' });

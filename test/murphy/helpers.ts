@@ -1,6 +1,20 @@
 // Test helpers: hand-written trees and scripted samplers.
 import fc from 'fast-check';
-import type { Completion, ExecResult, Executor, Group, RolloutTree, Sampler, TreeNode } from '../../lib/murphy/index.js';
+import {
+  batchStats, buildTrees, flattenSamples, processTrees,
+  type Completion, type ExecResult, type Executor, type Group, type ProcessConfig, type RolloutTree, type Sampler, type TreeBuildConfig, type TreeBuildDeps, type TreeNode,
+} from '../../lib/murphy/index.js';
+import { extractFromCompletion } from '../../lib/prompt/index.js';
+
+/** The tree builder's extractor for the fake samplers' fenced python blocks. */
+export const extractCode = extractFromCompletion;
+
+/** A rollout phase as the training loop runs it: build, process (credit, pruning, advantages), flatten. */
+export async function buildAndProcess<P>(problems: readonly P[], deps: Omit<TreeBuildDeps<P>, 'extractCode'>, config: TreeBuildConfig<P> & ProcessConfig) {
+  const trees = await buildTrees(problems, { ...deps, extractCode }, config);
+  const report = processTrees(trees, config, { trusted: true });
+  return { trees, report, samples: flattenSamples(trees), stats: batchStats(trees) };
+}
 
 /** A node spec: a leaf reward, or [reward, children specs] for an expanded node. */
 export type Spec = number | [number, Spec[]];
@@ -25,7 +39,7 @@ export function handTree(maxTurns: number, roots: Spec[], problemId = 'p', token
           id: tree.nodes.length, turn: q.turn, parent: q.parent, group: g.id, index,
           completionIds: Array.from({ length: tokens }, (_, i) => 100 + i), text: `t${tree.nodes.length}`, finishReason: 'stop',
           code: 'pass', reward, passed: reward === 1, feedback: reward === 1 ? 'ok' : 'fail',
-          childGroup: null, credit: NaN, advantage: NaN, pruned: false, logprobs: undefined, tests: undefined, prunedBy: undefined,
+          childGroup: null, credit: NaN, advantage: NaN, pruned: false, logprobs: undefined, tests: undefined, prunedBy: undefined, noRoom: undefined,
         };
         tree.nodes.push(n);
         g.nodes.push(n.id);
@@ -71,7 +85,7 @@ export const treeArb = fc.record({
 export class ScriptSampler implements Sampler {
   calls: Array<{ promptIds: number[]; n: number }> = [];
   constructor(private readonly script: string[][]) {}
-  generate(promptIds: number[], n: number): Completion[] {
+  async generate(promptIds: number[], n: number): Promise<Completion[]> {
     const c = this.calls.length;
     this.calls.push({ promptIds, n });
     const grades = this.script[c];
@@ -80,6 +94,6 @@ export class ScriptSampler implements Sampler {
   }
 }
 
-export const constExecutor = (r: ExecResult): Executor<unknown> => ({ execute: () => r });
+export const constExecutor = (r: ExecResult): Executor<unknown> => ({ execute: async () => r });
 
 export const close = (a: number, b: number, tol = 1e-9): boolean => Math.abs(a - b) <= tol * Math.max(1, Math.abs(a), Math.abs(b));

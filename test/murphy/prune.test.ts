@@ -93,7 +93,7 @@ test('InterP per batch and dropZeroVariance', () => {
 
 test('property: pruning never adds samples; IntraP groups have <= m kept; advantages still sum to zero', () => {
   fc.assert(
-    fc.property(treeArb, fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 4 }), (t, m, b) => {
+    fc.property(treeArb, fc.integer({ min: 2, max: 3 }), fc.integer({ min: 0, max: 4 }), (t, m, b) => {
       marsCredit(t);
       const before = t.nodes.length;
       const r1 = interPrune([t], { perProblem: b });

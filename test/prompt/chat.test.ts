@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ChatPromptBuilder, HfChatTokenizer, loadChatTokenizer, qwen3TokenizerDir, defaultFeedbackMessage } from '../../lib/prompt/index.js';
+import { ChatPromptBuilder, HfChatTokenizer, loadChatTokenizer, qwen3TokenizerDir, defaultFeedbackMessage, extractFromCompletion } from '../../lib/prompt/index.js';
 import { buildTree, type Completion, type Executor, type Sampler } from '../../lib/murphy/index.js';
 
 const tok: HfChatTokenizer = loadChatTokenizer(qwen3TokenizerDir());
@@ -16,7 +16,7 @@ function textSampler(script: string[][], opts: { truncate?: boolean } = {}): Sam
   const prompts: number[][] = [];
   return {
     prompts,
-    generate(promptIds, n) {
+    async generate(promptIds, n) {
       const texts = script[prompts.length]!;
       prompts.push(promptIds);
       assert.equal(texts.length, n);
@@ -31,7 +31,7 @@ function textSampler(script: string[][], opts: { truncate?: boolean } = {}): Sam
 
 // Fails every attempt (so every node expands) with a short traceback.
 const failing: Executor<Problem> = {
-  execute: (_p, code) => ({ reward: 0, passed: false, feedback: `Traceback (most recent call last):\n  File "main.py", line 3\nAssertionError: add(1, 2) != 3\n# code was ${code.length} chars` }),
+  execute: async (_p, code) => ({ reward: 0, passed: false, feedback: `Traceback (most recent call last):\n  File "main.py", line 3\nAssertionError: add(1, 2) != 3\n# code was ${code.length} chars` }),
 };
 
 const attempt = (k: number) => `Here you go:\n\`\`\`python\ndef add(a, b):\n    return a - b  # try ${k}\n\`\`\``;
@@ -58,7 +58,7 @@ for (const history of ['full', 'latest'] as const) {
   test(`incremental ids equal a full render (thinking on, ${history} history, S = 3)`, async () => {
     const pb = new ChatPromptBuilder<Problem>(tok, { task: (p) => p.prompt, thinking: true, history });
     const sampler = textSampler(script3);
-    const t = await buildTree(problem, { sampler, executor: failing, prompts: pb }, { groupSize: 1, maxTurns: 3 });
+    const t = await buildTree(problem, { sampler, executor: failing, prompts: pb, extractCode: extractFromCompletion }, { groupSize: 1, maxTurns: 3 });
     assert.equal(t.nodes.length, 3);
     for (const g of t.groups) {
       const msgs = pb.conversation(t, g.nodes[0]!, false);
@@ -77,7 +77,7 @@ for (const history of ['full', 'latest'] as const) {
 test('a truncated completion (no <|im_end|>) is closed by the feedback turn; still equals a full render', async () => {
   const pb = new ChatPromptBuilder<Problem>(tok, { task: (p) => p.prompt, thinking: true });
   const sampler = textSampler([['```python\ndef add(a, b):\n    return'], ['x']], { truncate: true });
-  const t = await buildTree(problem, { sampler, executor: failing, prompts: pb }, { groupSize: 1, maxTurns: 2 });
+  const t = await buildTree(problem, { sampler, executor: failing, prompts: pb, extractCode: extractFromCompletion }, { groupSize: 1, maxTurns: 2 });
   const g = t.groups[1]!;
   assert.deepEqual(g.promptIds, tok.encode(pb.render(pb.conversation(t, g.nodes[0]!, false))));
   const text = tok.decode(g.promptIds);
@@ -86,7 +86,7 @@ test('a truncated completion (no <|im_end|>) is closed by the feedback turn; sti
 
 test('documented difference: thinking off keeps the empty think block of earlier turns', async () => {
   const pb = new ChatPromptBuilder<Problem>(tok, { task: (p) => p.prompt, thinking: false });
-  const t = await buildTree(problem, { sampler: textSampler(script3), executor: failing, prompts: pb }, { groupSize: 1, maxTurns: 3 });
+  const t = await buildTree(problem, { sampler: textSampler(script3), executor: failing, prompts: pb, extractCode: extractFromCompletion }, { groupSize: 1, maxTurns: 3 });
   const g = t.groups[2]!;
   const full = pb.render(pb.conversation(t, g.nodes[0]!, false));
   const incremental = tok.decode(g.promptIds);
@@ -100,7 +100,7 @@ test('documented difference: thinking off keeps the empty think block of earlier
 test('documented difference: reasoning of earlier turns stays in the prompt (template strips it)', async () => {
   const pb = new ChatPromptBuilder<Problem>(tok, { task: (p) => p.prompt, thinking: true });
   const withThought = `<think>\nadd means plus, but let me try minus\n</think>\n\n${attempt(1)}`;
-  const t = await buildTree(problem, { sampler: textSampler([[withThought], ['ok']]), executor: failing, prompts: pb }, { groupSize: 1, maxTurns: 2 });
+  const t = await buildTree(problem, { sampler: textSampler([[withThought], ['ok']]), executor: failing, prompts: pb, extractCode: extractFromCompletion }, { groupSize: 1, maxTurns: 2 });
   const g = t.groups[1]!;
   assert.ok(tok.decode(g.promptIds).includes('let me try minus'));
   assert.ok(!pb.render(pb.conversation(t, g.nodes[0]!, false)).includes('let me try minus'));

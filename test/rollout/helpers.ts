@@ -16,7 +16,10 @@ export function fixture(name: string): Fixture {
 
 export interface Call {
   method: string;
+  /** Without the query string. */
   path: string;
+  /** The query string, without '?' ('' when none). */
+  query: string;
   body: Record<string, unknown> | null;
 }
 
@@ -45,7 +48,8 @@ export async function fakeServer(handler: (c: Call, i: number) => Reply | Promis
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const text = Buffer.concat(chunks).toString('utf8');
-      const call: Call = { method: req.method ?? '', path: (req.url ?? '').split('?')[0], body: text === '' ? null : (JSON.parse(text) as Record<string, unknown>) };
+      const [path, query = ''] = (req.url ?? '').split('?');
+      const call: Call = { method: req.method ?? '', path, query, body: text === '' ? null : (JSON.parse(text) as Record<string, unknown>) };
       calls.push(call);
       void Promise.resolve(handler(call, calls.length - 1)).then(async (r) => {
         if (r.hang) return;
@@ -72,20 +76,41 @@ export async function fakeServer(handler: (c: Call, i: number) => Reply | Promis
   };
 }
 
-/** A vLLM look-alike: /v1/models, /health, and completions built by `complete` (default: echo of n fixture-like choices). */
+/** vLLM 0.16+'s 400 for prompt + max_tokens > max_model_len. */
+export function contextError(promptTokens: number, maxTokens: number, maxModelLen: number): Reply {
+  return {
+    status: 400,
+    body: { error: {
+      message: `You passed ${promptTokens} input tokens and requested ${maxTokens} output tokens. However, the model's context length is only ${maxModelLen} tokens, resulting in a maximum input length of ${maxModelLen - maxTokens} tokens. Please reduce the length of the input prompt. (parameter=input_tokens, value=${promptTokens})`,
+      type: 'BadRequestError', param: 'input_tokens', code: 400,
+    } },
+  };
+}
+
+/**
+ * A vLLM look-alike: /v1/models, /health, and completions built by `complete` (default: echo
+ * of n fixture-like choices). Like vLLM, it answers a prompt + max_tokens over maxModelLen
+ * (default 4096) with a 400.
+ */
 export function vllmLike(opts: {
   model?: string;
+  maxModelLen?: number;
   complete?: (body: Record<string, unknown>, i: number) => Reply | Promise<Reply>;
   other?: (c: Call) => Reply | undefined;
 } = {}): (c: Call, i: number) => Reply | Promise<Reply> {
   const model = opts.model ?? 'Qwen/Qwen3-0.6B';
+  const maxLen = opts.maxModelLen ?? 4096;
   return (c, i) => {
     const o = opts.other?.(c);
     if (o !== undefined) return o;
-    if (c.path === '/v1/models') return { body: { object: 'list', data: [{ id: model, object: 'model', max_model_len: 4096 }] } };
+    if (c.path === '/v1/models') return { body: { object: 'list', data: [{ id: model, object: 'model', max_model_len: maxLen }] } };
     if (c.path === '/health' || c.path === '/reset_prefix_cache') return { status: 200 };
     if (c.path === '/v1/completions' && c.body !== null) {
-      return opts.complete ? opts.complete(c.body, i) : { body: echoCompletion(c.body, model) };
+      if (opts.complete) return opts.complete(c.body, i);
+      const plen = Array.isArray(c.body.prompt) ? c.body.prompt.length : 0;
+      const mt = typeof c.body.max_tokens === 'number' ? c.body.max_tokens : 16;
+      if (plen + mt > maxLen) return contextError(plen, mt, maxLen);
+      return { body: echoCompletion(c.body, model) };
     }
     return { status: 404, body: { error: { message: 'not found', type: 'NotFoundError', param: null, code: 404 } } };
   };

@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { parseCompletionResponse, RolloutError, VllmBackend, type PolicyWeights, type VllmEvent } from '../../lib/rollout/index.js';
+import { checkLoadResults, parseCompletionResponse, RolloutError, VllmBackend, type PolicyWeights, type VllmEvent } from '../../lib/rollout/index.js';
 import { echoCompletion, fakeServer, fixture, vllmLike, type FakeServer } from './helpers.js';
 
 const servers: FakeServer[] = [];
@@ -229,48 +229,65 @@ describe('weight sync from disk', () => {
     },
   });
 
-  it('writes step-N, calls the worker extension then resets the prefix cache, on every server; holds generation meanwhile', async () => {
+  it('writes step-N, then per server: pause (where it exists), load, reset the prefix cache, resume; holds generation meanwhile', async () => {
+    // barriers, no sleeps: the in-flight request is answered only once the sync says it is waiting for it
     let release!: () => void;
-    let held = true;
     const gate = new Promise<void>((ok) => { release = ok; });
-    const rpc = (c: { path: string }) => (c.path === '/collective_rpc'
-      ? { body: { results: [{ loaded: true, path: 'x', tensors: 3 }] }, delayMs: 20 }
-      : c.path === '/reset_prefix_cache' ? { status: 200 } : undefined);
+    let arrived!: () => void;
+    const reached = new Promise<void>((ok) => { arrived = ok; });
+    let held = true;
+    const rpc = (pausable: boolean) => (c: { path: string }) => (c.path === '/collective_rpc'
+      ? { body: { results: [{ loaded: true, path: 'x', tensors: 3, rank: 0, world_size: 1 }] } }
+      : pausable && (c.path === '/pause' || c.path === '/resume') ? { status: 200, body: {} } : undefined);
     const complete = async (body: Record<string, unknown>) => {
-      if (held) await gate;
+      if (held) {
+        arrived();
+        await gate;
+      }
       return { body: echoCompletion(body) };
     };
-    const a = await serve(vllmLike({ other: rpc, complete }));
-    const c = await serve(vllmLike({ other: rpc, complete }));
+    const a = await serve(vllmLike({ other: rpc(true), complete }));
+    const c = await serve(vllmLike({ other: rpc(false), complete }));
     const dir = join(work, 'sync');
-    const b = new VllmBackend({ servers: [a.url, c.url], model: 'm', syncDir: dir });
     const writes: string[] = [];
-    // an in-flight request: the sync must wait for it
+    const pol = policy(writes);
+    const save = pol.save;
+    pol.save = async (d) => {
+      assert.ok(!held && b.status().every((x) => x.outstanding === 0), 'the sync wrote weights while a request was in flight');
+      await save(d);
+    };
+    const b = new VllmBackend({
+      servers: [a.url, c.url], model: 'm', syncDir: dir,
+      onEvent: (e) => {
+        if (e.type === 'sync-waiting') {
+          assert.equal(e.inFlight, 1);
+          held = false;
+          release();
+        }
+      },
+    });
     const inflight = b.generate([1, 2], 1, {});
-    for (let i = 0; i < 1000 && a.calls.length + c.calls.length === 0; i++) await new Promise((ok) => setTimeout(ok, 2));
-    const sync = b.syncWeights(policy(writes), 3);
-    await new Promise((ok) => setTimeout(ok, 30));
-    assert.equal(writes.length, 0, 'sync started while a request was in flight');
-    held = false;
-    release();
+    await reached;
+    const rep = await b.syncWeights(pol, 3);
     await inflight;
-    const rep = await sync;
     assert.equal(rep.path, join(dir, 'step-3'));
     assert.deepEqual(rep.servers, [a.url, c.url].sort());
+    const sequence = (s: FakeServer) => s.calls.filter((x) => x.path !== '/v1/completions').map((x) => (x.query ? `${x.path}?${x.query}` : x.path));
+    assert.deepEqual(sequence(a), ['/pause?mode=wait', '/collective_rpc', '/reset_prefix_cache?reset_running_requests=true', '/resume']);
+    // no /pause on this server (404): loaded without, and not resumed
+    assert.deepEqual(sequence(c), ['/pause?mode=wait', '/collective_rpc', '/reset_prefix_cache?reset_running_requests=true']);
     for (const s of [a, c]) {
-      const paths = s.calls.map((x) => x.path).filter((p) => p !== '/v1/completions');
-      assert.deepEqual(paths, ['/collective_rpc', '/reset_prefix_cache']);
       const body = s.calls.find((x) => x.path === '/collective_rpc')?.body;
       assert.deepEqual(body, { method: 'murphy_load_weights', args: [join(dir, 'step-3')], kwargs: {}, timeout: null });
     }
-    // a request issued during the next sync waits for it
+    // a request issued during the next sync waits for it: it reaches its server after the reset
     const sync2 = b.syncWeights(policy(writes), 4);
     const during = b.generate([7], 1, {});
     await sync2;
     await during;
-    const all = [...a.calls, ...c.calls];
-    const lastRpc = Math.max(...[a, c].map((s) => s.calls.findLastIndex((x) => x.path === '/reset_prefix_cache')));
-    assert.ok(lastRpc >= 0 && all.length > 0);
+    const home = [a, c].find((s) => s.calls.some((x) => JSON.stringify(x.body?.prompt) === '[7]'))!;
+    const at = home.calls.findIndex((x) => JSON.stringify(x.body?.prompt) === '[7]');
+    assert.ok(at > home.calls.findLastIndex((x) => x.path === '/reset_prefix_cache'), 'generation ran during the load');
     assert.deepEqual(readdirSync(dir), ['step-4'], 'older checkpoints are removed');
   });
 
@@ -288,5 +305,119 @@ describe('weight sync from disk', () => {
     assert.ok(existsSync(join(work, 'sync3', 'step-2')));
     const noDir = new VllmBackend({ servers: [good.url], model: 'm' });
     await assert.rejects(noDir.syncWeights(policy([]), 1), /needs a checkpoint directory/);
+  });
+});
+
+describe('protocol corrections (vLLM 0.10.2-0.19)', () => {
+  it('reads the exact 0.16/0.19 response shape, stop_reason included, and its 400 message', async () => {
+    const f = fixture('completion_v016');
+    const c = parseCompletionResponse(f.response, 3);
+    assert.deepEqual(c.map((x) => [x.finishReason, x.stopReason]), [['stop', null], ['stop', '\n\n\n'], ['length', null]]);
+    assert.deepEqual(c[1].tokenIds, [750, 282]);
+    assert.deepEqual(c[0].promptTokenIds, f.request?.prompt);
+    const n4 = parseCompletionResponse(fixture('completion_n4').response, 4);
+    assert.deepEqual(n4.map((x) => x.stopReason), [null, null, null, 151643]);
+    // through generate(): stop_reason kept on the Completion
+    const s = await serve(vllmLike({ complete: () => ({ body: f.response }) }));
+    const b = new VllmBackend({ servers: [s.url], model: 'Qwen/Qwen3-0.6B' });
+    const out = await b.generate(f.request?.prompt as number[], 3, {});
+    assert.deepEqual(out.map((x) => x.stopReason), [null, '\n\n\n', null]);
+    const e = fixture('error_400_v016');
+    const bad = await serve(vllmLike({ complete: () => ({ status: e.status, body: e.response }) }));
+    const b2 = new VllmBackend({ servers: [bad.url], model: 'm', ...quick });
+    await assert.rejects(b2.generate([1, 2], 1, {}), /HTTP 400: You passed 12 input tokens and requested 40960 output tokens\. However, the model's context length is only 40960 tokens/);
+  });
+
+  it('top_k is 0 when off', () => {
+    const b = new VllmBackend({ servers: ['http://127.0.0.1:1'], model: 'm' });
+    assert.equal(b.completionBody([1], 1, {}).top_k, 0);
+    assert.equal(b.completionBody([1], 1, { topK: -1 }).top_k, 0);
+    assert.equal(b.completionBody([1], 1, { topK: 20 }).top_k, 20);
+  });
+
+  it('clamps max_tokens to max_model_len - prompt length; no room: length completions with no tokens, no request', async () => {
+    const s = await serve(vllmLike({ maxModelLen: 16 }));
+    const b = await VllmBackend.connect({ servers: [s.url] });
+    assert.equal(b.maxModelLen, 16);
+    const sent = () => s.calls.filter((x) => x.path === '/v1/completions').slice(1); // after the start-up probe
+    const c = await b.generate(Array.from({ length: 13 }, (_, i) => i + 1), 2, { maxTokens: 8 });
+    assert.equal(sent().at(-1)?.body?.max_tokens, 3);
+    assert.equal(c.length, 2);
+    await b.generate([1, 2], 1, { maxTokens: 8 });
+    assert.equal(sent().at(-1)?.body?.max_tokens, 8, 'room enough: unchanged');
+    const before = sent().length;
+    for (const len of [16, 40]) {
+      const full = await b.generate(Array.from({ length: len }, () => 5), 3, { maxTokens: 8 });
+      assert.deepEqual(full, Array.from({ length: 3 }, () => ({ tokenIds: [], logprobs: [], text: '', finishReason: 'length', stopReason: null, noRoom: true })));
+    }
+    assert.equal(sent().length, before, 'no request for a prompt that fills the context');
+    assert.equal(b.counters.noRoom, 6);
+    // an explicit maxModelLen wins over the servers'
+    const small = new VllmBackend({ servers: [s.url], model: 'Qwen/Qwen3-0.6B', maxModelLen: 4 });
+    assert.equal(small.completionBody([1, 2, 3], 1, { maxTokens: 8 }).max_tokens, 1);
+    assert.throws(() => new VllmBackend({ servers: [s.url], maxModelLen: 0 }), /maxModelLen must be an integer >= 1, got 0/);
+  });
+
+  it('finish_reason "abort" is retried (bounded) and counted, never returned', async () => {
+    const abort = fixture('completion_abort').response;
+    const s = await serve(vllmLike({ complete: (body, i) => ({ body: i < 2 ? abort : echoCompletion(body) }) }));
+    const events: VllmEvent[] = [];
+    const b = new VllmBackend({ servers: [s.url], model: 'm', onEvent: (e) => events.push(e) });
+    const prompt = fixture('completion_abort').request?.prompt as number[];
+    const c = await b.generate(prompt, 1, {});
+    assert.deepEqual(c[0].tokenIds, [prompt.length, 0, 7]);
+    assert.equal(c[0].finishReason, 'length');
+    assert.equal(b.counters.aborted, 2);
+    assert.deepEqual(events.filter((e) => e.type === 'abort').map((e) => (e.type === 'abort' ? e.attempt : 0)), [1, 2]);
+    const always = await serve(vllmLike({ complete: () => ({ body: abort }) }));
+    const b2 = new VllmBackend({ servers: [always.url], model: 'm', maxAbortRetries: 2 });
+    await assert.rejects(b2.generate(prompt, 1, {}), /aborted by the server \(finish_reason "abort"\) 3 times in a row/);
+    assert.equal(always.calls.length, 3);
+    assert.equal(b2.counters.aborted, 2);
+  });
+
+  it('sends Authorization: Bearer KEY (option, else MURPHY_API_KEY), and none without a key', async () => {
+    const seen: (string | undefined)[] = [];
+    const fetch = async (_url: string, init: { headers: Record<string, string> }) => {
+      seen.push(init.headers.authorization);
+      return { status: 200, text: async () => JSON.stringify(echoCompletion({ prompt: [1], n: 1 })) };
+    };
+    const saved = process.env.MURPHY_API_KEY;
+    try {
+      delete process.env.MURPHY_API_KEY;
+      await new VllmBackend({ servers: ['http://127.0.0.1:1'], model: 'm', fetch, apiKey: 'sk-opt' }).generate([1], 1, {});
+      await new VllmBackend({ servers: ['http://127.0.0.1:1'], model: 'm', fetch }).generate([1], 1, {});
+      process.env.MURPHY_API_KEY = 'sk-env';
+      await new VllmBackend({ servers: ['http://127.0.0.1:1'], model: 'm', fetch }).generate([1], 1, {});
+      await new VllmBackend({ servers: ['http://127.0.0.1:1'], model: 'm', fetch, apiKey: 'sk-opt' }).generate([1], 1, {});
+    } finally {
+      if (saved === undefined) delete process.env.MURPHY_API_KEY;
+      else process.env.MURPHY_API_KEY = saved;
+    }
+    assert.deepEqual(seen, ['Bearer sk-opt', undefined, 'Bearer sk-env', 'Bearer sk-opt']);
+  });
+
+  it('every worker must answer the load: tensor x pipeline parallel size checked', () => {
+    const w = (rank: number, ws?: number) => ({ loaded: true, rank, dp_rank: 0, world_size: ws });
+    assert.deepEqual(checkLoadResults({ results: [w(0, 2), w(1, 2)] }), { workers: 2, worldSize: 2 });
+    assert.deepEqual(checkLoadResults({ results: [{ loaded: true }] }), { workers: 1, worldSize: undefined });
+    assert.throws(() => checkLoadResults({ results: [w(0, 2)] }), /1 worker answer\(s\) \(1 distinct rank\(s\)\) for tensor x pipeline parallel size 2/);
+    assert.throws(() => checkLoadResults({ results: [w(0, 2), w(0, 2)] }), /2 worker answer\(s\) \(1 distinct rank\(s\)\)/);
+    assert.throws(() => checkLoadResults({ results: [] }), /no worker answered/);
+    assert.throws(() => checkLoadResults(null), /no worker answered/);
+    assert.throws(() => checkLoadResults({ results: [{ loaded: false }] }), /did not confirm the load/);
+  });
+
+  it('a failed load still resumes a paused server, and retires it', async () => {
+    const s = await serve(vllmLike({
+      other: (c) => (c.path === '/collective_rpc' ? { body: { results: [{ loaded: true, rank: 0, world_size: 2 }] } }
+        : c.path === '/pause' || c.path === '/resume' ? { status: 200 } : undefined),
+    }));
+    const good = await serve(vllmLike({ other: (c) => (c.path === '/collective_rpc' ? { body: { results: [{ loaded: true }] } } : undefined) }));
+    const b = new VllmBackend({ servers: [s.url, good.url], model: 'm', syncDir: join(work, 'sync4') });
+    const rep = await b.syncWeights({ params: () => [], getParam: () => new Float32Array(0), save: async (d) => { mkdirSync(d, { recursive: true }); } }, 1);
+    assert.match(rep.failed[0].error, /not every worker loaded the weights/);
+    assert.deepEqual(s.calls.map((x) => x.path), ['/pause', '/collective_rpc', '/resume']);
+    assert.deepEqual(b.liveServers(), [good.url]);
   });
 });

@@ -18,8 +18,9 @@ const work = mkdtempSync(join(tmpdir(), 'murphy-wext-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
 interface Seen { name: string; dtype: string; shape: number[]; sum: number; head: number[] }
-function run(dir: string): { result?: { loaded: boolean; tensors: number; params: number; path: string }; seen?: Seen[]; error?: string } {
-  const r = spawnSync(PY, [join(import.meta.dirname, 'worker_extension_check.py'), dir], { encoding: 'utf8', timeout: 60_000 });
+interface LoadResult { loaded: boolean; tensors: number; params: number; path: string; rank: number; dp_rank: number; tp_size: number; pp_size: number; world_size: number; layerwise: boolean }
+function run(dir: string, mode: 'plain' | 'v1' | 'layerwise' = 'plain'): { result?: LoadResult; seen?: Seen[]; events?: unknown[]; error?: string } {
+  const r = spawnSync(PY, [join(import.meta.dirname, 'worker_extension_check.py'), dir, mode], { encoding: 'utf8', timeout: 60_000 });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout) as ReturnType<typeof run>;
 }
@@ -56,6 +57,23 @@ describe('vLLM worker extension (fake worker)', { skip: hasTorch ? false : 'no p
       }
     });
   }
+
+  it('loads through get_model(), reports the data-parallel rank and TP x PP size, and wraps the load in the layerwise reload helpers where they import', async () => {
+    const m = await PolicyModel.random({ modelType: 'qwen3', vocabSize: 32, hiddenSize: 16, intermediateSize: 24, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 8, maxPositionEmbeddings: 32, tieWordEmbeddings: true, dtype: 'float32' }, { seed, initStd: 0.5 });
+    const dir = join(work, 'layout');
+    await m.save(dir);
+    const n = m.params().length;
+    const plain = run(dir, 'plain');
+    assert.deepEqual([plain.result?.dp_rank, plain.result?.tp_size, plain.result?.pp_size, plain.result?.world_size, plain.result?.layerwise], [0, 1, 1, 1, false]);
+    const v1 = run(dir, 'v1');
+    assert.equal(v1.error, undefined);
+    assert.equal(v1.seen?.length, n, 'loaded into get_model()');
+    assert.deepEqual([v1.result?.dp_rank, v1.result?.tp_size, v1.result?.pp_size, v1.result?.world_size, v1.result?.layerwise], [1, 2, 3, 6, false]);
+    const lw = run(dir, 'layerwise');
+    assert.equal(lw.result?.layerwise, true);
+    // initialize before any tensor, finalize after all of them, with the model config
+    assert.deepEqual(lw.events, [['init', 0], ['finalize', n, 'the-model-config']]);
+  });
 
   it('a missing or empty directory is a clear error', () => {
     assert.match(run(join(work, 'nope')).error ?? '', /FileNotFoundError: checkpoint directory .* does not exist/);

@@ -1,8 +1,13 @@
 """Runs MurphyWorkerExtension.murphy_load_weights against a fake vLLM worker.
 
-Usage: python3 worker_extension_check.py CHECKPOINT_DIR
-Prints JSON: the extension's return value and, per tensor, dtype, shape, sum and first values
-as the fake model's load_weights received them (in the order received).
+Usage: python3 worker_extension_check.py CHECKPOINT_DIR [plain|v1|layerwise]
+  plain:     the runner exposes .model only, no vllm_config (default)
+  v1:        the runner has get_model() (its .model is a decoy) and a vllm_config with
+             data_parallel_rank 1, tensor_parallel_size 2, pipeline_parallel_size 3
+  layerwise: as v1, plus a fake vllm.model_executor.model_loader.reload module whose
+             initialize/finalize calls are recorded around load_weights
+Prints JSON: the extension's return value, the calls seen, and, per tensor, dtype, shape,
+sum and first values as the fake model's load_weights received them (in the order received).
 """
 import json
 import os
@@ -33,20 +38,49 @@ class FakeModel:
         return names
 
 
+import types
+
+mode = sys.argv[2] if len(sys.argv) > 2 else "plain"
+events = []
+
+
 class FakeRunner:
     def __init__(self):
         self.model = FakeModel()
 
 
+class V1Runner:
+    def __init__(self):
+        self.served = FakeModel()
+        self.model = None  # a decoy: the extension must use get_model()
+
+    def get_model(self):
+        return self.served
+
+
 class FakeWorker(MurphyWorkerExtension):
     def __init__(self):
-        self.model_runner = FakeRunner()
         self.rank = 0
+        if mode == "plain":
+            self.model_runner = FakeRunner()
+        else:
+            self.model_runner = V1Runner()
+            par = types.SimpleNamespace(data_parallel_rank=1, tensor_parallel_size=2, pipeline_parallel_size=3)
+            self.vllm_config = types.SimpleNamespace(parallel_config=par, model_config="the-model-config")
 
+
+if mode == "layerwise":
+    names = ["vllm", "vllm.model_executor", "vllm.model_executor.model_loader", "vllm.model_executor.model_loader.reload"]
+    for n in names:
+        sys.modules[n] = types.ModuleType(n)
+    reload = sys.modules[names[-1]]
+    reload.initialize_layerwise_reload = lambda model: events.append(["init", len(model.seen)])
+    reload.finalize_layerwise_reload = lambda model, cfg: events.append(["finalize", len(model.seen), cfg])
 
 w = FakeWorker()
+model = w.model_runner.model if mode == "plain" else w.model_runner.served
 try:
     out = w.murphy_load_weights(sys.argv[1])
-    print(json.dumps({"result": out, "seen": w.model_runner.model.seen}))
+    print(json.dumps({"result": out, "seen": model.seen, "events": events}))
 except Exception as e:  # reported to the test
     print(json.dumps({"error": "%s: %s" % (type(e).__name__, e)}))

@@ -1,0 +1,115 @@
+// See lt_gemm.h. One cuBLASLt handle and one workspace per device, created on first use;
+// per (device, shape, transposes, output type): the descriptors and the heuristic's first
+// algorithm, created once and kept for the process (no destruction at exit).
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "../cuda/check.cuh"
+#include "cublaslt.h"
+#include "lt_gemm.h"
+#include "murphy/device.h"
+
+namespace murphy {
+namespace gpu {
+
+namespace {
+
+struct DeviceLt {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+
+struct Shape {
+  int device;
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  int out;
+  bool operator<(const Shape& o) const {
+    return std::tie(device, ta, tb, m, n, k, lda, ldb, ldc, out) <
+           std::tie(o.device, o.ta, o.tb, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.out);
+  }
+};
+
+struct Prepared {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+std::mutex g_mu;
+std::map<int, DeviceLt> g_devices;
+std::map<Shape, Prepared> g_prepared;
+
+const CublasLtApi& api() {
+  const CublasLtApi* a = cublaslt();
+  if (!a) throw Error("cuBLASLt is not loaded: the GPU engine loads it at start (see `murphy-native doctor`)");
+  return *a;
+}
+
+DeviceLt& device_lt(int dev) {  // g_mu held
+  DeviceLt& d = g_devices[dev];
+  if (!d.handle) {
+    LT_CHECK(api().Create(&d.handle));
+    d.workspace = cuda_alloc(kLtWorkspaceBytes);
+  }
+  return d;
+}
+
+const Prepared& prepare(const Shape& s, const DeviceLt& d) {  // g_mu held
+  auto it = g_prepared.find(s);
+  if (it != g_prepared.end()) return it->second;
+  const CublasLtApi& L = api();
+  Prepared p;
+  LT_CHECK(L.MatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const int32_t ta = s.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LT_CHECK(L.MatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  LT_CHECK(L.MatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  // Stored shapes: op(A) is m x k, so A is stored k x m when transposed; likewise B.
+  LT_CHECK(L.MatrixLayoutCreate(&p.a, CUDA_R_16BF, uint64_t(s.ta ? s.k : s.m), uint64_t(s.ta ? s.m : s.k), s.lda));
+  LT_CHECK(L.MatrixLayoutCreate(&p.b, CUDA_R_16BF, uint64_t(s.tb ? s.n : s.k), uint64_t(s.tb ? s.k : s.n), s.ldb));
+  LT_CHECK(L.MatrixLayoutCreate(&p.c, s.out == int(LtOut::F32) ? CUDA_R_32F : CUDA_R_16BF, uint64_t(s.m), uint64_t(s.n), s.ldc));
+  cublasLtMatmulPreference_t pref = nullptr;
+  LT_CHECK(L.MatmulPreferenceCreate(&pref));
+  const uint64_t ws = kLtWorkspaceBytes;
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  try {
+    LT_CHECK(L.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    LT_CHECK(L.MatmulAlgoGetHeuristic(d.handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &returned));
+  } catch (...) {
+    (void)L.MatmulPreferenceDestroy(pref);
+    throw;
+  }
+  LT_CHECK(L.MatmulPreferenceDestroy(pref));
+  if (returned < 1 || result.state != CUBLAS_STATUS_SUCCESS)
+    throw Error("cuBLASLt has no algorithm for a " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                std::to_string(s.k) + " bf16 GEMM (transa " + std::to_string(ta) + ", transb " + std::to_string(tb) + ")");
+  p.algo = result.algo;
+  return g_prepared.emplace(s, p).first->second;
+}
+
+}  // namespace
+
+void linear_lt(LinearProduct which, const uint16_t* first, const uint16_t* second, void* out, LtOut out_type,
+               int64_t M, int64_t N, int64_t K, bool accumulate, cudaStream_t stream) {
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  if (which == LinearProduct::BackwardWeight && out_type != LtOut::F32)
+    throw Error("linear_lt: the weight gradient accumulates in fp32 (out_type must be F32)");
+  const LtGemmPlan p = linear_plan(which, M, N, K, accumulate);
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const Shape s{dev, p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(out_type)};
+  std::lock_guard<std::mutex> lk(g_mu);
+  DeviceLt& d = device_lt(dev);
+  const Prepared& pr = prepare(s, d);
+  const float alpha = 1.0f, beta = p.beta;
+  const void* A = p.a_is == 0 ? first : second;
+  const void* B = p.b_is == 0 ? first : second;
+  LT_CHECK(api().Matmul(d.handle, pr.desc, &alpha, A, pr.a, B, pr.b, &beta, out, pr.c, out, pr.c, &pr.algo, d.workspace,
+                        kLtWorkspaceBytes, stream));
+}
+
+}  // namespace gpu
+}  // namespace murphy
