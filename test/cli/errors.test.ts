@@ -93,7 +93,7 @@ describe('train and SIGINT', () => {
   it('exits 130 after SIGINT, with a checkpoint to resume from', async () => {
     const out = join(work, 'run-sigint');
     const child = spawn(process.execPath, ['--import', 'tsx', cli, 'train', '--sft-steps', '0', '--max-steps', '100000', '--save-steps', '100000', '--eval-problems', '1',
-      '--batch-size', '2', '--num-generations', '2', '--max-completion-length', '16', '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
+      '--batch-size', '2', '--num-generations', '2', '--max-completion-length', '16', '--verbose', '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     let stdout = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
