@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
       }
       double bytes = k.bytes_per_elem * static_cast<double>(n);
       char buf[256];
-      std::snprintf(buf, sizeof buf, "%s{\"kernel\":\"%s\",\"threads\":%d,\"bytes\":%.0f,\"best_ms\":%.4f,\"gbps\":%.3f}",
+      std::snprintf(buf, sizeof buf, "%s{\"kernel\":\"%s\",\"threads\":%d,\"bytes\":%.0f,\"best_ms\":%.9g,\"gbps\":%.9g}",
                     first ? "" : ",", k.name, nt, bytes, best * 1e3, bytes / best / 1e9);
       json += buf;
       first = false;
