@@ -4,7 +4,7 @@
 // bytes the kernel must move, the achieved GB/s, the ratio to this machine's memory bandwidth
 // measured STREAM-style in the same run (floor_ratio = floor time / median time, where the floor
 // time is the kernel's bytes over the best of the probe's sum / copy / triad figures, with and
-// without non-temporal stores: bench/stream.ts), the speedup over a plain TypeScript implementation
+// without non-temporal stores, and in-place update / nstream: bench/stream.ts), the speedup over a plain TypeScript implementation
 // (baseline_ratio) and over PyTorch CPU on the same shapes (torch_ratio, when Debian's
 // python3-torch is installed).
 import { spawnSync } from 'node:child_process';
@@ -144,7 +144,7 @@ async function main() {
   log(`murphy-native kernel benchmarks: ${threads} threads, SIMD ${cpuInfo().simd}${quick ? ' (quick sizes)' : ''}`);
 
   // the floor: memory bandwidth measured STREAM-style (see bench/stream.ts)
-  log('bandwidth probe (STREAM-style: sum, copy, triad, +non-temporal; best of N) ...');
+  log('bandwidth probe (STREAM-style: sum, copy, triad, +non-temporal, in-place update/nstream; best of N) ...');
   const floor = measureStreamFloor(threads, quick ? 5 : 10);
   const floorGbps = floor.best.gbps;
   for (const p of floor.parts) log(`  ${p.kernel.padEnd(8)} ${String(p.threads).padStart(2)} threads  ${p.gbps.toFixed(1)} GB/s`);

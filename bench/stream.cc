@@ -10,6 +10,11 @@
 //   triad     a[i] = b[i] + q * c[i]  12 B / element
 //   copy_nt, triad_nt: the same with non-temporal (streaming) stores, which skip the
 //   read-for-ownership of the destination line (x86-64 only).
+//   update    a[i] = q * a[i] + 1     8 B / element (in place: read and written back)
+//   nstream   a[i] += b[i] + q * c[i] 16 B / element (BabelStream's in-place triad)
+// The in-place kernels are here because optimizer-style kernels (AdamW updates param, m and v
+// in place) write lines they have just read, with no read-for-ownership of a separate
+// destination: on some machines they move more bytes per second than copy or triad.
 // As STREAM does: every array is >= 4x the last-level cache (the caller picks the size), each
 // thread first-touches the part it later works on, one untimed pass precedes the timed ones,
 // and the figure kept is the best of <reps>.
@@ -90,6 +95,16 @@ void triad_range(float* a, const float* b, const float* c, float q, Range r) {
   for (size_t i = r.lo; i < r.hi; i++) a[i] = b[i] + q * c[i];
 }
 
+void update_range(float* a, float q, Range r) {
+#pragma omp simd
+  for (size_t i = r.lo; i < r.hi; i++) a[i] = q * a[i] + 1.0f;
+}
+
+void nstream_range(float* a, const float* b, const float* c, float q, Range r) {
+#pragma omp simd
+  for (size_t i = r.lo; i < r.hi; i++) a[i] += b[i] + q * c[i];
+}
+
 #if defined(__x86_64__)
 // Non-temporal stores; r.lo is 64-byte aligned (part() above, arrays from aligned_alloc).
 void copy_nt_range(const float* a, float* c, Range r) {
@@ -157,6 +172,8 @@ int main(int argc, char** argv) {
   kernels.push_back({"copy_nt", 8, 3});
   kernels.push_back({"triad_nt", 12, 4});
 #endif
+  kernels.push_back({"update", 8, 5});
+  kernels.push_back({"nstream", 16, 6});
   std::vector<int> counts = {max_threads};
   if (max_threads > 1) counts.push_back(1);
 
@@ -183,6 +200,8 @@ int main(int argc, char** argv) {
             case 3: copy_nt_range(a, c, r); break;
             case 4: triad_nt_range(a, b, c, 0.5f, r); break;
 #endif
+            case 5: update_range(a, 0.5f, r); break;
+            case 6: nstream_range(a, b, c, 0.5f, r); break;
           }
         });
         double s = std::chrono::duration<double>(Clock::now() - t0).count();

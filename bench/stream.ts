@@ -1,6 +1,7 @@
 // The benchmarks' bandwidth floor: this machine's memory bandwidth measured the way STREAM
 // does (bench/stream.cc: all threads and one, pages first-touched by their thread, best of N,
-// read-only sum, copy and triad, with and without non-temporal stores, STREAM's byte counts).
+// read-only sum, copy and triad, with and without non-temporal stores, and the in-place update
+// and nstream that optimizer-style kernels resemble; STREAM's byte counts).
 // The helper is compiled here with the system C++ compiler (CXX, default c++) into
 // build/bench-stream, and rebuilt when bench/stream.cc is newer.
 import { spawnSync } from 'node:child_process';
@@ -44,18 +45,23 @@ function build(): void {
   }
 }
 
+/** 512 MiB per array, or 4x the last-level cache when that is more (a VM may report less cache than the host has). */
+function defaultFloats(): number {
+  return Math.max(1 << 27, Math.ceil(lastLevelCacheBytes() / 16) * 16);
+}
+
 /**
  * Measures the floor: `threads` threads (and one), best of `reps`, arrays of `floats` floats
  * (default: >= 4x the last-level cache, as STREAM requires; tests pass a small size).
  */
-export function measureStreamFloor(threads: number, reps: number, floats = Math.max(1 << 25, Math.ceil(lastLevelCacheBytes() / 16) * 16)): StreamFloor {
+export function measureStreamFloor(threads: number, reps: number, floats = defaultFloats()): StreamFloor {
   build();
   const r = spawnSync(binary, [String(threads), String(floats), String(reps)], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`bandwidth probe failed: ${(r.stderr || r.error?.message || '').trim()}`);
   const out = JSON.parse(r.stdout) as { floats_per_array: number; reps: number; results: StreamPart[] };
   const best = out.results.reduce((a, b) => (b.gbps > a.gbps ? b : a));
   return {
-    method: 'STREAM-style (bench/stream.cc): sum, copy, triad, copy_nt, triad_nt; all threads and 1; first touch by the owning thread; best of reps; STREAM byte counts (no write-allocate)',
+    method: 'STREAM-style (bench/stream.cc): sum, copy, triad, copy_nt, triad_nt, update, nstream; all threads and 1; first touch by the owning thread; best of reps; STREAM byte counts (no write-allocate)',
     floats_per_array: out.floats_per_array, reps: out.reps, best, parts: out.results,
   };
 }

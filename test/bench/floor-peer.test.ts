@@ -12,8 +12,8 @@ test('bandwidth probe: every STREAM kernel, all threads and one, STREAM byte cou
   const floats = 1 << 16;
   const f = measureStreamFloor(2, 2, floats);
   assert.equal(f.floats_per_array, floats);
-  const perElem: Record<string, number> = { sum: 4, copy: 8, triad: 12, copy_nt: 8, triad_nt: 12 };
-  const kernels = process.arch === 'x64' ? ['sum', 'copy', 'triad', 'copy_nt', 'triad_nt'] : ['sum', 'copy', 'triad'];
+  const perElem: Record<string, number> = { sum: 4, copy: 8, triad: 12, copy_nt: 8, triad_nt: 12, update: 8, nstream: 16 };
+  const kernels = ['sum', 'copy', 'triad', 'update', 'nstream', ...(process.arch === 'x64' ? ['copy_nt', 'triad_nt'] : [])];
   for (const threads of [2, 1]) {
     for (const k of kernels) {
       const p = f.parts.find((x) => x.kernel === k && x.threads === threads);
