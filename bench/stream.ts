@@ -65,3 +65,15 @@ export function measureStreamFloor(threads: number, reps: number, floats = defau
     floats_per_array: out.floats_per_array, reps: out.reps, best, parts: out.results,
   };
 }
+
+/** Two probes of the same machine as one: the best of each part, the best part overall. */
+export function mergeFloors(a: StreamFloor, b: StreamFloor): StreamFloor {
+  const key = (p: StreamPart) => `${p.kernel}/${p.threads}`;
+  const best = new Map<string, StreamPart>();
+  for (const p of [...a.parts, ...b.parts]) {
+    const q = best.get(key(p));
+    if (!q || p.gbps > q.gbps) best.set(key(p), p);
+  }
+  const parts = [...best.values()];
+  return { ...a, method: `${a.method}; best of two probes`, reps: a.reps + b.reps, parts, best: parts.reduce((x, y) => (y.gbps > x.gbps ? y : x)) };
+}

@@ -53,3 +53,15 @@ test('torch peer: an unfair peer is named as such with its fix, a fair one is no
   assert.match(line, /NOT a fair peer, no torch ratios/);
   assert.match(line, /libopenblas0-pthread/);
 });
+
+test('two probes merge into the best of each part', async () => {
+  const { mergeFloors } = await import('../../bench/stream.js');
+  const part = (kernel: string, threads: number, gbps: number) => ({ kernel, threads, bytes: 8, best_ms: 8 / gbps / 1e6, gbps });
+  const a = { method: 'm', floats_per_array: 16, reps: 5, parts: [part('copy', 2, 10), part('update', 2, 30)], best: part('update', 2, 30) };
+  const b = { method: 'm', floats_per_array: 16, reps: 5, parts: [part('copy', 2, 40), part('update', 2, 20)], best: part('copy', 2, 40) };
+  const m = mergeFloors(a, b);
+  assert.equal(m.reps, 10);
+  assert.deepEqual(m.parts.map((p) => [p.kernel, p.gbps]).sort(), [['copy', 40], ['update', 30]]);
+  assert.equal(m.best.kernel, 'copy');
+  assert.equal(m.best.gbps, 40);
+});
