@@ -30,14 +30,19 @@ def _loaded_blas():
 
 
 def _kind(paths):
-    real = [os.path.realpath(p) for p in paths]
-    text = " ".join(paths + real).lower()
-    for k in ("mkl", "openblas", "blis", "atlas"):
-        if k in text:
-            return k
-    if any("/blas/" in p or os.path.basename(p).startswith("libblas.so") for p in real):
-        return "reference"
-    return "unknown"
+    """Which BLAS serves sgemm: the libblas.so.3 torch links decides when one is mapped (Debian's
+    alternatives, or LD_LIBRARY_PATH, may pair it with another library's LAPACK)."""
+    def classify(text, allow_reference):
+        text = text.lower()
+        for k in ("mkl", "openblas", "blis", "atlas"):
+            if k in text:
+                return k
+        return "reference" if allow_reference else "unknown"
+
+    blas = [os.path.realpath(p) for p in paths if os.path.basename(p).startswith("libblas.so")]
+    if blas:
+        return classify(blas[0], allow_reference=True)
+    return classify(" ".join(paths + [os.path.realpath(p) for p in paths]), allow_reference=False)
 
 
 def peer_info(threads):

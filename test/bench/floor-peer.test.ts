@@ -33,6 +33,8 @@ test('torch peer: the BLAS really loaded is classified, the reference BLAS inclu
     [['/usr/lib/x86_64-linux-gnu/blas/libblas.so.3'], 'reference'],
     [['/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3', '/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so'], 'openblas'],
     [['/opt/intel/lib/libmkl_rt.so.2'], 'mkl'],
+    // the reference libblas found first (LD_LIBRARY_PATH) beside OpenBLAS's LAPACK: sgemm is the reference one
+    [['/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0', '/usr/lib/x86_64-linux-gnu/openblas-pthread/liblapack.so.3', '/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so'], 'reference'],
     [[], 'unknown'],
   ];
   const code = `import json, sys; sys.path.insert(0, ${JSON.stringify(fileURLToPath(new URL('../../bench', import.meta.url)))}); import torch_peer
