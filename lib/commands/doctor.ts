@@ -58,6 +58,7 @@ export function formatDoctor(r: DoctorReport): string {
     lines.push(`  network      ${s.network}`);
     lines.push(`  files        ${s.filesystem}`);
     lines.push(`  limits       ${s.limits.join('; ')}`);
+    if (s.unprotected) lines.push(`  unprotected  ${s.unprotected}`);
     for (const n of s.notes) lines.push(`  note         ${n}`);
   } else {
     lines.push(`sandbox        could not be checked: ${r.sandboxError ?? 'unknown error'}`);

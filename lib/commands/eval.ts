@@ -7,7 +7,8 @@ import { ConfigError } from '../config/index.js';
 import { loadTrainingProblems } from '../data/check.js';
 import { DATASET_FORMATS, problemPrompt, type Problem } from '../data/index.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
-import { PythonExecutor } from '../exec/executor.js';
+import { createExecutor, EXECUTOR_KINDS, type ExecutorKind } from '../exec/create.js';
+import { timeoutLimits, type TimeoutMode } from '../exec/types.js';
 import { ChatPromptBuilder } from '../prompt/chat.js';
 import { loadChatTokenizer } from '../prompt/tokenizer.js';
 import { EmbeddedBackend } from '../rollout/embedded.js';
@@ -33,6 +34,11 @@ export interface EvalArgs {
   out?: string;
   workers?: number;
   testTimeout: number;
+  /** 'program': --test-timeout for the whole program, as the official harnesses (default 'test': per test). */
+  timeoutMode?: TimeoutMode;
+  /** Where programs run (default local); sandboxfusion needs sandboxUrl. */
+  executor?: ExecutorKind;
+  sandboxUrl?: string;
   feedback: 'visible' | 'all';
 }
 
@@ -50,9 +56,12 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
   const backend: RolloutBackend = a.serverUrl
     ? await VllmBackend.connect({ servers: a.serverUrl.split(','), model: a.servedModelName, apiKey: a.vllmApiKey, tokenizer: tok, maxRetries: 2 })
     : await EmbeddedBackend.fromDir(a.model!, { tokenizer: tok });
-  const executor = new PythonExecutor({ workers: a.workers, limits: { testTimeout: a.testTimeout }, feedback: { scope: a.feedback } });
+  const executor = createExecutor({
+    kind: a.executor, sandboxUrl: a.sandboxUrl, workers: a.workers, limits: timeoutLimits(a.timeoutMode ?? 'test', a.testTimeout), feedback: { scope: a.feedback },
+  });
   const prompts = new ChatPromptBuilder<Problem>(tok, { task: (p) => problemPrompt(p, 'instruction') });
   try {
+    await executor.start(); // the sandbox's one-line warning (weaker isolation) comes first
     const r = await evaluateIterK(problems, { sampler: backend, executor, prompts }, {
       k: a.k,
       n: a.n,
@@ -108,7 +117,10 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('seed', { type: 'number', default: 0 })
       .option('feedback', { type: 'string', choices: ['visible', 'all'], default: 'visible', describe: 'Which tests the feedback describes (solved always means all tests pass)' })
       .option('workers', { type: 'number', describe: 'Executor processes (default: one per core)' })
-      .option('test-timeout', { type: 'number', default: 3, describe: 'Seconds per test' })
+      .option('test-timeout', { type: 'number', default: 3, describe: 'Seconds per test (per program with --timeout-mode program)' })
+      .option('executor', { type: 'string', choices: EXECUTOR_KINDS as unknown as string[], default: 'local', describe: 'Where programs run: local (sandboxed on this machine) or sandboxfusion (a SandboxFusion service)' })
+      .option('sandbox-url', { type: 'string', describe: 'SandboxFusion base URL (with --executor sandboxfusion), e.g. http://127.0.0.1:8080' })
+      .option('timeout-mode', { type: 'string', choices: ['test', 'program'], default: 'test', describe: 'program: the whole program gets --test-timeout seconds, as the official HumanEval/MBPP harnesses (for comparing with published numbers)' })
       .option('out', { type: 'string', describe: 'Write the results JSON here' }) as unknown as Argv<EvalArgs>,
   handler: async (argv) => {
     try {

@@ -10,7 +10,8 @@ import { problemPrompt, type Problem } from '../data/index.js';
 import { builtinTokenizer, createDemoModel, demoExtract, repairPromptBuilder, supervisedWarmup } from '../demo/setup.js';
 import { repairSplit, RepairExecutor } from '../demo/repair.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
-import { PythonExecutor } from '../exec/executor.js';
+import { createExecutor } from '../exec/create.js';
+import { timeoutLimits } from '../exec/types.js';
 import { builtinTokenizerFiles, PolicyModel } from '../model/index.js';
 import { mix32 } from '../murphy/rng.js';
 import type { CodeExtractor, Executor, PromptBuilder } from '../murphy/types.js';
@@ -165,13 +166,20 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     prompts = repairPromptBuilder(tok, c.history);
     extract = demoExtract;
   } else {
-    const px = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits: { testTimeout: c.testTimeout } });
-    const pe = new PythonExecutor({ workers: c.executorWorkers ?? undefined, limits: { testTimeout: c.testTimeout }, feedback: { scope: 'visible' } });
+    const limits = timeoutLimits(c.timeoutMode, c.testTimeout);
+    const where = { kind: c.executor, sandboxUrl: c.sandboxUrl, workers: c.executorWorkers ?? undefined, limits };
+    const px = createExecutor(where);
+    const pe = createExecutor({ ...where, feedback: { scope: 'visible' } });
     executor = px;
     evalExecutor = pe;
     closeExec = async () => {
       await Promise.all([px.close(), pe.close()]);
     };
+    // Start the sandbox now: its one-line warning (weaker isolation) comes at the start of the run.
+    await Promise.all([px.start(), pe.start()]).catch(async (e: unknown) => {
+      await closeExec();
+      throw e;
+    });
     prompts = new ChatPromptBuilder<Problem>(tok, { task: (p) => problemPrompt(p, 'instruction'), history: c.history });
   }
 

@@ -95,7 +95,12 @@ export async function verifyDataset(path: string, o: VerifyOptions = {}): Promis
 
 export function formatVerify(r: VerifyReport): string {
   const lines: string[] = [];
-  lines.push(`${r.path} (${r.format}): ${r.passed}/${r.checked} reference solutions pass` + (r.noReference.length ? `; ${r.noReference.length} of ${r.total} problems have no reference solution` : '') + ` [${r.seconds.toFixed(1)} s, ${r.isolation.bubblewrap ? 'bubblewrap' : 'WEAKER ISOLATION: ' + r.isolation.notes.join('; ')}]`);
+  // One short line: the weaker sandbox's limits were said once when the executor started.
+  lines.push(
+    `${r.path} (${r.format}): ${r.passed}/${r.checked} reference solutions pass` +
+      (r.noReference.length ? `; ${r.noReference.length} of ${r.total} problems have no reference solution` : '') +
+      ` [${r.seconds.toFixed(1)} s, ${r.isolation.bubblewrap ? 'bubblewrap' : 'weaker sandbox'}]`,
+  );
   for (const f of r.failures) {
     lines.push('');
     lines.push(`FAIL ${f.id} (${f.passedTests}/${f.totalTests} tests): ${f.reason}`);

@@ -155,6 +155,7 @@ export function defaultConfig(): TrainConfig {
 /** Cross-key checks that single-key validation cannot make. */
 export function checkConfig(c: TrainConfig): TrainConfig {
   if (c.backend === 'vllm' && !c.serverUrl) throw new ConfigError('config key "serverUrl" (--server-url) is required with backend "vllm"');
+  if (c.executor === 'sandboxfusion' && !c.sandboxUrl) throw new ConfigError('config key "sandboxUrl" (--sandbox-url) is required with executor "sandboxfusion"');
   if (c.backend === 'vllm' && !c.model) throw new ConfigError('config key "model" (--model) is required with backend "vllm" (the weights the server starts from)');
   if (c.computeMatched && c.algo !== 'grpo') throw new ConfigError('config key "computeMatched" (--compute-matched) applies to algo "grpo" only');
   if (c.epsilonHigh !== null && c.epsilonHigh < c.epsilon) throw new ConfigError(`config key "epsilonHigh" (--epsilon-high): must be >= epsilon (${c.epsilon}); got ${c.epsilonHigh}`);

@@ -36,6 +36,8 @@ export const LR_SCHEDULERS = ['constant', 'cosine', 'linear'] as const;
 export const DATASET_FORMAT_VALUES = ['auto', 'humaneval', 'mbpp', 'kodcode', 'livecodebench', 'jsonl'] as const;
 export const TASKS = ['repair'] as const;
 export const HISTORY_MODES = ['full', 'latest'] as const;
+export const TIMEOUT_MODES = ['test', 'program'] as const;
+export const EXECUTORS = ['local', 'sandboxfusion'] as const;
 export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
 
 /** The resolved configuration: every key present. */
@@ -66,6 +68,9 @@ export interface TrainConfig {
   maxCompletionLength: number;
   executorWorkers: number | null;
   testTimeout: number;
+  timeoutMode: (typeof TIMEOUT_MODES)[number];
+  executor: (typeof EXECUTORS)[number];
+  sandboxUrl: string | null;
   // method
   algo: (typeof ALGOS)[number];
   computeMatched: boolean;
@@ -137,6 +142,9 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   maxCompletionLength: { type: 'int', default: 48, min: 1, group: 'rollout', doc: 'Maximum tokens per completion (TRL max_completion_length).' },
   executorWorkers: { type: 'int', default: null, min: 1, group: 'rollout', doc: 'Python executor processes (default: one per core). Not used by the built-in task.' },
   testTimeout: { type: 'number', default: 3, gt: 0, group: 'rollout', doc: 'Seconds per test in the Python executor.' },
+  timeoutMode: { type: 'enum', values: TIMEOUT_MODES, default: 'test', group: 'rollout', doc: 'test: --test-timeout per test (and 10 s per program); program: --test-timeout for the whole program, as the official HumanEval/MBPP harnesses.' },
+  executor: { type: 'enum', values: EXECUTORS, default: 'local', group: 'rollout', doc: 'Where programs run: local (the sandboxed executor on this machine) or sandboxfusion (a SandboxFusion service at --sandbox-url).' },
+  sandboxUrl: { type: 'string', default: null, group: 'rollout', doc: 'Base URL of the SandboxFusion service (executor sandboxfusion), e.g. http://127.0.0.1:8080.' },
 
   algo: { type: 'enum', values: ALGOS, default: 'murphy', group: 'method', doc: 'murphy: multi-turn trees with feedback; grpo: the single-turn baseline (S = 1).' },
   computeMatched: { type: 'boolean', default: false, group: 'method', doc: 'With --algo grpo: G = MURPHY\'s average completions per problem (measured over the first step\'s MURPHY trees).' },

@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os';
 import type { Problem } from '../data/types.js';
 import { formatFeedback } from './feedback.js';
 import { buildRequest } from './program.js';
-import { checkBubblewrap, probePython, workerLaunch, type IsolationReport, type PythonInfo } from './sandbox.js';
+import { checkBubblewrap, probePython, sweepStaleWorkDirs, workerLaunch, type IsolationReport, type PythonInfo } from './sandbox.js';
 import {
   DEFAULT_FEEDBACK,
   DEFAULT_LIMITS,
@@ -25,10 +25,15 @@ export interface PythonExecutorOptions extends RunOptions {
   maxQueue?: number;
   /** true: require bubblewrap; false: never use it; undefined: use it when it works. */
   useBubblewrap?: boolean;
-  /** When running as root, programs of worker i run as uid uidBase + i. Default 61000. */
+  /**
+   * When running as root, programs of worker i run as uid uidBase + i. Default: a block of 1024
+   * uids from 200000 up, different for each executor of each process (see defaultUidBase).
+   */
   uidBase?: number;
   /** Called once per process when isolation is weaker than full (default: a line on stderr). */
   warn?: (message: string) => void;
+  /** Without bubblewrap: give the workers a private tmpfs on /tmp, /var/tmp and /dev/shm where the kernel allows. Default true (MURPHY_EXEC_PRIVATE_TMP=0: false). */
+  privateTmp?: boolean;
 }
 
 interface Task {
@@ -40,6 +45,17 @@ interface Task {
 }
 
 let warnedOnce = false;
+let executorsMade = 0;
+
+/**
+ * Programs of different executors (two runs on one machine, or train's two executors) must
+ * not share a uid: RLIMIT_NPROC counts per uid, so one run's fork bomb would starve the
+ * other's programs. Each executor gets its own block of 1024 uids from 200000 up (above
+ * the usual system and user ranges and nobody's 65534), derived from the pid and a counter.
+ */
+export function defaultUidBase(pid = process.pid, n = executorsMade++): number {
+  return 200000 + 1024 * ((pid * 8 + n) % 1_000_000);
+}
 
 export class PythonExecutor {
   private readonly opts: PythonExecutorOptions;
@@ -56,8 +72,11 @@ export class PythonExecutor {
   private python: PythonInfo | null = null;
   private nextId = 1;
 
+  private readonly uidBase: number;
+
   constructor(opts: PythonExecutorOptions = {}) {
     this.opts = opts;
+    this.uidBase = opts.uidBase ?? defaultUidBase();
     this.nWorkers = Math.max(1, opts.workers ?? availableParallelism());
     this.maxQueue = Math.max(1, opts.maxQueue ?? 4 * this.nWorkers);
   }
@@ -90,20 +109,23 @@ export class PythonExecutor {
       this.bwrapReason = 'bubblewrap disabled by configuration';
     }
     this.mode = useBwrap ? 'bubblewrap' : 'process';
+    if (!useBwrap) sweepStaleWorkDirs();
     const limits = { ...DEFAULT_LIMITS, ...this.opts.limits };
     for (let i = 0; i < this.nWorkers; i++) {
       const w = new HarnessWorker(
-        workerLaunch({ python: py, useBubblewrap: useBwrap, bwrapPath, workerIndex: i, tmpBytes: limits.tmpBytes, uidBase: this.opts.uidBase ?? 61000 }),
+        workerLaunch({
+          python: py, useBubblewrap: useBwrap, bwrapPath, workerIndex: i, tmpBytes: limits.tmpBytes,
+          uidBase: this.uidBase, privateTmp: this.opts.privateTmp ?? process.env.MURPHY_EXEC_PRIVATE_TMP !== '0',
+        }),
       );
       this.workers.push(w);
     }
     await Promise.all(this.workers.map((w) => w.start()));
     this.idle = [...this.workers];
     const rep = this.report();
-    if (rep.notes.length && !warnedOnce) {
+    if (rep.unprotected && !warnedOnce) {
       warnedOnce = true;
-      const msg = `murphy-native executor: weaker isolation: ${rep.notes.join('; ')}`;
-      (this.opts.warn ?? ((m: string) => process.stderr.write(m + '\n')))(msg);
+      (this.opts.warn ?? ((m: string) => process.stderr.write(m + '\n')))(`murphy-native: ${rep.unprotected}`);
     }
   }
 
@@ -128,12 +150,16 @@ export class PythonExecutor {
       network = info?.netns ? 'none (network namespace unshared)' : 'HOST NETWORK REACHABLE (could not unshare a network namespace)';
       if (!info?.netns) notes.push('programs can reach the network');
       const dropped = info?.root ? info.childUid !== null : true;
+      const tmp = info?.privateTmp
+        ? 'private tmpfs on /tmp, /var/tmp and /dev/shm (emptied after every program)'
+        : 'the host\'s /tmp is writable';
       filesystem = info?.root
         ? dropped
-          ? `host file system visible; programs run as uid ${info.childUid}, so they can write only where anyone may (e.g. /tmp)`
-          : 'host file system visible and WRITABLE AS ROOT (the interpreter is not readable by an unprivileged uid)'
-        : 'host file system visible with the invoking user\'s permissions';
+          ? `host file system visible; programs run as uid ${info.childUid}, so they can write only where anyone may; ${tmp}`
+          : `host file system visible and WRITABLE AS ROOT (the interpreter is not readable by an unprivileged uid); ${tmp}`
+        : `host file system visible with the invoking user's permissions; ${tmp}`;
       notes.push('programs can read the host file system');
+      if (!info?.privateTmp) notes.push('programs can write to the host\'s /tmp (no private mount namespace)');
       if (info?.root && !dropped) {
         notes.push('programs run as root: no process-count limit, can write any file (install bubblewrap, or use a world-readable interpreter such as /usr/bin/python3)');
       }
@@ -141,7 +167,9 @@ export class PythonExecutor {
     }
     if (info && !info.subreaper) notes.push('could not become a child subreaper: daemons may escape cleanup');
     const lim = [
-      `wall clock ${limits.testTimeout} s per test, ${limits.programTimeout} s per program (process tree SIGKILLed)`,
+      limits.timeoutMode === 'program'
+        ? `wall clock ${limits.programTimeout} s for the whole program (process tree SIGKILLed)`
+        : `wall clock ${limits.testTimeout} s per test, ${limits.programTimeout} s per program (process tree SIGKILLed)`,
       `RLIMIT_CPU ${limits.cpuSeconds} s`,
       `RLIMIT_AS ${Math.round(limits.memoryBytes / 2 ** 20)} MiB`,
       `RLIMIT_FSIZE ${Math.round(limits.fileBytes / 2 ** 20)} MiB`,
@@ -150,7 +178,10 @@ export class PythonExecutor {
       `output capped at ${limits.outBytes} bytes per stream (${limits.stdoutBytes} for stdin/stdout answers)`,
       'own session and process group; empty environment; stdin closed or the test input',
     ];
-    return { bubblewrap: bw, mode: this.mode, python: this.python ? `${this.python.executable} (${this.python.version})` : '?', network, filesystem, limits: lim, notes };
+    return {
+      bubblewrap: bw, mode: this.mode, python: this.python ? `${this.python.executable} (${this.python.version})` : '?', network, filesystem, limits: lim, notes,
+      unprotected: unprotectedLine(bw, info),
+    };
   }
 
   /** Runs `code` against `problem`'s tests. */
@@ -207,6 +238,18 @@ export class PythonExecutor {
     for (const t of this.queue) t.reject(new Error('executor closed'));
     this.queue = [];
   }
+}
+
+/** One line saying what the weaker (no bubblewrap) mode does not protect; '' with bubblewrap. */
+export function unprotectedLine(bubblewrap: boolean, info: ServerInfo | null): string {
+  if (bubblewrap) return '';
+  const gaps = ["read the host's files"];
+  if (info?.root && info.childUid === null) gaps.push('write any file as root');
+  else if (!info?.root) gaps.push("write the invoking user's files and signal its processes");
+  if (!info?.privateTmp) gaps.push("write to the host's /tmp");
+  if (!info?.netns) gaps.push('reach the network');
+  const list = gaps.length > 1 ? `${gaps.slice(0, -1).join(', ')} and ${gaps[gaps.length - 1]}` : gaps[0];
+  return `weaker sandbox (no bubblewrap): programs can ${list}; install bubblewrap for full isolation (murphy-native doctor)`;
 }
 
 function status(raw: { passed: boolean; status?: string; errorType?: string }): TestStatus {

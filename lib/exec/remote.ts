@@ -1,8 +1,8 @@
 // A remote backend speaking SandboxFusion's HTTP API (POST /run_code).
 //
-// Each program is sent as one Python script: the same harness the local executor uses
-// (python/murphy_exec/server.py), driven in-process for one request, with the pytest shim
-// shipped through the request's `files`. The harness forks per program inside the remote
+// Each program is sent as one Python script: a driver that runs the same harness the local
+// executor uses (python/murphy_exec/*.py, shipped through the request's `files`) in-process
+// for one request. The harness forks per program inside the remote
 // sandbox, so per-test timeouts and results are the same as locally; the remote service
 // supplies the isolation. The result line is marked with a random token.
 import { randomBytes } from 'node:crypto';
@@ -46,25 +46,27 @@ export interface SandboxFusionOptions extends RunOptions {
   httpSlackMs?: number;
 }
 
-let harnessSource: { server: string; shim: string } | null = null;
+/** The harness's modules, shipped to the remote sandbox as files beside the driver. */
+export const HARNESS_MODULES = ['server.py', 'child.py', 'checks.py', 'planning.py', 'compare.py', 'common.py', 'messages.py', 'pytest_shim.py'];
 
-function sources(): { server: string; shim: string } {
-  if (!harnessSource) {
-    const server = readFileSync(join(harnessDir(), 'server.py'), 'utf8');
-    const shim = readFileSync(join(harnessDir(), 'pytest_shim.py'), 'utf8');
-    harnessSource = { server: server.replace(/\nif __name__ == "__main__":\n {4}main\(\)\n?$/, '\n'), shim };
-  }
-  return harnessSource;
+let harnessFiles: Record<string, string> | null = null;
+
+/** The `files` of every run_code request: the harness modules, base64. */
+function files(): Record<string, string> {
+  harnessFiles ??= Object.fromEntries(HARNESS_MODULES.map((f) => [f, readFileSync(join(harnessDir(), f)).toString('base64')]));
+  return harnessFiles;
 }
 
-/** The Python script sent to run_code for one program. */
+/** The Python script sent to run_code for one program: a driver that runs the harness on one request. */
 export function remoteScript(req: object, token: string): string {
   const b64 = Buffer.from(JSON.stringify(req), 'utf8').toString('base64');
   return (
-    sources().server +
-    '\n\n# ---- murphy-native remote driver\n' +
+    '# ---- murphy-native remote driver\n' +
+    'import base64, json, os, shutil, sys, tempfile\n' +
+    'sys.path.insert(0, os.getcwd())\n' +
+    'from server import Server\n' +
+    '\n' +
     'def _murphy_remote():\n' +
-    '    import base64, tempfile\n' +
     `    req = json.loads(base64.b64decode("${b64}").decode("utf-8"))\n` +
     '    base = tempfile.mkdtemp(prefix="murphy-")\n' +
     '    srv = Server({"workBase": base})\n' +
@@ -99,7 +101,7 @@ export class SandboxFusionExecutor {
       language: 'python',
       compile_timeout: 10,
       run_timeout: limits.programTimeout + 5,
-      files: { 'pytest_shim.py': Buffer.from(sources().shim, 'utf8').toString('base64') },
+      files: files(),
       fetch_files: [],
     };
     const limit = this.o.concurrency ?? 16;
@@ -120,6 +122,12 @@ export class SandboxFusionExecutor {
   execute(problem: Problem, code: string): Promise<ExecutionResult> {
     return this.run(problem, code);
   }
+
+  /** Nothing to start: each program is one HTTP request (same shape as PythonExecutor). */
+  async start(): Promise<void> {}
+
+  /** Nothing to close. */
+  async close(): Promise<void> {}
 
   private async post(body: RunCodeRequest, token: string, timeoutMs: number): Promise<HarnessResponse | { died: string }> {
     const url = this.o.endpoint.replace(/\/+$/, '') + '/run_code';

@@ -6,8 +6,8 @@
 // namespace where the kernel lets it. Either way every program runs in a forked child with
 // rlimits, its own session and temp dir (python/murphy_exec/server.py). docs/executor.md
 // states exactly what each mode guarantees.
-import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -175,8 +175,10 @@ export interface LaunchOptions {
   bwrapPath: string | null;
   workerIndex: number;
   tmpBytes: number;
-  /** Base of the per-worker unprivileged uids used when running as root. Default 61000. */
+  /** Base of the per-worker unprivileged uids used when running as root (PythonExecutor picks a block per executor). */
   uidBase: number;
+  /** Without bubblewrap: mount a private tmpfs on /tmp, /var/tmp and /dev/shm where the kernel allows. Default true. */
+  privateTmp?: boolean;
 }
 
 const CLEAN_ENV: Record<string, string> = { PATH: '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8', HOME: '/tmp' };
@@ -201,7 +203,7 @@ export function workerLaunch(o: LaunchOptions): WorkerLaunch {
   const root = isRoot();
   const childUid = root ? o.uidBase + o.workerIndex : undefined;
   if (o.useBubblewrap && o.bwrapPath) {
-    const serverArgs = { workBase: '/tmp/murphy', childUid };
+    const serverArgs = { workBase: '/tmp/murphy', childUid, privateScratch: ['/tmp'], pidNamespace: true };
     const args = [
       ...nsArgs(root),
       ...rootfsArgs(o.python),
@@ -219,7 +221,13 @@ export function workerLaunch(o: LaunchOptions): WorkerLaunch {
   // Without bubblewrap: drop programs to an unprivileged uid only when that uid can still
   // read the interpreter (pyenv under /root cannot be).
   const canDrop = root && worldAccessible(o.python.executable) && [o.python.prefix, o.python.basePrefix].every(worldAccessible);
-  const serverArgs = { workBase: join(tmpBase(), `murphy-exec-${process.pid}-${o.workerIndex}`), childUid: canDrop ? childUid : undefined, unshareNet: true };
+  const serverArgs = {
+    workBase: join(tmpBase(), `${WORK_PREFIX}${process.pid}-${o.workerIndex}`),
+    childUid: canDrop ? childUid : undefined,
+    unshareNet: true,
+    privateTmp: o.privateTmp !== false,
+    tmpBytes: o.tmpBytes,
+  };
   return {
     mode: 'process',
     command: o.python.executable,
@@ -230,6 +238,45 @@ export function workerLaunch(o: LaunchOptions): WorkerLaunch {
 
 function tmpBase(): string {
   return process.env.TMPDIR && existsSync(process.env.TMPDIR) ? process.env.TMPDIR : '/tmp';
+}
+
+/** Work directories of process-mode workers on the host: `murphy-exec-<node pid>-<worker>`. */
+const WORK_PREFIX = 'murphy-exec-';
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes the work directories left in the temp dir by executors whose process is gone
+ * (killed with SIGKILL, so it could not clean up). Returns the directories removed.
+ */
+export function sweepStaleWorkDirs(base = tmpBase()): string[] {
+  const removed: string[] = [];
+  let names: string[];
+  try {
+    names = readdirSync(base);
+  } catch {
+    return removed;
+  }
+  for (const name of names) {
+    const m = new RegExp(`^${WORK_PREFIX}(\\d+)-\\d+$`).exec(name);
+    if (!m) continue;
+    const pid = Number(m[1]);
+    if (pid === process.pid || pidAlive(pid)) continue;
+    try {
+      rmSync(join(base, name), { recursive: true, force: true });
+      removed.push(join(base, name));
+    } catch {
+      /* another user's, or already gone */
+    }
+  }
+  return removed;
 }
 
 export interface IsolationReport {
@@ -245,6 +292,8 @@ export interface IsolationReport {
   limits: string[];
   /** Anything weaker than the full isolation, and why. */
   notes: string[];
+  /** One line: what the weaker mode does not protect ('' with bubblewrap). */
+  unprotected: string;
 }
 
 /**
@@ -259,10 +308,4 @@ export async function describeIsolation(opts: { python?: string; useBubblewrap?:
   } finally {
     await ex.close();
   }
-}
-
-/** Checks that a command runs (used by tests and doctor). */
-export function commandWorks(cmd: string, args: string[]): boolean {
-  const r = spawnSync(cmd, args, { stdio: 'ignore', timeout: 10000 });
-  return r.status === 0;
 }

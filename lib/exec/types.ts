@@ -6,6 +6,12 @@ export interface ExecLimits {
   testTimeout: number;
   /** Wall-clock seconds for the whole program, all tests together. Default 10. */
   programTimeout: number;
+  /**
+   * 'test' (default): each test (and the module-level code) gets testTimeout, the program
+   * programTimeout in all. 'program': only programTimeout counts, for the program as a whole,
+   * as in the official HumanEval/MBPP harnesses (docs/executor.md, "Time limits and reward").
+   */
+  timeoutMode: TimeoutMode;
   /** CPU seconds (RLIMIT_CPU) per child. Default 10. */
   cpuSeconds: number;
   /** Address space (RLIMIT_AS) in bytes. Default 2 GiB. */
@@ -23,6 +29,8 @@ export interface ExecLimits {
   /** Size of the sandbox's private /tmp (bubblewrap only). Default 64 MiB. */
   tmpBytes: number;
 }
+
+export type TimeoutMode = 'test' | 'program';
 
 export type TestStatus = 'passed' | 'failed' | 'error' | 'timeout' | 'skipped';
 
@@ -100,14 +108,10 @@ export interface RunOptions {
   continueAfterTimeout?: boolean;
 }
 
-/** The minimal executor interface lib/murphy consumes. */
-export interface MinimalExecutor<P> {
-  execute(problem: P, code: string): Promise<{ reward: number; passed: boolean; feedback: string; tests?: { name?: string; passed: boolean; message?: string }[] }>;
-}
-
 export const DEFAULT_LIMITS: ExecLimits = {
   testTimeout: 3,
   programTimeout: 10,
+  timeoutMode: 'test',
   cpuSeconds: 10,
   memoryBytes: 2 * 1024 ** 3,
   fileBytes: 16 * 1024 ** 2,
@@ -124,3 +128,11 @@ export const DEFAULT_FEEDBACK: FeedbackOptions = {
   scope: 'all',
   maxValueChars: 300,
 };
+
+/**
+ * The limits of a timeout mode given one number of seconds (the CLI's --test-timeout):
+ * 'test' gives each test that long; 'program' gives the whole program that long.
+ */
+export function timeoutLimits(mode: TimeoutMode, seconds: number): Partial<ExecLimits> {
+  return mode === 'program' ? { timeoutMode: 'program', testTimeout: seconds, programTimeout: seconds } : { timeoutMode: 'test', testTimeout: seconds };
+}

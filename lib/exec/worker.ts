@@ -11,6 +11,8 @@ export interface ServerInfo {
   python: string;
   subreaper: boolean;
   netns?: boolean;
+  /** Without bubblewrap: /tmp, /var/tmp and /dev/shm are a private tmpfs. */
+  privateTmp?: boolean;
   childUid: number | null;
   nprocEnforced: boolean;
 }

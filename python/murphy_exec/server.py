@@ -1,6 +1,9 @@
 """murphy-native executor: the warm harness.
 
-One server process per pool worker. It reads one JSON request per line on stdin, runs the
+One server process per pool worker (this module: the supervisor; planning.py plans the
+tests, child.py runs them in the forked child with one runner per test kind, checks.py
+classifies and judges reported values, compare.py compares outputs, messages.py names the
+child's messages). It reads one JSON request per line on stdin, runs the
 candidate program in a *fresh forked child* per program (or per stdin/stdout test case),
 and writes one JSON response per line on stdout. The server itself runs inside the
 bubblewrap sandbox when bwrap is available (see docs/executor.md), so its children inherit
@@ -23,9 +26,7 @@ reports the end of that test, and a run succeeds only when the child reports tha
 test ran.
 """
 
-import ast
 import ctypes
-import errno
 import io
 import json
 import os
@@ -52,7 +53,6 @@ import functools  # noqa: F401,E402
 import heapq  # noqa: F401,E402
 import itertools  # noqa: F401,E402
 import math  # noqa: F401,E402
-import operator  # noqa: F401,E402
 import random  # noqa: F401,E402
 import re  # noqa: F401,E402
 import reprlib  # noqa: E402
@@ -72,33 +72,12 @@ if os.getcwd() not in sys.path:
     sys.path.insert(1, os.getcwd())  # the remote driver ships pytest_shim.py beside the script
 import pytest_shim  # noqa: E402
 
-SOL_FILE = "solution.py"
-TEST_FILE = "test.py"
-CHILD_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/tmp",
-    "LANG": "C.UTF-8",
-    "LC_ALL": "C.UTF-8",
-    "PYTHONIOENCODING": "utf-8",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-}
-
-# LiveCodeBench's harness runs programs after these imports (lcb_runner's import header).
-LCB_PRELUDE = compile(
-    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
-    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\n"
-    "from random import *\nfrom statistics import *\nfrom itertools import *\nfrom functools import *\n"
-    "from operator import *\nfrom io import *\nfrom sys import *\nfrom json import *\n"
-    "from builtins import *\nfrom typing import *\nimport string\nimport re\nimport datetime\n"
-    "import collections\nimport heapq\nimport bisect\nimport copy\nimport math\nimport random\n"
-    "import statistics\nimport itertools\nimport functools\nimport operator\nimport io\nimport sys\n"
-    "import json\nsys.setrecursionlimit(50000)\n",
-    "<prelude>",
-    "exec",
-)
+from checks import WORLD_REF, World, judge  # noqa: E402
+from child import child_main  # noqa: E402
+from common import CHILD_ENV, short as _short  # noqa: E402
+from compare import outputs_match, values_match  # noqa: E402
+from messages import Msg  # noqa: E402
+from planning import plan  # noqa: E402
 
 _libc = None
 
@@ -117,6 +96,39 @@ def try_unshare(flags):
         return False
 
 
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
+SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def private_scratch(root, size):
+    """Without bubblewrap: a mount namespace of the server's own, with a fresh tmpfs on /tmp,
+    /var/tmp and /dev/shm, so that programs cannot write to (or read) the host's. Returns the
+    directories made private (none when the kernel refuses)."""
+    uid, gid = os.getuid(), os.getgid()
+    if not try_unshare(CLONE_NEWNS if root else CLONE_NEWNS | CLONE_NEWUSER):
+        return []
+    if not root:
+        try:
+            for f, data in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)), ("gid_map", "%d %d 1" % (gid, gid))):
+                with open("/proc/self/" + f, "w") as fh:
+                    fh.write(data)
+        except OSError:
+            return []
+    lc = libc()
+    if lc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+        return []
+    done = []
+    opts = ("mode=1777,size=%d" % int(size)).encode()
+    for d in SCRATCH_DIRS:
+        if os.path.isdir(d) and not os.path.islink(d):
+            if lc.mount(b"tmpfs", d.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), opts) == 0:
+                done.append(d)
+    return done
+
+
 def set_subreaper():
     try:
         return libc().prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
@@ -124,546 +136,36 @@ def set_subreaper():
         return False
 
 
-# --------------------------------------------------------------------------- planning
-# The server (trusted) parses the tests and decides the list of test units; the child
-# only executes unit i. Each unit: {"name", "source", "code" (for assert kinds)}.
-
-
-def _segment(src, node, _cache={}):
-    """ast.get_source_segment without re-splitting the source for every node."""
-    lines = _cache.get(src)
-    if lines is None:
-        _cache.clear()
-        lines = _cache[src] = src.splitlines(True)
-    try:
-        l0, l1 = node.lineno - 1, node.end_lineno - 1
-        c0, c1 = node.col_offset, node.end_col_offset
-        if l0 == l1:
-            return lines[l0].encode()[c0:c1].decode()
-        first = lines[l0].encode()[c0:].decode()
-        last = lines[l1].encode()[:c1].decode()
-        return first + "".join(lines[l0 + 1:l1]) + last
-    except (AttributeError, IndexError, TypeError, UnicodeDecodeError):
-        return ast.unparse(node)
-
-
-def _contains_assert(node):
-    return any(isinstance(n, ast.Assert) for n in ast.walk(node))
-
-
-def plan_humaneval(req):
-    test = req["test"]
-    tree = ast.parse(test, TEST_FILE)
-    check = None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "check":
-            check = node
-    if check is None or not check.args.args:
-        return {"mode": "whole"}, [{"name": "check", "source": "check(%s)" % req["entryPoint"]}]
-    param = check.args.args[0].arg
-    units = []
-    pending = []  # statements that set up later asserts
-    for stmt in check.body:
-        if isinstance(stmt, ast.Expr) and isinstance(getattr(stmt, "value", None), ast.Constant) and isinstance(stmt.value.value, str):
-            continue  # docstring
-        if _contains_assert(stmt):
-            units.append({"name": "test %d" % (len(units) + 1), "source": _segment(test, stmt), "pre": pending, "stmt": stmt})
-            pending = []
-        else:
-            pending = pending + [stmt]
-    if not units:
-        return {"mode": "whole"}, [{"name": "check", "source": "check(%s)" % req["entryPoint"]}]
-    if pending:
-        # Trailing non-assert statements (e.g. a loop calling a helper) run as part of the last unit.
-        units[-1]["post"] = pending
-    for u in units:
-        u["lineno"] = u["stmt"].lineno
-    return {"mode": "units", "param": param, "check": check}, units
-
-
-def plan(req):
-    kind = req["kind"]
-    if kind == "humaneval":
-        return plan_humaneval(req)
-    if kind == "assert":
-        return {}, [{"name": "test %d" % (i + 1), "source": a} for i, a in enumerate(req["asserts"])]
-    if kind == "pytest":
-        tree = ast.parse(req["testCode"], TEST_FILE)
-        units = []
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-                units.append({"name": node.name, "source": "def %s(...)" % node.name, "fn": node.name, "lineno": node.lineno})
-            elif isinstance(node, (ast.ImportFrom, ast.Import)):
-                # pytest collects any module-level callable named test*, imported ones too
-                # (e.g. `from heapq import merge as test_merge`).
-                for alias in node.names:
-                    bound = alias.asname or alias.name.split(".")[0]
-                    if bound.startswith("test") and alias.name != "*":
-                        units.append({"name": bound, "source": ast.unparse(node), "fn": bound, "lineno": node.lineno, "imported": True})
-            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-                for sub in node.body:
-                    if isinstance(sub, ast.FunctionDef) and sub.name.startswith("test"):
-                        units.append({"name": "%s.%s" % (node.name, sub.name), "source": "def %s(...)" % sub.name,
-                                      "cls": node.name, "fn": sub.name, "lineno": sub.lineno})
-        return {}, units
-    if kind in ("stdio", "functional"):
-        units = []
-        for i, c in enumerate(req["cases"]):
-            if kind == "stdio":
-                src = "stdin: " + _short(c["input"], 200)
-            else:
-                src = "%s(%s)" % (req["fnName"], ", ".join(_short(x, 100) for x in c["input"].split("\n") if x.strip()))
-            units.append({"name": "test %d" % (i + 1), "source": src})
-        return {}, units
-    raise ValueError("unknown kind %r" % kind)
-
-
-def _short(s, n):
-    s = s.replace("\n", "\\n") if "\n" in s.strip() else s.strip()
-    return s if len(s) <= n else s[: n - 3] + "..."
-
-
-# --------------------------------------------------------------------------- the child
-
-
-class _Capped(io.TextIOBase):
-    """A text sink keeping at most `cap` characters (the rest is counted, not stored)."""
-
-    def __init__(self, cap):
-        self.cap = cap
-        self.parts = []
-        self.size = 0
-        self.dropped = 0
-
-    def writable(self):
-        return True
-
-    def write(self, s):
-        if not isinstance(s, str):
-            raise TypeError("write() argument must be str")
-        room = self.cap - self.size
-        if room > 0:
-            self.parts.append(s[:room])
-            self.size += min(room, len(s))
-        if len(s) > room:
-            self.dropped += len(s) - max(room, 0)
-        return len(s)
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
-
-    def getvalue(self):
-        v = "".join(self.parts)
-        if self.dropped:
-            v += "\n... [%d more characters]" % self.dropped
-        return v
-
-
-class _FailInfo:
-    __slots__ = ("left", "right", "set")
-
-    def __init__(self):
-        self.set = False
-
-
-class _EqRewriter(ast.NodeTransformer):
-    """`assert L == R, msg` -> `assert __murphy_eq(L, R), msg`, so that both sides are
-    recorded (evaluated once, in order) when the comparison fails."""
-
-    def visit_Assert(self, node):
-        t = node.test
-        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq):
-            call = ast.Call(func=ast.Name(id="__murphy_eq", ctx=ast.Load()), args=[t.left, t.comparators[0]], keywords=[])
-            node.test = ast.copy_location(call, t)
-        return node
-
-
-def child_main(req, pl, units, start, chan_fd, token, cfg):
-    # Captured before any untrusted code runs: later monkey-patching cannot reach these.
-    _write = os.write
-    _dumps = json.dumps
-    _exit = os._exit
-    _repr = reprlib.Repr()
-    _repr.maxstring = 300
-    _repr.maxother = 300
-    _repr.maxlist = 30
-    _repr.maxdict = 20
-    _repr.maxlevel = 4
-    _saferepr = _repr.repr
-    _exc_info = sys.exc_info
-    _extract_tb = traceback.extract_tb
-    _time = time.perf_counter
-    _isinstance = isinstance
-    _str = str
-    _type = type
-    _BaseException = BaseException
-    _Outcome = pytest_shim._Outcome
-    _Skipped = pytest_shim.Skipped
-    out_cap = int(cfg["outBytes"])
-    sol_lines = req["solution"].split("\n")
-
-    def send(obj):
-        obj["t"] = token
-        data = (_dumps(obj) + "\n").encode("utf-8", "replace")
-        while data:
-            n = _write(chan_fd, data)
-            data = data[n:]
-
-    def repr_value(v):
-        try:
-            return _saferepr(v)
-        except _BaseException:
-            return "<unrepresentable %s>" % _type(v).__name__
-
-    def trimmed_tb(tb):
-        frames = []
-        try:
-            for fr in _extract_tb(tb):
-                if fr.filename == SOL_FILE:
-                    line = fr.line
-                    if not line and 0 < fr.lineno <= len(sol_lines):
-                        line = sol_lines[fr.lineno - 1].strip()
-                    frames.append('  File "%s", line %d, in %s\n    %s' % (SOL_FILE, fr.lineno, fr.name, line or ""))
-        except _BaseException:
-            pass
-        if len(frames) > 12:
-            frames = frames[:4] + ["  ... %d frames omitted (recursion?) ..." % (len(frames) - 8)] + frames[-4:]
-        return "\n".join(frames)
-
-    def exc_record(e, tb):
-        rec = {"errorType": _type(e).__name__}
-        try:
-            rec["message"] = _str(e)[:2000]
-        except _BaseException:
-            rec["message"] = "<unprintable>"
-        if _isinstance(e, SyntaxError):
-            rec["lineno"] = e.lineno
-            rec["text"] = (e.text or "").rstrip("\n")
-            rec["message"] = e.msg
-            rec["file"] = e.filename
-        rec["traceback"] = trimmed_tb(tb)
-        return rec
-
-    fail = _FailInfo()
-
-    def murphy_eq(a, b):
-        r = a == b
-        if not r:
-            fail.left = a
-            fail.right = b
-            fail.set = True
-        return r
-
-    sys.modules["pytest"] = pytest_shim
-    sys.argv = [SOL_FILE]
-    kind = req["kind"]
-
-    # ---- compile the candidate (syntax errors are reported with their line)
-    try:
-        sol_code = compile(req["solution"], SOL_FILE, "exec", dont_inherit=True)
-    except _BaseException as e:
-        send({"m": "S", "err": exc_record(e, None)})
-        _exit(0)
-
-    def new_module(name):
-        mod = types.ModuleType(name)
-        mod.__file__ = os.path.join(os.getcwd(), SOL_FILE)
-        mod.__builtins__ = __builtins__
-        return mod
-
-    def run_setup(fn):
-        """Run module-level code; on failure report it as a setup error and stop."""
-        try:
-            fn()
-        except _BaseException as e:
-            tb = _exc_info()[2]
-            if _isinstance(e, SystemExit):
-                send({"m": "X", "err": {"errorType": "SystemExit", "message": "the program called exit(%s) before the tests ran" % repr_value(e.code), "traceback": trimmed_tb(tb)}})
-            else:
-                send({"m": "X", "err": exc_record(e, tb)})
-            _exit(0)
-
-    def run_unit(i, body):
-        """Run one test: body() raises on failure."""
-        send({"m": "B", "i": i})
-        buf = _Capped(out_cap)
-        old = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = buf
-        fail.set = False
-        t0 = _time()
-        res = {"m": "E", "i": i, "passed": True}
-        try:
-            body()
-        except _BaseException as e:
-            tb = _exc_info()[2]
-            res["passed"] = False
-            if _isinstance(e, _Skipped):
-                res["status"] = "skipped"
-            rec = exc_record(e, tb)
-            if _isinstance(e, SystemExit):
-                rec["message"] = "the program called exit(%s) during the test" % repr_value(e.code)
-            res.update(rec)
-            if _isinstance(e, AssertionError) and fail.set:
-                res["actual"] = repr_value(fail.left)
-                res["expected"] = repr_value(fail.right)
-        finally:
-            sys.stdout, sys.stderr = old
-        res["ms"] = (_time() - t0) * 1000.0
-        res["output"] = buf.getvalue()
-        send(res)
-
-    rewriter = _EqRewriter()
-
-    def compile_stmts(stmts, filename=TEST_FILE):
-        mod = ast.Module(body=[rewriter.visit(s) for s in stmts], type_ignores=[])
-        ast.fix_missing_locations(mod)
-        return compile(mod, filename, "exec", dont_inherit=True)
-
-    if kind in ("humaneval", "assert"):
-        mod = new_module("__main__")
-        sys.modules["__main__"] = mod
-        g = mod.__dict__
-        g["__murphy_eq"] = murphy_eq
-        if kind == "assert" and req.get("imports"):
-            run_setup(lambda: exec(compile(req["imports"], TEST_FILE, "exec", dont_inherit=True), g))
-        run_setup(lambda: exec(sol_code, g))
-        if kind == "assert":
-            if req.get("setup"):
-                run_setup(lambda: exec(compile(req["setup"], TEST_FILE, "exec", dont_inherit=True), g))
-            codes = []
-            for u in units:
-                try:
-                    codes.append(compile_stmts(ast.parse(u["source"], TEST_FILE).body))
-                except SyntaxError as e:
-                    codes.append(e)
-            send({"m": "R"})
-            for i in range(start, len(units)):
-                c = codes[i]
-
-                def body(c=c):
-                    if _isinstance(c, SyntaxError):
-                        raise c
-                    exec(c, g)
-
-                run_unit(i, body)
-        else:
-            entry = req["entryPoint"]
-            tg = g
-            run_setup(lambda: exec(compile(req["test"], TEST_FILE, "exec", dont_inherit=True), tg))
-            if entry not in g:
-                send({"m": "X", "err": {"errorType": "NameError", "message": "name '%s' is not defined: the program must define %s" % (entry, entry), "traceback": ""}})
-                _exit(0)
-            cand = g[entry]
-            if pl["mode"] == "whole":
-                send({"m": "R"})
-                run_unit(0, lambda: g["check"](cand))
-            else:
-                g[pl["param"]] = cand
-                send({"m": "R"})
-                for i in range(start, len(units)):
-                    u = units[i]
-                    pre = compile_stmts(list(u["pre"])) if u["pre"] else None
-                    main = compile_stmts([u["stmt"]])
-                    post = compile_stmts(list(u["post"])) if u.get("post") else None
-
-                    def body(pre=pre, main=main, post=post):
-                        if pre is not None:
-                            exec(pre, g)
-                        exec(main, g)
-                        if post is not None:
-                            exec(post, g)
-
-                    if start > 0 and i == start:
-                        # Re-run setup statements of the skipped units (they may define names).
-                        for j in range(0, start):
-                            if units[j]["pre"]:
-                                try:
-                                    exec(compile_stmts(list(units[j]["pre"])), g)
-                                except _BaseException:
-                                    pass
-                    run_unit(i, body)
-    elif kind == "pytest":
-        smod = new_module("solution")
-        sys.modules["solution"] = smod
-        run_setup(lambda: exec(sol_code, smod.__dict__))
-        tmod = new_module("test_solution")
-        sys.modules["test_solution"] = tmod
-        tg = tmod.__dict__
-        tg["__murphy_eq"] = murphy_eq
-        test_tree = ast.parse(req["testCode"], TEST_FILE)
-        test_code = compile_stmts(test_tree.body)
-
-        def load_tests():
-            exec("from solution import *", tg)
-            exec(test_code, tg)
-
-        run_setup(load_tests)
-        send({"m": "R"})
-        fixtures = {}
-
-        def call_test(fn, name):
-            import inspect
-
-            if not callable(fn):
-                return  # pytest ignores non-callables named test*
-            if inspect.isgeneratorfunction(fn):
-                # pytest >= 8 refuses these at collection; so do we (a silently passing test would hide it).
-                raise pytest_shim.Failed("'yield' keyword is allowed in fixtures, but not in tests (%s): pytest refuses this test" % name)
-            marks = list(getattr(fn, "pytestmark", []))
-            for mk in marks:
-                if mk.name == "skip":
-                    raise pytest_shim.Skipped(mk.kwargs.get("reason", ""))
-                if mk.name == "skipif" and mk.args and mk.args[0]:
-                    raise pytest_shim.Skipped(mk.kwargs.get("reason", ""))
-            param_sets = [{}]
-            for mk in marks:
-                if mk.name == "parametrize":
-                    names, values = mk.args[0], mk.args[1]
-                    if isinstance(names, str):
-                        names = [n.strip() for n in names.split(",") if n.strip()]
-                    new = []
-                    for base in param_sets:
-                        for v in values:
-                            if isinstance(v, pytest_shim._ParamSet):
-                                v = v.values
-                            if len(names) == 1:
-                                v = (v,)
-                            d = dict(base)
-                            d.update(zip(names, v))
-                            new.append(d)
-                    param_sets = new
-            try:
-                params = list(inspect.signature(fn).parameters)
-            except (TypeError, ValueError):
-                params = []
-            for ps in param_sets:
-                kwargs = {}
-                cleanup = []
-                for p in params:
-                    if p in ps:
-                        kwargs[p] = ps[p]
-                    elif p == "tmp_path" or p == "tmpdir":
-                        import pathlib
-                        import tempfile
-
-                        kwargs[p] = pathlib.Path(tempfile.mkdtemp(dir=os.getcwd()))
-                    elif p == "monkeypatch":
-                        mp = pytest_shim.MonkeyPatch()
-                        kwargs[p] = mp
-                        cleanup.append(mp.undo)
-                    elif p == "capsys" or p == "capfd":
-                        cf = pytest_shim.CaptureFixture()
-                        kwargs[p] = cf
-                        cleanup.append(cf.close)
-                    elif p in tg and callable(tg[p]) and getattr(tg[p], "_murphy_fixture", False):
-                        if p not in fixtures or True:
-                            val = tg[p]()
-                            if isinstance(val, types.GeneratorType):
-                                gen = val
-                                val = next(gen)
-                                cleanup.append(lambda gen=gen: next(gen, None))
-                        kwargs[p] = val
-                    elif p == "self":
-                        continue
-                    else:
-                        raise pytest_shim.Failed("fixture '%s' not found (the executor supports tmp_path, monkeypatch, capsys and module-level @pytest.fixture functions)" % p)
-                try:
-                    r = fn(**kwargs)
-                    if hasattr(r, "__await__"):
-                        import asyncio
-
-                        asyncio.run(r)
-                finally:
-                    for c in reversed(cleanup):
-                        c()
-
-        for i in range(start, len(units)):
-            u = units[i]
-
-            def body(u=u):
-                if "cls" in u:
-                    inst = tg[u["cls"]]()
-                    if hasattr(inst, "setup_method"):
-                        inst.setup_method(getattr(inst, u["fn"]))
-                    call_test(getattr(inst, u["fn"]), u["name"])
-                else:
-                    call_test(tg[u["fn"]], u["name"])
-
-            run_unit(i, body)
-    elif kind == "functional":
-        mod = new_module("__main__")
-        sys.modules["__main__"] = mod
-        g = mod.__dict__
-        run_setup(lambda: exec(LCB_PRELUDE, g))
-        run_setup(lambda: exec(sol_code, g))
-        fn_name = req["fnName"]
-        send({"m": "R"})
-        for i in range(start, len(units)):
-            case = req["cases"][i]
-
-            def body(case=case, i=i):
-                args = [json.loads(line) for line in case["input"].split("\n") if line.strip()]
-                if "Solution" in g and isinstance(g["Solution"], type):
-                    target = getattr(g["Solution"](), fn_name)
-                elif fn_name in g:
-                    target = g[fn_name]
-                else:
-                    raise NameError("the program defines neither class Solution nor %s" % fn_name)
-                value = target(*args)
-                try:
-                    enc = _dumps(value)
-                except (TypeError, ValueError):
-                    enc = _dumps(repr_value(value))
-                send({"m": "V", "i": i, "v": enc[: 1 << 20]})
-
-            run_unit(i, body)
-    elif kind == "stdio":
-        # One child per case: run the program as __main__; the server compares stdout.
-        mod = new_module("__main__")
-        sys.modules["__main__"] = mod
-        g = mod.__dict__
-        send({"m": "B", "i": start})
-        try:
-            exec(LCB_PRELUDE, g)
-            exec(sol_code, g)
-        except SystemExit as e:
-            if e.code not in (None, 0):
-                send({"m": "X", "err": {"errorType": "SystemExit", "message": "exit status %s" % repr_value(e.code), "traceback": ""}})
-        except _BaseException as e:
-            send({"m": "X", "err": exc_record(e, _exc_info()[2])})
-        try:
-            sys.stdout.flush()
-        except _BaseException:
-            pass
-        send({"m": "E", "i": start, "passed": True})
-    send({"m": "D"})
-    try:
-        sys.stdout.flush()
-    except BaseException:
-        pass
-    _exit(0)
-
-
 # --------------------------------------------------------------------------- server side
 
 
 class Server:
     def __init__(self, args):
+        if WORLD_REF[0] is None:
+            WORLD_REF[0] = World()
         self.args = args
         self.root = os.geteuid() == 0
         self.child_uid = args.get("childUid")
-        self.base = args["workBase"]
-        os.makedirs(self.base, exist_ok=True)
         self.info = {"pid": os.getpid(), "root": self.root, "python": sys.version.split()[0]}
         self.info["subreaper"] = set_subreaper()
+        # Scratch directories private to this server (bubblewrap's /tmp, or our own tmpfs
+        # mounts): emptied after every program, and the work directories live there.
+        self.scratch = list(args.get("privateScratch") or [])
+        if args.get("privateTmp"):
+            self.scratch = private_scratch(self.root, args.get("tmpBytes") or (64 << 20))
+            self.info["privateTmp"] = "/tmp" in self.scratch
+        in_userns = bool(args.get("privateTmp")) and not self.root and bool(self.scratch)
         if args.get("unshareNet"):
-            flags = 0x40000000  # CLONE_NEWNET
-            if not self.root:
-                flags |= 0x10000000  # CLONE_NEWUSER
+            flags = CLONE_NEWNET
+            if not self.root and not in_userns:
+                flags |= CLONE_NEWUSER
             self.info["netns"] = try_unshare(flags)
+        self.base = "/tmp/murphy" if "/tmp" in self.scratch else args["workBase"]
+        os.makedirs(self.base, exist_ok=True)
+        # Sweeping every process of the program's uid is safe only in a pid namespace of our
+        # own (bubblewrap): on the host it would also kill the programs of other executors
+        # using the same uid. There the subreaper's process tree finds every descendant.
+        self.sweep_uid = self.child_uid is not None and (bool(args.get("pidNamespace")) or not self.info["subreaper"])
         self.info["childUid"] = self.child_uid if self.root else os.getuid()
         self.info["nprocEnforced"] = not self.root or self.child_uid is not None
         self.seq = 0
@@ -825,6 +327,7 @@ class Server:
                 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGHUP, signal.SIG_DFL)
                 child_main(req, pl, units, start, chan, token, cfg)
             except BaseException:
                 try:
@@ -880,13 +383,13 @@ class Server:
                             continue
                         msgs.append(m)
                         kindm = m.get("m")
-                        if kindm == "B":
+                        if kindm == Msg.BEGIN:
                             cur = m["i"]
                             test_deadline = min(time.monotonic() + per_test, deadline)
-                        elif kindm == "E":
+                        elif kindm == Msg.END:
                             cur = None
                             test_deadline = min(time.monotonic() + per_test, deadline)
-                        elif kindm == "R":
+                        elif kindm == Msg.READY:
                             test_deadline = min(time.monotonic() + per_test, deadline)
                 else:
                     b = bufs[fd]
@@ -952,10 +455,33 @@ class Server:
                 return True
         return not os.path.exists(d)
 
+    def empty_scratch(self):
+        """Removes whatever the program left in the private scratch directories (the next
+        program finds them empty). Returns False when something could not be removed."""
+        ok = True
+        for d in self.scratch:
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            for name in names:
+                p = os.path.join(d, name)
+                if p == self.base:
+                    continue
+                try:
+                    if os.path.isdir(p) and not os.path.islink(p):
+                        ok = self.remove_workdir(p) and ok
+                    else:
+                        os.unlink(p)
+                except OSError:
+                    ok = False
+        return ok
+
     def handle(self, req):
         t0 = time.monotonic()
         cfg = req["limits"]
-        per_test = float(cfg["testTimeout"])
+        # "program" mode (the official harnesses' protocol): one budget for the whole program.
+        per_test = float(cfg["programTimeout"]) if cfg.get("timeoutMode") == "program" else float(cfg["testTimeout"])
         deadline = t0 + float(cfg["programTimeout"])
         try:
             pl, units = plan(req)
@@ -971,6 +497,7 @@ class Server:
         setup_error = None
         syntax_error = None
         notes = []
+        tampered = []
         try:
             if req["kind"] == "stdio":
                 for i, case in enumerate(req["cases"]):
@@ -981,8 +508,8 @@ class Server:
                     r = self.run_child(req, pl, units, i, workdir, cfg, per_test, deadline, stdin_data=case["input"])
                     stderr_all += r["stderr"][: max(0, int(cfg["outBytes"]) - len(stderr_all))]
                     res = {"passed": False}
-                    errs = [m for m in r["msgs"] if m["m"] in ("X", "S")]
-                    done = any(m["m"] == "D" for m in r["msgs"])
+                    errs = [m for m in r["msgs"] if m["m"] in (Msg.SETUP_ERROR, Msg.SYNTAX_ERROR)]
+                    done = any(m["m"] == Msg.DONE for m in r["msgs"])
                     got = r["stdout"].decode("utf-8", "replace")
                     res["output"] = got[: int(cfg["outBytes"])]
                     res["expected"] = case["output"]
@@ -997,7 +524,7 @@ class Server:
                             break
                     elif errs:
                         res.update(errs[0]["err"])
-                        if errs[0]["m"] == "S":
+                        if errs[0]["m"] == Msg.SYNTAX_ERROR:
                             syntax_error = errs[0]["err"]
                     elif not done:
                         res.update(crash_reason(r))
@@ -1016,6 +543,8 @@ class Server:
                         break
             else:
                 start = 0
+                verdicts = {}  # unit -> (errorType, message) from the supervisor's own checks
+                checked = set()  # units that reported at least one check
                 while start < n:
                     if time.monotonic() >= deadline:
                         for j in range(start, n):
@@ -1030,17 +559,37 @@ class Server:
                     values = {}
                     for m in r["msgs"]:
                         k = m["m"]
-                        if k == "S":
+                        if k == Msg.SYNTAX_ERROR:
                             syntax_error = m["err"]
-                        elif k == "X":
+                        elif k == Msg.SETUP_ERROR:
                             setup_error = m["err"]
-                        elif k == "R":
+                        elif k == Msg.READY:
                             ready = True
-                        elif k == "V":
+                        elif k == Msg.VALUE:
                             values[m["i"]] = m["v"]
-                        elif k == "E":
+                        elif k == Msg.CHECK or k == Msg.UNTRUSTED:
+                            i = m.get("i")
+                            if not isinstance(i, int):
+                                continue
+                            checked.add(i)
+                            if i not in verdicts:
+                                v = judge(m) if k == Msg.CHECK else (
+                                    "UntrustedValue",
+                                    "the candidate returned a %s object whose class (the program's own) defines comparison, "
+                                    "truth or arithmetic: return plain data" % _short(str(m.get("type")), 80))
+                                if v is not None:
+                                    verdicts[i] = v
+                        elif k == Msg.TAMPER:
+                            if not tampered:
+                                tampered.append(_short(str(m.get("what")), 120))
+                        elif k == Msg.END:
                             i = m["i"]
                             res = {kk: vv for kk, vv in m.items() if kk not in ("m", "t", "i")}
+                            if res.get("passed") and 0 <= i < n and units[i].get("checks") and i not in checked:
+                                verdicts[i] = ("NoCheck", "the test's assert reported nothing to the harness")
+                            if res.get("passed") and i in verdicts:
+                                res["passed"] = False
+                                res["errorType"], res["message"] = verdicts[i]
                             if req["kind"] == "functional" and res.get("passed"):
                                 exp = req["cases"][i]["output"]
                                 got = values.get(i)
@@ -1052,7 +601,7 @@ class Server:
                                     res["message"] = "returned %s, expected %s" % (_short(got or "nothing", 300), _short(exp, 300))
                             if 0 <= i < n and results[i] is None:
                                 results[i] = res
-                        elif k == "D":
+                        elif k == Msg.DONE:
                             done = True
                     if syntax_error or setup_error or not ready:
                         err = syntax_error or setup_error
@@ -1089,13 +638,19 @@ class Server:
                     self.remove_workdir(workdir)
                     workdir = self.new_workdir()
         finally:
-            # Full sweep once per program: also catches processes of the program's uid (root mode).
-            clean = self.kill_all(full=self.child_uid is not None)
-            removed = self.remove_workdir(workdir)
+            # Full sweep once per program (in bubblewrap's pid namespace: every process of the program's uid).
+            clean = self.kill_all(full=self.sweep_uid)
+            removed = self.remove_workdir(workdir) and self.empty_scratch()
             if not clean:
                 notes.append("could not kill every process of the program")
             if not removed:
                 notes.append("could not remove the temporary directory")
+        if tampered:
+            why = {"passed": False, "errorType": "Tampering",
+                   "message": "the program %s: a program that changes the interpreter, its standard modules "
+                              "or the test harness fails every test" % tampered[0]}
+            for i in range(n):
+                results[i] = dict(why)
         for i in range(n):
             if results[i] is None:
                 results[i] = {"passed": False, "errorType": "NotRun", "message": "the test did not run"}
@@ -1134,101 +689,52 @@ def crash_reason(r, before=False):
     return {"errorType": "Exit", "message": "the program exited (status %s) %s" % (code, when)}
 
 
-def normalize_output(s):
-    lines = [" ".join(l.split()) for l in s.strip().splitlines()]
-    while lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
-def outputs_match(got, expected):
-    a, b = normalize_output(got), normalize_output(expected)
-    if a == b:
-        return True
-    if len(a) != len(b):
-        return False
-    for la, lb in zip(a, b):
-        if la == lb:
-            continue
-        ta, tb = la.split(), lb.split()
-        if len(ta) != len(tb):
-            return False
-        for x, y in zip(ta, tb):
-            if x == y:
-                continue
-            try:
-                fx, fy = float(x), float(y)
-            except ValueError:
-                return False
-            if not math.isclose(fx, fy, rel_tol=1e-6, abs_tol=1e-6):
-                return False
-    return True
-
-
-def _canon(v):
-    if isinstance(v, tuple):
-        return [_canon(x) for x in v]
-    if isinstance(v, list):
-        return [_canon(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _canon(x) for k, x in v.items()}
-    return v
-
-
-def _eq(a, b):
-    if isinstance(a, float) or isinstance(b, float):
-        try:
-            return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-9)
-        except (TypeError, ValueError):
-            return False
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_eq(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_eq(a[k], b[k]) for k in a)
-    return a == b
-
-
-def values_match(got_json, exp_json):
-    try:
-        got = _canon(json.loads(got_json))
-        exp = _canon(json.loads(exp_json))
-    except ValueError:
-        return got_json.strip() == exp_json.strip()
-    return _eq(got, exp)
-
-
 def main():
     args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     args.setdefault("workBase", "/tmp/murphy-exec")
     out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     # Anything else printed by the server goes to stderr, never into the response stream.
     os.dup2(2, 1)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # A parent that went away (EPIPE on the answer) or a signal ends the loop, not the
+    # process: the work directory is removed either way.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, stop)
     server = Server(args)
-    out.write(json.dumps({"ready": True, "info": server.info}) + "\n")
-    out.flush()
-    stdin = sys.stdin.buffer
-    while True:
-        line = stdin.readline()
-        if not line:
-            break
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            req = json.loads(line)
-        except ValueError as e:
-            out.write(json.dumps({"id": None, "error": "bad request: %s" % e}) + "\n")
-            continue
-        try:
-            resp = server.handle(req)
-        except Exception:
-            resp = {"id": req.get("id"), "error": "harness error: " + traceback.format_exc()[-2000:]}
-            server.kill_all()
-        out.write(json.dumps(resp) + "\n")
+    try:
+        out.write(json.dumps({"ready": True, "info": server.info}) + "\n")
         out.flush()
-    server.kill_all(full=server.child_uid is not None)
-    shutil.rmtree(server.base, ignore_errors=True)
+        stdin = sys.stdin.buffer
+        while True:
+            line = stdin.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                req = json.loads(line)
+            except ValueError as e:
+                out.write(json.dumps({"id": None, "error": "bad request: %s" % e}) + "\n")
+                continue
+            try:
+                resp = server.handle(req)
+            except Exception:
+                resp = {"id": req.get("id"), "error": "harness error: " + traceback.format_exc()[-2000:]}
+                server.kill_all()
+            out.write(json.dumps(resp) + "\n")
+            out.flush()
+    except (BrokenPipeError, SystemExit):
+        pass
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        server.kill_all(full=server.sweep_uid)
+        shutil.rmtree(server.base, ignore_errors=True)
 
 
 if __name__ == "__main__":

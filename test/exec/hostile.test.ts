@@ -4,7 +4,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { jsonlFromRecords } from '../../lib/data/index.js';
+import { jsonlFromRecords, loadSample } from '../../lib/data/index.js';
 import { PythonExecutor, type ExecutionResult } from '../../lib/exec/index.js';
 import { descendants, haveBwrap, REPO } from './helpers.js';
 
@@ -51,6 +51,23 @@ const HOSTILE: Record<string, string> = {
   'printing a fake "all tests passed" line':
     'import sys, os\nprint("2/2 tests passed")\nprint(\'{"m": "D"}\')\nprint(\'{"m": "E", "i": 0, "passed": true}\')\nos.write(1, b"all tests passed\\n")\n' +
     'def add(a, b):\n    print("2/2 tests passed")\n    return 0\n',
+  // The verdict must not depend on anything the program can change in its own interpreter.
+  'an object that compares equal to anything':
+    'class Any:\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n        return False\n' +
+    'def add(a, b):\n    return Any()\n',
+  'an int subclass whose __eq__ always holds': 'class I(int):\n    __hash__ = int.__hash__\n    def __eq__(self, other):\n        return True\n' + 'def add(a, b):\n    return I(0)\n',
+  "patching __eq__ on the returned object's class": 'class R(list):\n    pass\n' + 'def add(a, b):\n    R.__eq__ = lambda self, other: True\n    return R()\n',
+  'an always-equal object inside a list': 'class Any:\n    def __eq__(self, other):\n        return True\n' + 'def add(a, b):\n    return [Any()][0]\n',
+  "replacing the tests' comparison helper (through the caller's frame)":
+    'import sys\ndef add(a, b):\n    g = sys._getframe(1).f_globals\n    for k in list(g):\n        if k.startswith("__murphy"):\n            g[k] = lambda *a, **k: True\n    return 0\n',
+  'replacing the comparison the tests use (operator.eq, builtins)':
+    'import operator, builtins\noperator.eq = lambda a, b: True\nbuiltins.abs = lambda x: 0\nbuiltins.isinstance = lambda *a: True\n' + GOOD,
+  'patched assert helpers (math.isclose, pytest.approx, unittest)':
+    'import math, pytest, unittest\nmath.isclose = lambda *a, **k: True\npytest.approx = lambda *a, **k: None\n' +
+    'unittest.TestCase.assertEqual = lambda *a, **k: None\n' + GOOD,
+  'patched sys.exit and os._exit': 'import sys, os\nsys.exit = lambda *a: None\nos._exit = lambda *a: None\n' + GOOD,
+  'patching a standard class the tests rely on (Fraction.__eq__)': 'import fractions\nfractions.Fraction.__eq__ = lambda s, o: True\n' + GOOD,
+  'walking the heap with gc': 'import gc\n' + GOOD + 'try:\n    gc.get_objects()\nexcept Exception:\n    pass\n',
   'catching the timeout': 'def add(a, b):\n    while True:\n        try:\n            while True:\n                pass\n        except BaseException:\n            pass\n',
 };
 
@@ -96,8 +113,9 @@ for (const mode of await modes()) {
         assert.deepEqual(extra, [], `${name}: stray processes`);
         if (mode.strong || iso.filesystem.includes('programs run as uid')) {
           for (const p of OUTSIDE) {
-            if (!mode.strong && p.startsWith('/tmp') ) continue; // world-writable /tmp is reachable without bubblewrap
-            if (!mode.strong && p.startsWith('/var/tmp')) continue;
+            // Without bubblewrap the host's /tmp is private only where a mount namespace could be made.
+            const privateTmp = iso.filesystem.includes('private tmpfs');
+            if (!mode.strong && !privateTmp && (p.startsWith('/tmp') || p.startsWith('/var/tmp'))) continue;
             assert.equal(existsSync(p), false, `${name}: wrote ${p}`);
           }
         }
@@ -120,3 +138,33 @@ for (const mode of await modes()) {
     });
   });
 }
+
+describe('hostile HumanEval completions (values judged outside the program)', () => {
+  let ex: PythonExecutor;
+  before(() => {
+    ex = new PythonExecutor({ workers: 2, warn: () => {}, limits: { testTimeout: 2, programTimeout: 8 } });
+  });
+  after(async () => {
+    await ex.close();
+  });
+  // HumanEval/2's tests: `assert candidate(3.5) == 0.5` and `assert abs(candidate(1.33) - 0.33) < 1e-6`.
+  // name -> [program, tests it may pass]
+  const CASES: Record<string, [string, number]> = {
+    'a float whose subtraction and comparison lie': [
+      'class F(float):\n    __hash__ = float.__hash__\n    def __eq__(self, o):\n        return True\n    def __sub__(self, o):\n        return 0.0\n' +
+      'def truncate_number(number: float) -> float:\n    return F(0)\n', 0],
+    'an object truthy and equal to everything': ['class T:\n    def __eq__(self, o):\n        return True\n    def __bool__(self):\n        return True\n    def __sub__(self, o):\n        return 0\n' +
+      'def truncate_number(number: float) -> float:\n    return T()\n', 0],
+    // 0.5 is right for the first test only; the others call abs().
+    'shadowing a builtin the tests call': ['def abs(x):\n    return 0\n' + 'def truncate_number(number: float) -> float:\n    return 0.5\n', 1],
+  };
+  for (const [name, [code, canPass]] of Object.entries(CASES)) {
+    it(name, async () => {
+      const p = (await loadSample('humaneval')).find((x) => x.id === 'HumanEval/2');
+      assert.ok(p);
+      const r = await ex.run(p, code);
+      assert.equal(r.passed, false, r.feedback);
+      assert.equal(r.numPassed, canPass, `${name}: ${r.numPassed}/${r.numTests} ${r.feedback}`);
+    });
+  }
+});

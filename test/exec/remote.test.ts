@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { jsonlFromRecords, loadSample } from '../../lib/data/index.js';
-import { SandboxFusionExecutor, type RunCodeRequest } from '../../lib/exec/index.js';
+import { resolveConfig } from '../../lib/config/index.js';
+import { createExecutor, PythonExecutor, SandboxFusionExecutor, type RunCodeRequest } from '../../lib/exec/index.js';
 
 let server: Server;
 let url: string;
@@ -101,6 +102,20 @@ describe('SandboxFusion backend', () => {
     assert.equal(loop.tests[0].status, 'timeout');
     const fake = await ex.run(add, 'print("MURPHY-0000:{\\"tests\\": []}")\ndef add(a, b):\n    return 0\n');
     assert.equal(fake.reward, 0);
+  });
+  it('--executor sandboxfusion --sandbox-url: createExecutor and the config keys select it', async () => {
+    const ex = createExecutor({ kind: 'sandboxfusion', sandboxUrl: url, limits: { testTimeout: 2, programTimeout: 10 } });
+    await ex.start();
+    const [p] = await loadSample('humaneval');
+    const r = await ex.execute(p, p.referenceSolution as string);
+    assert.equal(r.backend, 'sandboxfusion');
+    assert.equal(r.passed, true, r.feedback);
+    await ex.close();
+    assert.throws(() => createExecutor({ kind: 'sandboxfusion' }), /--executor sandboxfusion needs --sandbox-url URL/);
+    assert.throws(() => resolveConfig({ flags: { executor: 'sandboxfusion' } }), /"sandboxUrl" \(--sandbox-url\) is required with executor "sandboxfusion"/);
+    const c = resolveConfig({ flags: { executor: 'sandboxfusion', sandboxUrl: url } });
+    assert.equal(c.executor, 'sandboxfusion');
+    assert.ok(createExecutor({ kind: 'local' }) instanceof PythonExecutor);
   });
   it('an unreachable or failing service scores 0 with the reason', async () => {
     const ex = new SandboxFusionExecutor({ endpoint: 'http://127.0.0.1:1', httpSlackMs: 2000, limits: { programTimeout: 1 } });

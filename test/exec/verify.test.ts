@@ -49,4 +49,14 @@ describe('verify-dataset', () => {
     assert.match(j.failures[0].reason, /AssertionError/);
     assert.deepEqual(j.noReference, ['noref']);
   });
+
+  it('without bubblewrap: the weaker-sandbox warning is one line, printed once; the summary stays short', async () => {
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', join(REPO, 'lib', 'cli.ts'), 'verify-dataset', join(ASSETS, 'mbpp-sample.jsonl'), '--no-bwrap', '--workers', '1'], { cwd: REPO });
+    const warnings = stderr.split('\n').filter((l) => /weaker sandbox|isolation/i.test(l));
+    assert.equal(warnings.length, 1, stderr);
+    assert.match(warnings[0], /^murphy-native: weaker sandbox \(no bubblewrap\): programs can read the host's files/);
+    const summary = stdout.split('\n')[0];
+    assert.match(summary, /7\/7 reference solutions pass \[[\d.]+ s, weaker sandbox\]$/);
+    assert.ok(summary.length < 160, summary);
+  });
 });
