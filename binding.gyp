@@ -5,11 +5,11 @@
       "sources": [
         "<!@(node -p \"require('fs').readdirSync('native/cpu').filter(f => f.endsWith('.cc')).map(f => 'native/cpu/' + f).join(' ')\")",
         "<!@(node -p \"require('fs').readdirSync('native/addon').filter(f => f.endsWith('.cc')).map(f => 'native/addon/' + f).join(' ')\")",
-        "<!@(node -p \"require('fs').existsSync('native/model') ? require('fs').readdirSync('native/model').filter(f => f.endsWith('.cc')).map(f => 'native/model/' + f).join(' ') : ''\")",
-        "<!@(node -p \"require('fs').existsSync('native/gpu') ? require('fs').readdirSync('native/gpu').filter(f => f.endsWith('.cc')).map(f => 'native/gpu/' + f).join(' ') : ''\")",
+        "<!@(node -p \"require('fs').readdirSync('native/model').filter(f => f.endsWith('.cc')).map(f => 'native/model/' + f).join(' ')\")",
+        "<!@(node -p \"require('fs').readdirSync('native/gpu').filter(f => f.endsWith('.cc')).map(f => 'native/gpu/' + f).join(' ')\")",
         "native/dispatch.cc",
         "native/validate.cc",
-        "native/grpo_report.cc"
+        "native/grpo_stats.cc"
       ],
       "include_dirs": [
         "<!@(node -p \"require('node-addon-api').include\")",

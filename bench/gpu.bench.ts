@@ -206,7 +206,7 @@ log(dryRun ? 'gpu.bench: DRY RUN on host arrays (CPU path), tiny sizes: checks t
     ['adamw clip + stochastic bf16', { maxGradNorm: 1.0, stochasticRounding: true, seed: 1234 }],
   ] as const) {
     const ms = median(() => {
-      adamw(tensors, { lr: 1e-5, weightDecay: 0.1, step: step++, ...extra });
+      adamw(tensors, { lr: 1e-5, weightDecay: 0.1, step: step++, maxGradNorm: 0, ...extra });
     });
     report(name, shape, ms, floorBytes, 'floor: read p,g,m,v + write p,m,v,bf16 once' + ('maxGradNorm' in extra ? '; clipping re-reads g (norm pass)' : ''));
   }

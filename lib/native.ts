@@ -1,125 +1,63 @@
 // The one typed face of the native addon. Everything else in lib/ reaches native code
-// through this module; nothing else loads the binary.
+// through this module; nothing else loads the binary or calls the raw addon.
+//
+// The binary is loaded on first use, not on import (lib/native/loader.ts: the documented
+// order, useNativeBinary(), MURPHY_NATIVE_BINARY). Every option is resolved and checked in
+// TypeScript before the addon is called (lib/native/options.ts: one default and one range
+// per option, taken from the run-configuration schema where the option is a config key);
+// the addon reads the resolved structs as they are. Errors at the boundary are
+// MurphyNativeErrors with a `code`; async calls keep the caller's stack.
 //
 // Tensors are plain typed arrays on the host (bf16 values travel as the raw bits in a
 // Uint16Array) or DeviceArrays in GPU memory. Every kernel runs where its arrays live:
 // all host arrays -> the CPU kernels, all device arrays -> the CUDA kernels (needs the
 // CUDA-enabled binary); mixing the two in one call is an error.
-import { existsSync, statSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { callSite, MurphyNativeError, withCallerStack } from './native/errors.js';
+import { loadedChoice, nativeAddon, type BinarySource } from './native/loader.js';
+import {
+  resolveAdamWKernelOptions, resolveAdamWOptions, resolveGenerateOptions, resolveGrpoLossOptions, resolveLogprobOptions,
+  resolveTrainOptions,
+} from './native/options.js';
+import type {
+  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawTensor,
+} from './native/raw.js';
 
-const require = createRequire(import.meta.url);
+export { MurphyNativeError, NATIVE_ERROR_CODES, type NativeErrorCode } from './native/errors.js';
+export { packageRoot, useNativeBinary, type BinarySource } from './native/loader.js';
+export {
+  ADAMW_OPTIONS, ADAMW_KERNEL_OPTIONS, GENERATE_OPTIONS, GRPO_LOSS_OPTIONS, TRAIN_OPTIONS, LOGPROB_OPTIONS,
+  type OptionDef, type ResolvedAdamWOptions, type ResolvedAdamWKernelOptions, type ResolvedGenerateOptions,
+  type ResolvedGrpoLossOptions, type ResolvedTrainOptions,
+} from './native/options.js';
+export type { DType, HostArray } from './native/raw.js';
 
-/** The package root (one level above lib/ or dist/). */
-export const packageRoot: string = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-
-// ---------------------------------------------------------------------------------------
-// The raw addon surface (internal; typed so that no `any` crosses this module).
-
-type ElemKind = 'f32' | 'bf16' | 'i32' | 'u8' | 'i64';
-
-interface RawDeviceBuffer {
-  readonly length: number;
-  readonly kind: ElemKind;
-  readonly freed: boolean;
-  upload(src: HostArray): RawDeviceBuffer;
-  download<T extends HostArray>(dst: T): T;
-  free(): void;
-}
-
-type RawTensor = HostArray | RawDeviceBuffer;
-
-interface RawAddon {
-  DeviceBuffer: new (kind: ElemKind, length: number) => RawDeviceBuffer;
-  logprobForward(
-    logits: RawTensor, dtype: DType, targets: RawTensor, nRows: number, vocab: number, temperature: number,
-    logp: RawTensor, lse: RawTensor, entropy: RawTensor | null,
-  ): void;
-  logprobBackward(
-    logits: RawTensor, dtype: DType, targets: RawTensor, nRows: number, vocab: number, temperature: number,
-    lse: RawTensor, gradLogp: RawTensor, gradLogits: RawTensor,
-  ): void;
-  grpoLoss(opts: Record<string, RawTensor | number | string | undefined>): RawGrpoStats;
-  adamw(tensors: Record<string, RawTensor | boolean | undefined>[], hyper: Record<string, number | boolean | undefined>): AdamWResult;
-  f32ToBf16(src: RawTensor, dst: RawTensor): void;
-  bf16ToF32(src: RawTensor, dst: RawTensor): void;
-  copy(src: RawTensor, dst: RawTensor): void;
-  buildInfo(): { cuda: boolean; napiVersion: number; compiler?: string };
-  cpuInfo(): CpuInfo;
-  setNumThreads(n: number): void;
-  cudaStatus(): CudaStatus;
-}
-
-/** What the addon's grpoLoss returns: the loss and the statistics in one object. */
-type RawGrpoStats = GrpoLossStats & { loss: number };
+const addon = nativeAddon;
 
 /** How the addon binary was found. */
 export interface BinaryInfo {
   /** Absolute path of the loaded .node file. */
   path: string;
-  /** 'env' (MURPHY_NATIVE_BINARY), 'cuda-build' (build-cuda/), 'prebuild' (prebuilds/), 'local-build' (build/). */
-  source: 'env' | 'cuda-build' | 'prebuild' | 'local-build';
+  /** Which rule of the documented order matched (lib/native/loader.ts, docs/kernels.md). */
+  source: BinarySource;
+  /** Why this binary, in one sentence. */
+  reason: string;
+  /** E.g. a newer local build that the order passed over. */
+  notes: string[];
   /** True when the binary contains the CUDA kernels. */
   cuda: boolean;
   napiVersion: number;
   compiler?: string;
 }
 
-function loadAddon(): { addon: RawAddon; path: string; source: BinaryInfo['source'] } {
-  const fromEnv = process.env.MURPHY_NATIVE_BINARY;
-  if (fromEnv) {
-    if (!existsSync(fromEnv)) {
-      throw new Error(`MURPHY_NATIVE_BINARY points to ${fromEnv}, which does not exist; unset it or fix the path`);
-    }
-    return { addon: require(resolve(fromEnv)) as RawAddon, path: resolve(fromEnv), source: 'env' };
-  }
-  const nodeGypBuild = require('node-gyp-build') as { path(dir: string): string };
-  let path: string | undefined;
-  let cause = '';
-  try {
-    path = nodeGypBuild.path(packageRoot);
-  } catch (err) {
-    cause = (err as Error).message;
-  }
-  // `npm run build:cuda` writes build-cuda/; it wins over a prebuild, and over a CPU build
-  // in build/ unless that one is newer (so the last build made is the one used).
-  const cudaBuild = join(packageRoot, 'build-cuda', 'Release', 'murphy_native.node');
-  if (existsSync(cudaBuild)) {
-    const local = path !== undefined && !path.includes(join(packageRoot, 'prebuilds'));
-    if (!local || statSync(cudaBuild).mtimeMs >= statSync(path!).mtimeMs) {
-      return { addon: require(cudaBuild) as RawAddon, path: cudaBuild, source: 'cuda-build' };
-    }
-  }
-  if (path === undefined) {
-    throw new Error(
-      `murphy-native: no native addon found under ${packageRoot} (no prebuild for ${process.platform}-${process.arch} ` +
-        `and no local build). Run \`npm rebuild murphy-native\` (needs a C++ compiler) or \`npm run build:native\` in ` +
-        `the package. Cause: ${cause}`,
-    );
-  }
-  const source = path.includes(join(packageRoot, 'prebuilds')) ? 'prebuild' : 'local-build';
-  return { addon: require(path) as RawAddon, path, source };
-}
-
-const loaded = loadAddon();
-const addon: RawAddon = loaded.addon;
-
-/** Which binary was loaded and what it contains. */
+/** Which binary is loaded (loading it if needed), why, and what it contains. */
 export function binaryInfo(): BinaryInfo {
-  const b = addon.buildInfo();
-  return { path: loaded.path, source: loaded.source, cuda: b.cuda, napiVersion: b.napiVersion, compiler: b.compiler };
+  const c = loadedChoice();
+  const b = addon().buildInfo();
+  return { path: c.path, source: c.source, reason: c.reason, notes: c.notes, cuda: b.cuda, napiVersion: b.napiVersion, compiler: b.compiler };
 }
 
 // ---------------------------------------------------------------------------------------
 // Tensors
-
-/** Element type of logits and gradients. bf16 is carried as raw bits in a Uint16Array. */
-export type DType = 'f32' | 'bf16';
-
-/** Host tensors: typed arrays. */
-export type HostArray = Float32Array | Uint16Array | Int32Array | Uint8Array | BigInt64Array;
 
 type HostOf<K extends ElemKind> = K extends 'f32'
   ? Float32Array
@@ -158,11 +96,11 @@ export class DeviceArray<K extends ElemKind = ElemKind> {
   }
   /** A zero-filled device array of `length` elements of `kind`. */
   static empty<K extends ElemKind>(kind: K, length: number): DeviceArray<K> {
-    return new DeviceArray<K>(new addon.DeviceBuffer(kind, length));
+    return new DeviceArray<K>(new (addon().DeviceBuffer)(kind, length));
   }
   /** Copies a host typed array to a new device array of the same kind. */
   static from<T extends HostArray>(a: T): DeviceArray {
-    const d = new DeviceArray(new addon.DeviceBuffer(kindOf(a), a.length));
+    const d = new DeviceArray(new (addon().DeviceBuffer)(kindOf(a), a.length));
     d.raw.upload(a);
     return d;
   }
@@ -200,7 +138,7 @@ function likeOf<K extends ElemKind>(ref: Tensor, kind: K, n: number): Tensor<K> 
 // itself instead of failing inside the typed-array constructor.
 function checkCount(name: string, v: number, lo: number, hi: number): void {
   if (!Number.isInteger(v) || v < lo || v > hi) {
-    throw new RangeError(`murphy-native: '${name}' must be an integer in [${lo}, ${hi}], got ${v}`);
+    throw new MurphyNativeError(`'${name}' must be an integer in [${lo}, ${hi}], got ${v}`, 'EINVAL');
   }
 }
 const MAX_ROWS = 2 ** 40;
@@ -252,11 +190,11 @@ export function logprobForward(input: LogprobForwardInput): LogprobForwardOutput
   const { logits, targets, nRows, vocab } = input;
   checkCount('nRows', nRows, 0, MAX_ROWS);
   checkCount('vocab', vocab, 1, MAX_VOCAB);
-  const t = input.temperature ?? 1;
+  const t = resolveLogprobOptions('logprobForward', { temperature: input.temperature }, []).temperature;
   const logp = input.out?.logp ?? likeOf(logits, 'f32', nRows);
   const lse = input.out?.lse ?? likeOf(logits, 'f32', nRows);
   const entropy = input.entropy ? (input.out?.entropy ?? likeOf(logits, 'f32', nRows)) : undefined;
-  addon.logprobForward(
+  addon().logprobForward(
     raw(logits)!, dtypeOf(logits, input.dtype), raw(targets)!, nRows, vocab, t, raw(logp)!, raw(lse)!,
     raw(entropy) ?? null,
   );
@@ -282,9 +220,10 @@ export function logprobBackward(input: LogprobBackwardInput): Tensor<'f32'> | Te
   checkCount('nRows', nRows, 0, MAX_ROWS);
   checkCount('vocab', vocab, 1, MAX_VOCAB);
   const dtype = dtypeOf(logits, input.dtype);
+  const t = resolveLogprobOptions('logprobBackward', { temperature: input.temperature }, []).temperature;
   const out: Tensor<'f32'> | Tensor<'bf16'> = input.out ?? (likeOf(logits, dtype, nRows * vocab) as Tensor<'f32'> | Tensor<'bf16'>);
-  addon.logprobBackward(
-    raw(logits)!, dtype, raw(targets)!, nRows, vocab, input.temperature ?? 1, raw(input.lse)!, raw(input.gradLogp)!,
+  addon().logprobBackward(
+    raw(logits)!, dtype, raw(targets)!, nRows, vocab, t, raw(input.lse)!, raw(input.gradLogp)!,
     raw(out)!,
   );
   return out;
@@ -296,7 +235,25 @@ export function logprobBackward(input: LogprobBackwardInput): Tensor<'f32'> | Te
 /** TRL's loss_type names. */
 export type LossType = 'dapo' | 'grpo' | 'dr_grpo';
 
-export interface GrpoLossInput {
+/** The loss options (defaults and ranges: GRPO_LOSS_OPTIONS; the same for the model's accumulate). */
+export interface GrpoLossOptions {
+  /** Lower clip: ratio >= 1 - epsLow. Default: the config key epsilon's (0.2); range (0, 1). */
+  epsLow?: number;
+  /** Upper clip: ratio <= 1 + epsHigh. Default = epsLow (DAPO's clip-higher uses e.g. 0.28). */
+  epsHigh?: number;
+  /** Dual-clip constant c > 1 for negative advantages (verl's clip_ratio_c); 0 = off (default). */
+  dualClip?: number;
+  /** KL weight (k3 estimator), >= 0. Default 0. */
+  beta?: number;
+  /** Aggregation: 'dapo' token mean (default), 'grpo' per-sequence mean, 'dr_grpo' constant normaliser. */
+  lossType?: LossType;
+  /** 'dr_grpo' only: the constant length L (TRL: max_completion_length). */
+  normLength?: number;
+}
+
+const GRPO_TENSOR_KEYS = ['logp', 'oldLogp', 'refLogp', 'advantages', 'mask', 'seqOffsets', 'tokenLoss', 'out'] as const;
+
+export interface GrpoLossInput extends GrpoLossOptions {
   /** [T] log-probs of the sampled tokens under the current policy. */
   logp: Tensor<'f32'>;
   /** [T] log-probs under the policy that sampled them (rollout). */
@@ -309,18 +266,6 @@ export interface GrpoLossInput {
   mask?: Tensor<'u8'>;
   /** [S + 1] sequence boundaries: sequence s is tokens [off[s], off[s+1]). */
   seqOffsets: Tensor<'i64'>;
-  /** Lower clip: ratio >= 1 - epsLow. Default 0.2. */
-  epsLow?: number;
-  /** Upper clip: ratio <= 1 + epsHigh. Default = epsLow (DAPO's clip-higher uses e.g. 0.28). */
-  epsHigh?: number;
-  /** Dual-clip constant c > 1 for negative advantages (verl's clip_ratio_c); 0 = off (default). */
-  dualClip?: number;
-  /** KL weight (k3 estimator). Default 0. */
-  beta?: number;
-  /** Aggregation: 'dapo' token mean (default), 'grpo' per-sequence mean, 'dr_grpo' constant normaliser. */
-  lossType?: LossType;
-  /** 'dr_grpo' only: the constant length L (TRL: max_completion_length). */
-  normLength?: number;
   /** Also return the per-token loss l_t. */
   tokenLoss?: boolean;
   /** Arrays to write into instead of allocating new ones ([T] each, where the inputs live). */
@@ -357,22 +302,18 @@ export interface GrpoLossOutput {
  * aggregated as TRL's loss types. Returns the loss, dL/dlogp and statistics.
  */
 export function grpoLoss(input: GrpoLossInput): GrpoLossOutput {
+  const opts = resolveGrpoLossOptions('grpoLoss', input, GRPO_TENSOR_KEYS);
   const n = input.logp.length;
   const gradLogp = input.out?.gradLogp ?? likeOf(input.logp, 'f32', n);
   const tokenLoss = input.tokenLoss ? (input.out?.tokenLoss ?? likeOf(input.logp, 'f32', n)) : undefined;
-  const s = addon.grpoLoss({
-    logp: raw(input.logp),
-    oldLogp: raw(input.oldLogp),
+  const s = addon().grpoLoss({
+    ...opts,
+    logp: raw(input.logp)!,
+    oldLogp: raw(input.oldLogp)!,
     refLogp: raw(input.refLogp),
-    advantages: raw(input.advantages),
+    advantages: raw(input.advantages)!,
     mask: raw(input.mask),
-    seqOffsets: raw(input.seqOffsets),
-    epsLow: input.epsLow,
-    epsHigh: input.epsHigh,
-    dualClip: input.dualClip,
-    beta: input.beta,
-    lossType: input.lossType,
-    normLength: input.normLength,
+    seqOffsets: raw(input.seqOffsets)!,
     gradLogp: raw(gradLogp),
     tokenLoss: raw(tokenLoss),
   });
@@ -397,17 +338,28 @@ export interface AdamWTensor {
   decay?: boolean;
 }
 
-export interface AdamWOptions {
+/**
+ * AdamW's hyper-parameters, shared by the kernel (adamw) and the model (optimizerStep): one
+ * set of defaults, the run configuration's (ADAMW_OPTIONS).
+ */
+export interface AdamWHyper {
+  /** Learning rate, >= 0. Required. */
   lr: number;
+  /** Default: config key adamBeta1 (0.9); range [0, 1). */
   beta1?: number;
+  /** Default: config key adamBeta2 (0.999); range [0, 1). */
   beta2?: number;
+  /** Default 1e-8; > 0. */
   eps?: number;
-  /** Decoupled weight decay (torch.optim.AdamW's weight_decay). Default 0.01. */
+  /** Decoupled weight decay (torch.optim.AdamW's weight_decay). Default: config key weightDecay (0). */
   weightDecay?: number;
+  /** Clip the global gradient L2 norm to this value first; 0: no clipping. Default: config key maxGradNorm (1). */
+  maxGradNorm?: number;
+}
+
+export interface AdamWOptions extends AdamWHyper {
   /** The 1-based number of this step (for bias correction). */
   step: number;
-  /** Clip the global gradient L2 norm to this value first; <= 0 or absent: no clipping. */
-  maxGradNorm?: number;
   /** Round the bf16 copy stochastically (unbiased) instead of to nearest even. */
   stochasticRounding?: boolean;
   /** Seed for stochastic rounding. */
@@ -428,26 +380,17 @@ export interface AdamWResult {
  * torch.nn.utils.clip_grad_norm_(max_norm). See docs/kernels.md.
  */
 export function adamw(tensors: AdamWTensor[], opts: AdamWOptions): AdamWResult {
-  return addon.adamw(
+  const hyper = resolveAdamWKernelOptions(opts);
+  return addon().adamw(
     tensors.map((t) => ({
-      param: raw(t.param),
-      grad: raw(t.grad),
-      m: raw(t.m),
-      v: raw(t.v),
+      param: raw(t.param)!,
+      grad: raw(t.grad)!,
+      m: raw(t.m)!,
+      v: raw(t.v)!,
       paramBf16: raw(t.paramBf16),
-      decay: t.decay,
+      decay: t.decay ?? true,
     })),
-    {
-      lr: opts.lr,
-      beta1: opts.beta1,
-      beta2: opts.beta2,
-      eps: opts.eps,
-      weightDecay: opts.weightDecay,
-      step: opts.step,
-      maxGradNorm: opts.maxGradNorm,
-      stochasticRounding: opts.stochasticRounding,
-      seed: opts.seed,
-    },
+    hyper,
   );
 }
 
@@ -457,20 +400,20 @@ export function adamw(tensors: AdamWTensor[], opts: AdamWOptions): AdamWResult {
 /** f32 -> bf16 bits, round to nearest even. */
 export function toBf16<T extends Tensor<'f32'>>(src: T, out?: Tensor<'bf16'>): Tensor<'bf16'> {
   const dst = out ?? likeOf(src, 'bf16', src.length);
-  addon.f32ToBf16(raw(src)!, raw(dst)!);
+  addon().f32ToBf16(raw(src)!, raw(dst)!);
   return dst;
 }
 
 /** bf16 bits -> f32 (exact). */
 export function fromBf16(src: Tensor<'bf16'>, out?: Tensor<'f32'>): Tensor<'f32'> {
   const dst = out ?? likeOf(src, 'f32', src.length);
-  addon.bf16ToF32(raw(src)!, raw(dst)!);
+  addon().bf16ToF32(raw(src)!, raw(dst)!);
   return dst;
 }
 
 /** Copies src into dst (same length); the bandwidth probe of the benchmarks. */
 export function copyBuffer(src: Tensor<'f32'>, dst: Tensor<'f32'>): Tensor<'f32'> {
-  addon.copy(raw(src)!, raw(dst)!);
+  addon().copy(raw(src)!, raw(dst)!);
   return dst;
 }
 
@@ -508,23 +451,138 @@ export interface CudaStatus {
 }
 
 export function cpuInfo(): CpuInfo {
-  return addon.cpuInfo();
+  return addon().cpuInfo();
 }
 
 /** Sets the number of CPU threads the kernels use. */
 export function setNumThreads(n: number): void {
-  addon.setNumThreads(n);
+  addon().setNumThreads(n);
 }
 
 /** GPU helpers: status and moving arrays. */
 export const cuda = {
   status(): CudaStatus {
-    return addon.cudaStatus();
+    return addon().cudaStatus();
   },
   upload<T extends HostArray>(a: T): DeviceArray {
     return DeviceArray.from(a);
   },
 };
 
-/** The raw addon object, for lib/model/ which casts it to its own typed interface. */
-export function rawAddon(): unknown { return addon; }
+
+
+// ---------------------------------------------------------------------------------------
+// The policy model's engine (native/model via native/addon/model.cc). lib/model builds the
+// user-facing PolicyModel on this; every option is resolved here and every async call keeps
+// its caller's stack.
+
+export type { RawBatch as EngineBatch, RawModelConfig as EngineConfig, RawParamMeta as EngineParam } from './native/raw.js';
+export type { RawTrainStats as EngineTrainStats, RawGeneration as EngineGeneration, RawMemoryReport as EngineMemory } from './native/raw.js';
+
+/** One native model: weights, gradients, AdamW state, KV-cache generation. */
+export class ModelEngine {
+  private constructor(private readonly e: RawEngine) {}
+
+  /** Loads a Hugging Face directory (config.json + safetensors). */
+  static async load(dir: string): Promise<ModelEngine> {
+    const site = callSite(ModelEngine.load);
+    return new ModelEngine(await withCallerStack(addon().loadModel(dir), site));
+  }
+
+  /** A random model of a config.json text, normal(0, initStd) matrices, seeded. */
+  static async random(configJson: string, seed: number, initStd: number): Promise<ModelEngine> {
+    const site = callSite(ModelEngine.random);
+    return new ModelEngine(await withCallerStack(addon().randomModel(configJson, seed, initStd), site));
+  }
+
+  config(): ReturnType<RawEngine['config']> { return this.e.config(); }
+  params(): ReturnType<RawEngine['params']> { return this.e.params(); }
+  getParam(name: string): Float32Array { return this.e.getParam(name); }
+  setParam(name: string, values: Float32Array): void { this.e.setParam(name, values); }
+  getGrad(name: string): Float32Array { return this.e.getGrad(name); }
+  getAdamState(name: string): { m: Float32Array; v: Float32Array; step: number } { return this.e.getAdamState(name); }
+  setAdamState(name: string, m: Float32Array, v: Float32Array, step: number): void { this.e.setAdamState(name, m, v, step); }
+  zeroGrad(): void { this.e.zeroGrad(); }
+  makeReference(): void { this.e.makeReference(); }
+  memory(): ReturnType<RawEngine['memory']> { return this.e.memory(); }
+
+  save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<void> {
+    return withCallerStack(this.e.save(dir, dtype, maxShardBytes), callSite(this.save));
+  }
+
+  /** Forward + loss + backward of one micro-batch; `loss` takes GRPO_LOSS_OPTIONS and TRAIN_OPTIONS. */
+  accumulate(batch: RawBatch, loss: object | undefined, gradScale: number): Promise<ReturnType<RawEngine['accumulate']> extends Promise<infer R> ? R : never> {
+    const site = callSite(this.accumulate);
+    try {
+      return withCallerStack(this.e.accumulate(batch, resolveTrainOptions(loss, gradScale)), site);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** AdamW on the accumulated gradients (ADAMW_OPTIONS: the same defaults as the kernel's). */
+  optimizerStep(h: AdamWHyper): Promise<AdamWResult & { step: number }> {
+    const site = callSite(this.optimizerStep);
+    try {
+      return withCallerStack(this.e.optimizerStep(resolveAdamWOptions('optimizerStep', h)), site);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  score(batch: RawBatch, temperature: number, reference: boolean): Promise<Float32Array> {
+    const site = callSite(this.score);
+    try {
+      const t = resolveLogprobOptions('score', { temperature }, []).temperature;
+      return withCallerStack(this.e.score(batch, t, reference), site);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  logits(batch: RawBatch): Promise<Float32Array> {
+    return withCallerStack(this.e.logits(batch), callSite(this.logits));
+  }
+
+  /** Sampling (GENERATE_OPTIONS; `seeds` one per prompt, `stopIds` token ids). */
+  generate(prompts: Int32Array[], opts: object): Promise<ReturnType<RawEngine['generate']> extends Promise<infer R> ? R : never> {
+    const site = callSite(this.generate);
+    try {
+      return withCallerStack(this.e.generate(prompts, resolveGenerateOptions(opts, prompts.length)), site);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+}
+
+/** Checks config.json text the way the model loader does; throws a MurphyNativeError naming the field. */
+export function checkModelConfigText(json: string, where: string): void {
+  addon().parseModelConfig(json, where);
+}
+
+/** Tests: run the plain reference loops instead of the fast paths (process-wide). */
+export function setReferenceOps(on: boolean): void {
+  addon().setReferenceOps(on);
+}
+
+// ---------------------------------------------------------------------------------------
+// The GPU engine's host-side pieces (native/gpu/binding.cc), used by lib/gpu/ and its tests.
+
+export type { KernelCase, KernelRun, KernelTensors, RawCublasLtLoad as CublasLtLoadResult, RawCublasLtLoader as CublasLtLoader } from './native/raw.js';
+
+/** The addon's cuBLASLt loader, or undefined when the binary predates it. */
+export function cublasLtLoader(): RawCublasLtLoader | undefined {
+  return addon().cublasLtLoad;
+}
+
+/** Runs a GPU-engine kernel case on the CPU harness (the kernel code block by block) and the CPU reference op. */
+export function kernelHarness(c: KernelCase): KernelRun {
+  const f = addon().kernelHarness;
+  if (f === undefined) throw new MurphyNativeError('kernelHarness: the loaded native binary predates it; rebuild it (npm run build:native)', 'ENOLIB');
+  return f(c);
+}
+
+/** The GPU run of a kernel case (CUDA builds), or undefined when the binary has none. */
+export function kernelCudaRunner(): ((c: KernelCase) => KernelRun & { harness: KernelTensors }) | undefined {
+  return addon().kernelCuda;
+}

@@ -2,13 +2,16 @@
 #include "murphy/dispatch.h"
 
 namespace murphy {
+#ifndef MURPHY_WITH_CUDA
 namespace {
 [[noreturn]] void no_cuda() {
   throw Error(
       "this murphy-native binary was built without CUDA, so device arrays cannot be used; "
-      "build the CUDA addon with `npm run build:cuda` (needs nvcc) or install a CUDA-enabled prebuild");
+      "build the CUDA addon with `npm run build:cuda` (needs nvcc) or install a CUDA-enabled prebuild",
+      ErrorCode::NoLib);
 }
 }  // namespace
+#endif
 
 #ifdef MURPHY_WITH_CUDA
 #define MURPHY_ON_DEVICE(cpu_call, cuda_call) \

@@ -36,8 +36,10 @@ const GiB = 1024 ** 3;
 export function formatDoctor(r: DoctorReport): string {
   const lines: string[] = [];
   const kind = r.binary.cuda ? 'CUDA-enabled' : 'CPU-only';
-  const src = { env: 'MURPHY_NATIVE_BINARY', 'cuda-build': 'local CUDA build', prebuild: 'prebuilt binary', 'local-build': 'local build' }[r.binary.source];
+  const src = { option: 'useNativeBinary()', env: 'MURPHY_NATIVE_BINARY', 'cuda-build': 'local CUDA build', prebuild: 'prebuilt binary', 'local-build': 'local build' }[r.binary.source];
   lines.push(`native addon   ${kind}, ${src}: ${r.binary.path}`);
+  lines.push(`               why: ${r.binary.reason}`);
+  for (const n of r.binary.notes) lines.push(`               note: ${n}`);
   lines.push(`               N-API ${r.binary.napiVersion}${r.binary.compiler ? `, built with gcc ${r.binary.compiler}` : ''}`);
   lines.push(`node           ${r.node} on ${r.platform}`);
   lines.push(`cpu            ${r.cpu.threads} kernel threads (of ${r.cpu.hardwareConcurrency} hardware threads; MURPHY_NUM_THREADS sets it), SIMD: ${r.cpu.simd}${r.cpu.avx512bf16 ? ' (+avx512_bf16)' : ''}`);

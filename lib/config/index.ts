@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import type { Options } from 'yargs';
-import { CONFIG_KEYS, DEMO_DEFAULTS, SCHEMA, camel, kebab, type ConfigKey, type KeyDef, type TrainConfig } from './schema.js';
+import { CONFIG_KEYS, DEMO_DEFAULTS, SCHEMA, camel, describeRange, inRange, kebab, type ConfigKey, type KeyDef, type TrainConfig } from './schema.js';
 
 export * from './schema.js';
 
@@ -16,21 +16,7 @@ type Raw = Record<string, unknown>;
 
 function describeAllowed(d: KeyDef): string {
   const nul = d.default === null || d.nullable ? ' (or null)' : '';
-  switch (d.type) {
-    case 'enum':
-      return `one of ${d.values!.join(', ')}${nul}`;
-    case 'boolean':
-      return `true or false${nul}`;
-    case 'string':
-      return `a string${nul}`;
-    default: {
-      const parts: string[] = [d.type === 'int' ? 'an integer' : 'a number'];
-      if (d.gt !== undefined) parts.push(`> ${d.gt}`);
-      if (d.min !== undefined) parts.push(`>= ${d.min}`);
-      if (d.max !== undefined) parts.push(`<= ${d.max}`);
-      return parts.join(' ') + nul;
-    }
-  }
+  return describeRange(d) + nul;
 }
 
 function bad(key: string, d: KeyDef, v: unknown, where: string): never {
@@ -57,9 +43,7 @@ export function checkValue(key: ConfigKey, v: unknown, where = ''): TrainConfig[
       return bad(key, d, v, where);
     default: {
       const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
-      if (typeof n !== 'number' || !Number.isFinite(n)) return bad(key, d, v, where);
-      if (d.type === 'int' && !Number.isInteger(n)) return bad(key, d, v, where);
-      if ((d.min !== undefined && n < d.min) || (d.max !== undefined && n > d.max) || (d.gt !== undefined && !(n > d.gt))) bad(key, d, v, where);
+      if (typeof n !== 'number' || !inRange(d, n)) return bad(key, d, v, where);
       return n as never;
     }
   }

@@ -17,6 +17,8 @@ export interface KeyDef {
   max?: number;
   /** Exclusive lower bound for numbers. */
   gt?: number;
+  /** Exclusive upper bound for numbers. */
+  lt?: number;
   /** null allowed (keys whose default is null always allow it). */
   nullable?: boolean;
   /** Help text. */
@@ -164,7 +166,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   lossType: { type: 'enum', values: LOSS_TYPES, default: 'dapo', group: 'loss', doc: 'Loss aggregation (TRL loss_type): token mean (dapo), per-sequence mean (grpo), constant normaliser (dr_grpo).' },
   lossDenominator: { type: 'enum', values: LOSS_DENOMINATORS, default: 'trained', group: 'loss', doc: 'With beta = 0, zero-advantage samples are not run (they add 0 to the loss); trained: the loss denominators (tokens for dapo, samples for grpo/dr_grpo) count only the samples run; all: every completion of the batch, as TRL.' },
   beta: { type: 'number', default: 0, min: 0, group: 'loss', doc: 'KL coefficient to the initial policy (k3 estimator); 0 = no reference model.' },
-  epsilon: { type: 'number', default: 0.2, gt: 0, max: 1, group: 'loss', doc: 'Lower clip range of the ratio (TRL epsilon).' },
+  epsilon: { type: 'number', default: 0.2, gt: 0, lt: 1, group: 'loss', doc: 'Lower clip range of the ratio (TRL epsilon).' },
   epsilonHigh: { type: 'number', default: null, gt: 0, group: 'loss', doc: 'Upper clip range (TRL epsilon_high; default: epsilon).' },
 
   learningRate: { type: 'number', default: 2e-3, gt: 0, group: 'optim', doc: 'Peak AdamW learning rate.' },
@@ -173,8 +175,8 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   minLrRatio: { type: 'number', default: 0, min: 0, max: 1, group: 'optim', doc: 'Floor of cosine/linear decay as a fraction of the peak.' },
   weightDecay: { type: 'number', default: 0, min: 0, group: 'optim', doc: 'AdamW decoupled weight decay.' },
   maxGradNorm: { type: 'number', default: 1, min: 0, group: 'optim', doc: 'Global gradient-norm clipping (0 = off).' },
-  adamBeta1: { type: 'number', default: 0.9, min: 0, max: 1, group: 'optim', doc: 'AdamW beta1.' },
-  adamBeta2: { type: 'number', default: 0.999, min: 0, max: 1, group: 'optim', doc: 'AdamW beta2.' },
+  adamBeta1: { type: 'number', default: 0.9, min: 0, lt: 1, group: 'optim', doc: 'AdamW beta1.' },
+  adamBeta2: { type: 'number', default: 0.999, min: 0, lt: 1, group: 'optim', doc: 'AdamW beta2.' },
   microBatchTokens: { type: 'int', default: 8192, min: 16, group: 'optim', doc: 'Token budget of one micro-batch (prompt + completion tokens); gradients accumulate over micro-batches.' },
   gradientCheckpointing: { type: 'boolean', default: null, group: 'optim', doc: 'GPU engine: recompute each decoder layer in the backward pass instead of keeping its activations (unset: on for models of 1e9 parameters and more). Used by the memory plan; the CPU engine ignores it.' },
 
@@ -210,6 +212,44 @@ export const DEMO_DEFAULTS: Partial<TrainConfig> = {
   evalTemperature: 1,
   evalSamples: 8,
 };
+
+// ---------------------------------------------------------------------------------------
+// Ranges: the one mechanism that says which values a key (or a native option that maps to a
+// key, lib/native/options.ts) accepts, and how to say so in an error.
+
+/** The range part of a key definition. */
+export type Range = Pick<KeyDef, 'type' | 'min' | 'max' | 'gt' | 'lt' | 'values'>;
+
+/** True when the number n lies in the range (type 'int' also needs an integer). */
+export function inRange(d: Range, n: number): boolean {
+  if (!Number.isFinite(n)) return false;
+  if (d.type === 'int' && !Number.isInteger(n)) return false;
+  if (d.min !== undefined && n < d.min) return false;
+  if (d.max !== undefined && n > d.max) return false;
+  if (d.gt !== undefined && !(n > d.gt)) return false;
+  if (d.lt !== undefined && !(n < d.lt)) return false;
+  return true;
+}
+
+/** "an integer >= 1", "a number > 0 and < 1", "one of a, b": what the range accepts. */
+export function describeRange(d: Range): string {
+  switch (d.type) {
+    case 'enum':
+      return `one of ${d.values!.join(', ')}`;
+    case 'boolean':
+      return 'true or false';
+    case 'string':
+      return 'a string';
+    default: {
+      const parts: string[] = [];
+      if (d.gt !== undefined) parts.push(`> ${d.gt}`);
+      if (d.min !== undefined) parts.push(`>= ${d.min}`);
+      if (d.lt !== undefined) parts.push(`< ${d.lt}`);
+      if (d.max !== undefined) parts.push(`<= ${d.max}`);
+      return [d.type === 'int' ? 'an integer' : 'a number', parts.join(' and ')].filter(Boolean).join(' ');
+    }
+  }
+}
 
 /** camelCase -> kebab-case (numGenerations -> num-generations). */
 export function kebab(key: string): string {

@@ -11,7 +11,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { rawAddon } from '../native.js';
+import { cublasLtLoader } from '../native.js';
 
 export const CUBLASLT_SONAMES = ['libcublasLt.so.13', 'libcublasLt.so.12'] as const;
 export const WHEEL_LIB_DIRS = ['nvidia/cu13/lib', 'nvidia/cu12/lib', 'nvidia/cublas/lib'] as const;
@@ -159,7 +159,7 @@ const FIX = 'install the nvidia-cublas Python wheel (pip install nvidia-cublas, 
 
 /** Opens the candidates in order through the addon; install keeps the first that works for the GPU engine. */
 export function loadCublasLt(list: CandidateList, opts: { install?: boolean; loader?: RawLoader } = {}): CublasLtReport {
-  const loader = opts.loader ?? (rawAddon() as { cublasLtLoad?: RawLoader }).cublasLtLoad;
+  const loader = opts.loader ?? cublasLtLoader();
   if (typeof loader !== 'function') {
     return {
       found: false, searched: list.searched, attempts: [],

@@ -1,52 +1,15 @@
-// The native policy model (Qwen3 / OLMo-2 decoders) as a typed, Promise-based API over the
-// addon: load/save Hugging Face directories, train steps through the fused log-prob + GRPO/KL
-// loss with AdamW, scoring, and KV-cache generation. Every long call runs off the event loop.
+// The native policy model (Qwen3 / OLMo-2 decoders) as a typed, Promise-based API over
+// lib/native.ts's ModelEngine (the one typed face of the addon): load/save Hugging Face
+// directories, train steps through the fused log-prob + GRPO/KL loss with AdamW, scoring,
+// and KV-cache generation. Every long call runs off the event loop.
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { rawAddon } from '../native.js';
+import { checkModelConfigText, ModelEngine, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type GrpoLossOptions } from '../native.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
 import { builtinTokenizerFiles, BUILTIN_SPECIALS, BUILTIN_VOCAB } from './tokenizer.js';
 
 export { hfConfig, presets, type ModelSizes, type ModelType, type PresetName, type WeightDType } from './config.js';
 export { builtinTokenizerFiles, BUILTIN_VOCAB } from './tokenizer.js';
-
-// ---------------------------------------------------------------------------------------
-// raw addon surface (internal)
-
-interface RawBatch {
-  tokens: Int32Array;
-  positions: Int32Array;
-  seqOffsets: Int32Array;
-  mask?: Uint8Array;
-  advantages?: Float32Array;
-  oldLogp?: Float32Array;
-  refLogp?: Float32Array;
-}
-interface RawEngine {
-  config(): ModelInfo;
-  params(): ParamMeta[];
-  getParam(name: string): Float32Array;
-  setParam(name: string, values: Float32Array): void;
-  getGrad(name: string): Float32Array;
-  getAdamState(name: string): { m: Float32Array; v: Float32Array; step: number };
-  setAdamState(name: string, m: Float32Array, v: Float32Array, step: number): void;
-  save(dir: string, dtype: WeightDType, maxShardBytes: number): Promise<void>;
-  accumulate(batch: RawBatch, opts: Record<string, number | string | boolean | undefined>): Promise<TrainStats>;
-  optimizerStep(h: Record<string, number | undefined>): Promise<OptimizerResult>;
-  zeroGrad(): void;
-  score(batch: RawBatch, temperature: number, reference: boolean): Promise<Float32Array>;
-  logits(batch: RawBatch): Promise<Float32Array>;
-  makeReference(): void;
-  generate(prompts: Int32Array[], opts: Record<string, number | number[] | undefined>): Promise<Generation[]>;
-  memory(): MemoryReport;
-}
-interface RawModelAddon {
-  loadModel(dir: string): Promise<RawEngine>;
-  randomModel(configJson: string, seed: number, initStd: number): Promise<RawEngine>;
-  parseModelConfig(json: string, where: string): boolean;
-  setReferenceOps(on: boolean): void;
-}
-const raw = rawAddon() as RawModelAddon;
 
 // ---------------------------------------------------------------------------------------
 // public types
@@ -83,16 +46,12 @@ export interface TrainBatch extends PackedBatch {
   refLogp?: Float32Array;
 }
 
-export interface LossOptions {
+/** The loss of a training step: the GRPO loss options (the kernel's) plus TRAIN_OPTIONS. */
+export interface LossOptions extends GrpoLossOptions {
   /** Supervised cross-entropy (mean over the mask) instead of the GRPO loss. */
   crossEntropy?: boolean;
+  /** Temperature of the log-probs (> 0). Default 1. */
   temperature?: number;
-  epsLow?: number;
-  epsHigh?: number;
-  dualClip?: number;
-  beta?: number;
-  lossType?: 'dapo' | 'grpo' | 'dr_grpo';
-  normLength?: number;
   /** Rows of logits computed at once (bounded further so a chunk stays under 64 MiB). */
   chunkTokens?: number;
 }
@@ -109,16 +68,8 @@ export interface TrainStats {
   meanKl: number;
 }
 
-export interface AdamWHyper {
-  lr: number;
-  beta1?: number;
-  beta2?: number;
-  eps?: number;
-  /** Decoupled weight decay on matrices (norm gains are not decayed). Default 0. */
-  weightDecay?: number;
-  /** Global-norm clipping; <= 0 disables. Default 1. */
-  maxGradNorm?: number;
-}
+/** AdamW's hyper-parameters: the same type and defaults as the kernel's (lib/native.ts). Weight decay applies to matrices only (norm gains are not decayed). */
+export type { AdamWHyper };
 
 export interface OptimizerResult {
   gradNorm: number;
@@ -200,7 +151,7 @@ export function packSequences(seqs: ArrayLike<number>[]): PackedBatch {
   return { tokens, seqOffsets: offs, positions: packedPositions(offs) };
 }
 
-function rawBatch(b: TrainBatch): RawBatch {
+function rawBatch(b: TrainBatch): EngineBatch {
   return {
     tokens: b.tokens, seqOffsets: b.seqOffsets, positions: b.positions ?? packedPositions(b.seqOffsets),
     mask: b.mask, advantages: b.advantages, oldLogp: b.oldLogp, refLogp: b.refLogp,
@@ -209,13 +160,13 @@ function rawBatch(b: TrainBatch): RawBatch {
 
 /** The policy network. Create with PolicyModel.load(dir) or PolicyModel.random(sizes). */
 export class PolicyModel {
-  private readonly e: RawEngine;
+  private readonly e: ModelEngine;
   /** config.json as an object (saved back with torch_dtype updated). */
   readonly hfConfig: Record<string, unknown>;
   /** Where the model was loaded from (tokenizer files are copied from here on save). */
   readonly sourceDir: string | undefined;
 
-  private constructor(e: RawEngine, cfg: Record<string, unknown>, sourceDir?: string) {
+  private constructor(e: ModelEngine, cfg: Record<string, unknown>, sourceDir?: string) {
     this.e = e;
     this.hfConfig = cfg;
     this.sourceDir = sourceDir;
@@ -223,7 +174,7 @@ export class PolicyModel {
 
   /** Loads a Hugging Face directory: config.json + model.safetensors or a sharded index (bf16/fp16/fp32). */
   static async load(dir: string): Promise<PolicyModel> {
-    const e = await raw.loadModel(resolve(dir));
+    const e = await ModelEngine.load(resolve(dir));
     const cfg = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
     return new PolicyModel(e, cfg, resolve(dir));
   }
@@ -233,7 +184,7 @@ export class PolicyModel {
     const s = typeof sizes === 'string' ? presets[sizes] : sizes;
     if (s === undefined) throw new Error(`unknown model preset '${String(sizes)}' (tiny, small, qwen3-0.6b)`);
     const cfg = hfConfig(s);
-    const e = await raw.randomModel(JSON.stringify(cfg), opts.seed ?? 0, opts.initStd ?? 0.02);
+    const e = await ModelEngine.random(JSON.stringify(cfg), opts.seed ?? 0, opts.initStd ?? 0.02);
     return new PolicyModel(e, cfg);
   }
 
@@ -309,12 +260,12 @@ export class PolicyModel {
 
   /** Forward + loss + backward of one micro-batch; gradients add into the accumulated ones. */
   async accumulate(batch: TrainBatch, loss: LossOptions = {}, gradScale = 1): Promise<TrainStats> {
-    return this.e.accumulate(rawBatch(batch), { ...loss, gradScale });
+    return this.e.accumulate(rawBatch(batch), loss, gradScale);
   }
 
   /** AdamW on the accumulated gradients (fp32 master weights), then zeroes them. */
   async optimizerStep(h: AdamWHyper): Promise<OptimizerResult> {
-    return this.e.optimizerStep({ ...h });
+    return this.e.optimizerStep(h);
   }
 
   /**
@@ -348,7 +299,7 @@ export class PolicyModel {
    * other prompts.
    */
   async generate(prompts: ArrayLike<number>[], opts: GenerateOptions): Promise<Generation[]> {
-    return this.e.generate(prompts.map((p) => Int32Array.from(p)), { ...opts });
+    return this.e.generate(prompts.map((p) => Int32Array.from(p)), opts);
   }
 
   memory(): MemoryReport { return this.e.memory(); }
@@ -356,11 +307,11 @@ export class PolicyModel {
 
 /** Checks config.json text the way the loader does; throws naming the field. */
 export function checkModelConfig(json: string, where = 'config.json'): void {
-  raw.parseModelConfig(json, where);
+  checkModelConfigText(json, where);
 }
 
 /** Tests: run the plain reference loops instead of the fast paths (process-wide). */
-export function setReferenceOps(on: boolean): void { raw.setReferenceOps(on); }
+export function setReferenceOps(on: boolean): void { setNativeReferenceOps(on); }
 
 export interface InitModelOptions {
   out: string;

@@ -40,12 +40,6 @@ export interface PolicyStateInfo {
   optimizerState: boolean;
 }
 
-/** Optional optimizer-state API of the native model (used when lib/model provides it). */
-interface OptimizerStateApi {
-  optimizerState(): { step: number; tensors: Record<string, Float32Array> };
-  loadOptimizerState(state: { step: number; tensors: Record<string, Float32Array> }): void;
-}
-
 /** Policy over lib/model's native PolicyModel. */
 export class NativePolicy implements Policy {
   /** tokenizerDir: tokenizer files copied into every saved checkpoint (default: the model's own directory). */
@@ -79,25 +73,17 @@ export class NativePolicy implements Policy {
     this.model.makeReference();
   }
 
-  private optApi(): OptimizerStateApi | null {
-    const m = this.model as unknown as Partial<OptimizerStateApi>;
-    return typeof m.optimizerState === 'function' && typeof m.loadOptimizerState === 'function' ? (m as OptimizerStateApi) : null;
-  }
-
   async saveState(dir: string): Promise<PolicyStateInfo> {
     const hfDir = join(dir, 'policy');
     await this.save(hfDir);
     const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
     for (const p of this.model.params()) tensors[p.name] = { shape: p.shape, data: this.model.getParam(p.name) };
     writeFileAtomic(join(dir, 'master.safetensors'), encodeSafetensorsF32(tensors, { kind: 'fp32 master weights' }));
-    const api = this.optApi();
-    if (api) {
-      const st = api.optimizerState();
-      const ot: Record<string, { shape: number[]; data: Float32Array }> = {};
-      for (const [n, d] of Object.entries(st.tensors)) ot[n] = { shape: [d.length], data: d };
-      writeFileAtomic(join(dir, 'optimizer.safetensors'), encodeSafetensorsF32(ot, { step: String(st.step) }));
-    }
-    return { hfDir, optimizerState: api !== null };
+    const st = this.model.optimizerState();
+    const ot: Record<string, { shape: number[]; data: Float32Array }> = {};
+    for (const [n, d] of Object.entries(st.tensors)) ot[n] = { shape: [d.length], data: d };
+    writeFileAtomic(join(dir, 'optimizer.safetensors'), encodeSafetensorsF32(ot, { step: String(st.step) }));
+    return { hfDir, optimizerState: true };
   }
 
   async loadState(dir: string): Promise<PolicyStateInfo> {
@@ -106,14 +92,13 @@ export class NativePolicy implements Policy {
       const { tensors } = decodeSafetensorsF32(readFileSync(master));
       for (const [n, t] of Object.entries(tensors)) this.model.setParam(n, t.data);
     }
-    const api = this.optApi();
     const opt = join(dir, 'optimizer.safetensors');
     let restored = false;
-    if (api && existsSync(opt)) {
+    if (existsSync(opt)) {
       const { tensors, metadata } = decodeSafetensorsF32(readFileSync(opt));
       const flat: Record<string, Float32Array> = {};
       for (const [n, t] of Object.entries(tensors)) flat[n] = t.data;
-      api.loadOptimizerState({ step: Number(metadata.step ?? 0), tensors: flat });
+      this.model.loadOptimizerState({ step: Number(metadata.step ?? 0), tensors: flat });
       restored = true;
     }
     return { hfDir: join(dir, 'policy'), optimizerState: restored };

@@ -7,18 +7,11 @@
 #include "../cpu/threads.h"
 #include "args.h"
 #include "device_buffer.h"
+#include "register.h"
 #include "murphy/device.h"
 #include "murphy/dispatch.h"
 
 namespace murphy {
-namespace addon {
-
-void register_kernels(Napi::Env env, Napi::Object exports);
-void register_model(Napi::Env env, Napi::Object exports);
-}  // namespace addon
-namespace gpu {
-void register_gpu(Napi::Env env, Napi::Object exports);  // native/gpu/binding.cc
-}  // namespace gpu
 namespace addon {
 
 namespace {
@@ -87,6 +80,8 @@ Napi::Value CudaStatusInfo(const Napi::CallbackInfo& info) {
 }  // namespace
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  init_addon_data(env);
+  exports.Set("setErrorClass", Napi::Function::New(env, SetErrorClass));
   register_kernels(env, exports);
   register_model(env, exports);
   gpu::register_gpu(env, exports);

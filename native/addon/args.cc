@@ -106,10 +106,63 @@ int64_t to_int(const Napi::Value& v, const char* name, int64_t lo, int64_t hi) {
   return int64_t(x);
 }
 
-double opt_number(const Napi::Object& o, const char* key, double fallback) {
+static Napi::Value required(const Napi::Object& o, const char* key) {
   Napi::Value v = o.Get(key);
-  if (v.IsUndefined() || v.IsNull()) return fallback;
-  return to_number(v, key);
+  if (v.IsUndefined() || v.IsNull())
+    throw Error(s(key) + " is missing from the resolved options (lib/native/options.ts fills in every field)");
+  return v;
+}
+
+double req_number(const Napi::Object& o, const char* key) { return to_number(required(o, key), key); }
+
+int64_t req_int(const Napi::Object& o, const char* key, int64_t lo, int64_t hi) {
+  return to_int(required(o, key), key, lo, hi);
+}
+
+bool req_bool(const Napi::Object& o, const char* key) {
+  Napi::Value v = required(o, key);
+  if (!v.IsBoolean()) throw Error(s(key) + " must be true or false");
+  return v.As<Napi::Boolean>().Value();
+}
+
+std::string req_string(const Napi::Object& o, const char* key) {
+  Napi::Value v = required(o, key);
+  if (!v.IsString()) throw Error(s(key) + " must be a string");
+  return v.As<Napi::String>().Utf8Value();
+}
+
+void read_grpo_options(const Napi::Object& o, GrpoLossArgs& a) {
+  a.eps_low = float(req_number(o, "epsLow"));
+  a.eps_high = float(req_number(o, "epsHigh"));
+  a.dual_clip = float(req_number(o, "dualClip"));
+  a.beta = float(req_number(o, "beta"));
+  a.norm_length = float(req_number(o, "normLength"));
+  const std::string lt = req_string(o, "lossType");
+  if (lt == "dapo") a.agg = LossAgg::TokenMean;
+  else if (lt == "grpo") a.agg = LossAgg::SeqMean;
+  else if (lt == "dr_grpo") a.agg = LossAgg::ConstNorm;
+  else throw Error("'lossType' must be 'dapo' (token mean), 'grpo' (sequence mean) or 'dr_grpo' (constant normaliser)");
+}
+
+void current_error_parts(std::string& message, ErrorCode& code) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    message = e.what(), code = e.code;
+  } catch (const std::bad_alloc&) {
+    message = "out of memory", code = ErrorCode::NoMem;
+  } catch (const std::exception& e) {
+    message = e.what(), code = ErrorCode::Inval;
+  } catch (...) {
+    message = "unknown native error", code = ErrorCode::Inval;
+  }
+}
+
+Napi::Error current_error(Napi::Env env) {
+  std::string message;
+  ErrorCode code = ErrorCode::Inval;
+  current_error_parts(message, code);
+  return native_error(env, message, code);
 }
 
 }  // namespace addon

@@ -2,9 +2,12 @@
 #pragma once
 #include <napi.h>
 
+#include <new>
 #include <string>
 
+#include "env.h"
 #include "murphy/common.h"
+#include "murphy/grpo_loss.h"
 
 namespace murphy {
 namespace addon {
@@ -32,20 +35,36 @@ Buf tensor(const Napi::Value& v, const char* name, Kind kind, int64_t expect, bo
 // All present buffers must live on one device; returns it.
 Device same_device(std::initializer_list<const Buf*> bufs, const char* op);
 
-// Reads an integer/number option with range checks.
+// Reads an integer/number argument with range checks (sizes and counts).
 int64_t to_int(const Napi::Value& v, const char* name, int64_t lo, int64_t hi);
 double to_number(const Napi::Value& v, const char* name);
-double opt_number(const Napi::Object& o, const char* key, double fallback);
 
-// Runs fn, turning C++ exceptions into JavaScript errors.
+// Fields of a resolved options object (lib/native/options.ts fills in every default and
+// checks every range): each is required; a missing one is an error, never a default.
+double req_number(const Napi::Object& o, const char* key);
+int64_t req_int(const Napi::Object& o, const char* key, int64_t lo, int64_t hi);
+bool req_bool(const Napi::Object& o, const char* key);
+std::string req_string(const Napi::Object& o, const char* key);
+
+// The one converter of the GRPO loss options (epsLow, epsHigh, dualClip, beta, lossType,
+// normLength) for the kernel binding and the model binding alike; tensor fields untouched.
+void read_grpo_options(const Napi::Object& o, GrpoLossArgs& a);
+
+// The C++ exception in flight as a MurphyNativeError (code from murphy::Error, ENOMEM for
+// bad_alloc). Call inside a catch block.
+Napi::Error current_error(Napi::Env env);
+// For worker threads, which cannot touch JavaScript: the message and code to report later.
+void current_error_parts(std::string& message, ErrorCode& code);
+
+// Runs fn, turning C++ exceptions into MurphyNativeErrors.
 template <typename F>
 Napi::Value guarded(const Napi::CallbackInfo& info, F&& fn) {
   try {
     return fn();
   } catch (const Napi::Error&) {
     throw;
-  } catch (const std::exception& e) {
-    throw Napi::Error::New(info.Env(), std::string("murphy-native: ") + e.what());
+  } catch (...) {
+    throw current_error(info.Env());
   }
 }
 

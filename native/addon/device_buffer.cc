@@ -5,7 +5,6 @@
 namespace murphy {
 namespace addon {
 namespace {
-Napi::FunctionReference* g_ctor = nullptr;
 
 Kind parse_kind(const Napi::Value& v) {
   std::string k = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
@@ -26,12 +25,14 @@ Napi::Function DeviceBuffer::Init(Napi::Env env) {
                                   InstanceAccessor("length", &DeviceBuffer::GetLength, nullptr),
                                   InstanceAccessor("kind", &DeviceBuffer::GetKind, nullptr),
                                   InstanceAccessor("freed", &DeviceBuffer::GetFreed, nullptr)});
-  g_ctor = new Napi::FunctionReference(Napi::Persistent(f));
+  addon_data(env).device_buffer = Napi::Persistent(f);
   return f;
 }
 
 bool DeviceBuffer::Is(const Napi::Value& v) {
-  return g_ctor && v.IsObject() && v.As<Napi::Object>().InstanceOf(g_ctor->Value());
+  if (!v.IsObject()) return false;
+  const AddonData& d = addon_data(v.Env());
+  return !d.device_buffer.IsEmpty() && v.As<Napi::Object>().InstanceOf(d.device_buffer.Value());
 }
 
 // new DeviceBuffer(kind, length): zero-filled device memory for `length` elements.
@@ -47,10 +48,11 @@ DeviceBuffer::DeviceBuffer(const Napi::CallbackInfo& info) : Napi::ObjectWrap<De
 #else
     throw Error(
         "DeviceBuffer: this murphy-native binary was built without CUDA; build it with `npm run build:cuda` "
-        "or install a CUDA-enabled prebuild");
+        "or install a CUDA-enabled prebuild",
+        ErrorCode::NoLib);
 #endif
-  } catch (const std::exception& e) {
-    throw Napi::Error::New(info.Env(), std::string("murphy-native: ") + e.what());
+  } catch (...) {
+    throw current_error(info.Env());
   }
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "args.h"
+#include "register.h"
 #include "murphy/dispatch.h"
 
 namespace murphy {
@@ -78,16 +79,8 @@ Napi::Value LogprobBackward(const Napi::CallbackInfo& info) {
   });
 }
 
-LossAgg parse_agg(const Napi::Value& v) {
-  std::string s = v.IsUndefined() ? "dapo" : (v.IsString() ? v.As<Napi::String>().Utf8Value() : "");
-  if (s == "dapo") return LossAgg::TokenMean;
-  if (s == "grpo") return LossAgg::SeqMean;
-  if (s == "dr_grpo") return LossAgg::ConstNorm;
-  throw Error("'lossType' must be 'dapo' (token mean), 'grpo' (sequence mean) or 'dr_grpo' (constant normaliser)");
-}
-
-// grpoLoss({ logp, oldLogp, refLogp?, advantages, mask?, seqOffsets, epsLow, epsHigh, dualClip,
-//            beta, lossType, normLength, gradLogp?, tokenLoss? }) -> stats
+// grpoLoss({ logp, oldLogp, refLogp?, advantages, mask?, seqOffsets, gradLogp?, tokenLoss?,
+//            ...the resolved GRPO options (read_grpo_options) }) -> stats
 Napi::Value GrpoLoss(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     if (!info[0].IsObject()) throw Error("grpoLoss: pass one options object");
@@ -112,12 +105,7 @@ Napi::Value GrpoLoss(const Napi::CallbackInfo& info) {
     a.mask = mask.present ? static_cast<const uint8_t*>(mask.ptr) : nullptr;
     a.seq_offsets = static_cast<const int64_t*>(offs.ptr);
     a.n_seqs = int64_t(offs.count) - 1;
-    a.eps_low = float(opt_number(o, "epsLow", 0.2));
-    a.eps_high = float(opt_number(o, "epsHigh", a.eps_low));
-    a.dual_clip = float(opt_number(o, "dualClip", 0.0));
-    a.beta = float(opt_number(o, "beta", 0.0));
-    a.agg = parse_agg(o.Get("lossType"));
-    a.norm_length = float(opt_number(o, "normLength", 0.0));
+    read_grpo_options(o, a);
     a.grad_logp = grad.present ? static_cast<float*>(grad.ptr) : nullptr;
     a.token_loss = tok.present ? static_cast<float*>(tok.ptr) : nullptr;
     GrpoLossStats st = grpo_loss(a, d);
@@ -134,8 +122,8 @@ Napi::Value GrpoLoss(const Napi::CallbackInfo& info) {
   });
 }
 
-// adamw([{ param, grad, m, v, paramBf16?, decay? }], { lr, beta1, beta2, eps, weightDecay, step,
-//        maxGradNorm, stochasticRounding, seed }) -> { gradNorm, clipCoef, skipped }
+// adamw([{ param, grad, m, v, paramBf16?, decay }], { lr, beta1, beta2, eps, weightDecay, step,
+//        maxGradNorm, stochasticRounding, seed }: every option required) -> { gradNorm, clipCoef, skipped }
 Napi::Value AdamW(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     if (!info[0].IsArray()) throw Error("adamw: the first argument must be an array of tensors");
@@ -169,8 +157,7 @@ Napi::Value AdamW(const Napi::CallbackInfo& info) {
       x.v = static_cast<float*>(v.ptr);
       x.param_bf16 = pb.present ? static_cast<uint16_t*>(pb.ptr) : nullptr;
       x.numel = n;
-      Napi::Value dv = t.Get("decay");
-      x.decay = dv.IsUndefined() ? true : dv.ToBoolean().Value();
+      x.decay = req_bool(t, "decay");
     }
     Device d = Device::Host;
     for (size_t i = 0; i < all.size(); ++i) {
@@ -182,16 +169,15 @@ Napi::Value AdamW(const Napi::CallbackInfo& info) {
     AdamWArgs a;
     a.tensors = ts.data();
     a.n_tensors = int64_t(ts.size());
-    a.lr = to_number(h.Get("lr"), "lr");
-    a.beta1 = opt_number(h, "beta1", 0.9);
-    a.beta2 = opt_number(h, "beta2", 0.999);
-    a.eps = opt_number(h, "eps", 1e-8);
-    a.weight_decay = opt_number(h, "weightDecay", 0.01);
-    a.step = to_int(h.Get("step"), "step", 1, int64_t(1) << 50);
-    a.max_grad_norm = float(opt_number(h, "maxGradNorm", 0.0));
-    Napi::Value sr = h.Get("stochasticRounding");
-    a.stochastic_rounding = !sr.IsUndefined() && sr.ToBoolean().Value();
-    a.seed = uint64_t(opt_number(h, "seed", 0.0));
+    a.lr = req_number(h, "lr");
+    a.beta1 = req_number(h, "beta1");
+    a.beta2 = req_number(h, "beta2");
+    a.eps = req_number(h, "eps");
+    a.weight_decay = req_number(h, "weightDecay");
+    a.step = req_int(h, "step", 1, int64_t(1) << 50);
+    a.max_grad_norm = float(req_number(h, "maxGradNorm"));
+    a.stochastic_rounding = req_bool(h, "stochasticRounding");
+    a.seed = uint64_t(req_int(h, "seed", 0, (int64_t(1) << 53) - 1));
     AdamWResult r = adamw(a, d);
     Napi::Object out = Napi::Object::New(info.Env());
     out.Set("gradNorm", r.grad_norm);

@@ -5,16 +5,16 @@
 #include <napi.h>
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 
 #include "args.h"
+#include "register.h"
 #include "murphy/model/model.h"
+#include "murphy/model/ops.h"
 
 namespace murphy {
-namespace model {
-void set_reference_ops(bool on);
-}
 namespace addon {
 namespace {
 
@@ -42,13 +42,15 @@ class Task : public Napi::AsyncWorker {
     if (!keep.IsEmpty()) keep_ = Napi::Persistent(keep);
   }
   Napi::Promise promise() { return deferred_.Promise(); }
+  // On the worker thread: no JavaScript here, so a failure keeps its message and code for OnError.
   void Execute() override {
     try {
       std::unique_lock<std::mutex> lk;
       if (mu_) lk = std::unique_lock<std::mutex>(*mu_);
       run_();
-    } catch (const std::exception& e) {
-      SetError(std::string("murphy-native: ") + e.what());
+    } catch (...) {
+      current_error_parts(message_, code_);
+      SetError(message_);
     }
   }
   void OnOK() override {
@@ -57,11 +59,12 @@ class Task : public Napi::AsyncWorker {
       deferred_.Resolve(done_(env));
     } catch (const Napi::Error& e) {
       deferred_.Reject(e.Value());
-    } catch (const std::exception& e) {
-      deferred_.Reject(Napi::Error::New(env, std::string("murphy-native: ") + e.what()).Value());
+    } catch (...) {
+      deferred_.Reject(current_error(env).Value());
     }
   }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+  // The rejection is a MurphyNativeError; lib/native.ts puts the caller's stack on it.
+  void OnError(const Napi::Error&) override { deferred_.Reject(native_error(Env(), message_, code_).Value()); }
 
  private:
   Napi::Promise::Deferred deferred_;
@@ -69,6 +72,8 @@ class Task : public Napi::AsyncWorker {
   Run run_;
   Done done_;
   Napi::ObjectReference keep_;
+  std::string message_;
+  ErrorCode code_ = ErrorCode::Inval;
 };
 
 Napi::Value queue(Napi::Env env, Napi::Object keep, std::shared_ptr<std::mutex> mu, Task::Run run, Task::Done done) {
@@ -77,8 +82,6 @@ Napi::Value queue(Napi::Env env, Napi::Object keep, std::shared_ptr<std::mutex> 
   t->Queue();
   return p;
 }
-
-Napi::FunctionReference* g_ctor = nullptr;
 
 class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
  public:
@@ -95,7 +98,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
          InstanceMethod("zeroGrad", &ModelEngine::ZeroGrad), InstanceMethod("score", &ModelEngine::Score),
          InstanceMethod("logits", &ModelEngine::Logits), InstanceMethod("makeReference", &ModelEngine::MakeReference),
          InstanceMethod("generate", &ModelEngine::Generate), InstanceMethod("memory", &ModelEngine::Memory)});
-    g_ctor = new Napi::FunctionReference(Napi::Persistent(f));
+    addon_data(env).model_engine = Napi::Persistent(f);
     return f;
   }
   explicit ModelEngine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ModelEngine>(info) {
@@ -104,7 +107,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
     eng_.reset(info[0].As<Napi::External<Engine>>().Data());
   }
   static Napi::Object Wrap(Napi::Env env, Engine* e) {
-    return g_ctor->New({Napi::External<Engine>::New(env, e)});
+    return addon_data(env).model_engine.New({Napi::External<Engine>::New(env, e)});
   }
 
  private:
@@ -114,7 +117,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
   // sync calls must not race a running async call
   std::unique_lock<std::mutex> busy_guard() {
     std::unique_lock<std::mutex> lk(*mu_, std::try_to_lock);
-    if (!lk.owns_lock()) throw Error("the model engine is busy with another call; await it first");
+    if (!lk.owns_lock()) throw Error("the model engine is busy with another call; await it first", ErrorCode::Busy);
     return lk;
   }
 
@@ -273,8 +276,8 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
   }
 
   // accumulate({ tokens, positions, seqOffsets, mask?, advantages?, oldLogp?, refLogp? },
-  //            { crossEntropy, temperature, epsLow, epsHigh, dualClip, beta, lossType, normLength,
-  //              chunkTokens, gradScale }) -> Promise<stats>
+  //            { crossEntropy, temperature, chunkTokens, gradScale, ...the resolved GRPO options })
+  //   -> Promise<stats>; every option required (lib/native/options.ts resolves them)
   Napi::Value Accumulate(const Napi::CallbackInfo& info) {
     return guarded(info, [&]() -> Napi::Value {
       if (!info[0].IsObject() || !info[1].IsObject()) throw Error("accumulate(batch, options): pass two objects");
@@ -297,25 +300,13 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       if (old.present) in->old = copy_of<float>(old);
       if (ref.present) in->ref = copy_of<float>(ref), in->has_ref = true;
       model::TrainOptions opt;
-      Napi::Value ce = oo.Get("crossEntropy");
-      opt.cross_entropy = !ce.IsUndefined() && ce.ToBoolean().Value();
+      opt.cross_entropy = req_bool(oo, "crossEntropy");
       if (!opt.cross_entropy && (!adv.present || !old.present))
         throw Error("accumulate: 'advantages' and 'oldLogp' are required for the GRPO loss (or set crossEntropy)");
-      opt.temperature = float(opt_number(oo, "temperature", 1.0));
-      if (!(opt.temperature > 0)) throw Error("'temperature' must be > 0");
-      opt.loss.eps_low = float(opt_number(oo, "epsLow", 0.2));
-      opt.loss.eps_high = float(opt_number(oo, "epsHigh", opt.loss.eps_low));
-      opt.loss.dual_clip = float(opt_number(oo, "dualClip", 0.0));
-      opt.loss.beta = float(opt_number(oo, "beta", 0.0));
-      opt.loss.norm_length = float(opt_number(oo, "normLength", 0.0));
-      std::string lt = oo.Get("lossType").IsString() ? oo.Get("lossType").As<Napi::String>().Utf8Value() : "dapo";
-      if (lt == "dapo") opt.loss.agg = LossAgg::TokenMean;
-      else if (lt == "grpo") opt.loss.agg = LossAgg::SeqMean;
-      else if (lt == "dr_grpo") opt.loss.agg = LossAgg::ConstNorm;
-      else throw Error("'lossType' must be 'dapo', 'grpo' or 'dr_grpo'");
-      opt.chunk_tokens = int64_t(opt_number(oo, "chunkTokens", 256));
-      if (opt.chunk_tokens < 1) throw Error("'chunkTokens' must be >= 1");
-      opt.grad_scale = float(opt_number(oo, "gradScale", 1.0));
+      opt.temperature = float(req_number(oo, "temperature"));
+      read_grpo_options(oo, opt.loss);
+      opt.chunk_tokens = req_int(oo, "chunkTokens", 1, std::numeric_limits<int32_t>::max());
+      opt.grad_scale = float(req_number(oo, "gradScale"));
       Engine* e = eng_.get();
       return queue(
           info.Env(), info.This().As<Napi::Object>(), mu_,
@@ -349,12 +340,12 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       if (!info[0].IsObject()) throw Error("optimizerStep: pass the hyper-parameters object");
       Napi::Object h = info[0].As<Napi::Object>();
       model::AdamWOptions o;
-      o.lr = to_number(h.Get("lr"), "lr");
-      o.beta1 = opt_number(h, "beta1", 0.9);
-      o.beta2 = opt_number(h, "beta2", 0.999);
-      o.eps = opt_number(h, "eps", 1e-8);
-      o.weight_decay = opt_number(h, "weightDecay", 0.0);
-      o.max_grad_norm = float(opt_number(h, "maxGradNorm", 1.0));
+      o.lr = req_number(h, "lr");
+      o.beta1 = req_number(h, "beta1");
+      o.beta2 = req_number(h, "beta2");
+      o.eps = req_number(h, "eps");
+      o.weight_decay = req_number(h, "weightDecay");
+      o.max_grad_norm = float(req_number(h, "maxGradNorm"));
       auto r = std::make_shared<AdamWResult>();
       Engine* e = eng_.get();
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *r = e->optimizer_step(o); },
@@ -382,9 +373,9 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
     return guarded(info, [&]() -> Napi::Value {
       if (!info[0].IsObject()) throw Error("score: pass the batch object");
       auto bc = batch_of(info[0].As<Napi::Object>());
-      float temp = float(info[1].IsUndefined() ? 1.0 : to_number(info[1], "temperature"));
-      if (!(temp > 0)) throw Error("'temperature' must be > 0");
-      bool ref = info[2].IsBoolean() && info[2].As<Napi::Boolean>().Value();
+      const float temp = float(to_number(info[1], "temperature"));  // resolved (> 0) in lib/native.ts
+      if (!info[2].IsBoolean()) throw Error("score: 'reference' must be true or false");
+      const bool ref = info[2].As<Napi::Boolean>().Value();
       auto out = std::make_shared<std::vector<float>>(bc->tokens.size());
       Engine* e = eng_.get();
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_,
@@ -425,7 +416,8 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
     });
   }
 
-  // generate(prompts: Int32Array[], { temperature, topP, topK, maxNewTokens, n, seed, stopIds })
+  // generate(prompts: Int32Array[], { temperature, topP, topK, maxNewTokens, n, seed, seeds, stopIds }:
+  //          every option required, seeds null or one per prompt)
   Napi::Value Generate(const Napi::CallbackInfo& info) {
     return guarded(info, [&]() -> Napi::Value {
       if (!info[0].IsArray() || !info[1].IsObject()) throw Error("generate(prompts, options): prompts must be an array");
@@ -441,13 +433,13 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       }
       Napi::Object o = info[1].As<Napi::Object>();
       model::SampleOptions so;
-      so.temperature = float(opt_number(o, "temperature", 1.0));
-      so.top_p = float(opt_number(o, "topP", 1.0));
-      so.top_k = int64_t(opt_number(o, "topK", 0));
-      so.max_new_tokens = to_int(o.Get("maxNewTokens"), "maxNewTokens", 1, int64_t(1) << 24);
-      so.n = o.Get("n").IsUndefined() ? 1 : to_int(o.Get("n"), "n", 1, 1 << 16);
-      so.seed = uint64_t(opt_number(o, "seed", 0));
-      Napi::Value sv = o.Get("seeds");
+      so.temperature = float(req_number(o, "temperature"));
+      so.top_p = float(req_number(o, "topP"));
+      so.top_k = req_int(o, "topK", 0, std::numeric_limits<int32_t>::max());
+      so.max_new_tokens = req_int(o, "maxNewTokens", 1, int64_t(1) << 24);
+      so.n = req_int(o, "n", 1, 1 << 16);
+      so.seed = uint64_t(req_int(o, "seed", 0, (int64_t(1) << 53) - 1));
+      Napi::Value sv = o.Get("seeds");  // null: prompt p samples with seed + p
       if (sv.IsArray()) {
         Napi::Array sa = sv.As<Napi::Array>();
         if (sa.Length() != arr.Length())
@@ -455,11 +447,12 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
                       std::to_string(arr.Length()) + " prompts (one seed per prompt)");
         for (uint32_t i = 0; i < sa.Length(); ++i)
           so.seeds.push_back(uint64_t(to_int(sa.Get(i), "seeds[]", 0, (int64_t(1) << 53) - 1)));
-      } else if (!sv.IsUndefined() && !sv.IsNull()) {
-        throw Error("generate: 'seeds' must be an array of integers, one per prompt");
+      } else if (!sv.IsNull()) {
+        throw Error("generate: 'seeds' must be null or an array of integers, one per prompt");
       }
       Napi::Value st = o.Get("stopIds");
-      if (st.IsArray()) {
+      if (!st.IsArray()) throw Error("generate: 'stopIds' must be an array of token ids");
+      {
         Napi::Array sa = st.As<Napi::Array>();
         for (uint32_t i = 0; i < sa.Length(); ++i) so.stop_ids.push_back(int32_t(to_number(sa.Get(i), "stopIds[]")));
       }
@@ -527,7 +520,8 @@ Napi::Value RandomModel(const Napi::CallbackInfo& info) {
 Napi::Value ParseModelConfig(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     if (!info[0].IsString()) throw Error("parseModelConfig: pass the JSON text");
-    std::string where = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "config.json";
+    if (!info[1].IsString()) throw Error("parseModelConfig: pass the name of the file the text came from");
+    const std::string where = info[1].As<Napi::String>().Utf8Value();
     model::parse_config(info[0].As<Napi::String>().Utf8Value(), where);
     return Napi::Boolean::New(info.Env(), true);
   });

@@ -11,7 +11,7 @@
 // Scalars are formed in double and rounded to fp32 once, as torch does.
 //   p_bf16 = bf16(p)
 // Fast path: work is cut into chunks of up to 64K elements across all tensors and run in
-// parallel; the per-element loop is vectorized (MURPHY_SIMD_CLONES). With clipping the
+// parallel; the per-element loop is vectorized (adamw_simd.inc, one copy per SIMD target). With clipping the
 // gradients are read twice (norm pass, update pass); without, the norm is accumulated
 // during the update pass.
 #include <algorithm>
@@ -31,62 +31,13 @@ struct AdamWScalars {
   float coef, decay_mul, b1, b2, one_minus_b1, one_minus_b2, step_size, bc2_sqrt, eps;
 };
 
-MURPHY_SIMD_CLONES float sumsq_f32(const float* g, int64_t n) {
-  float s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += g[i] * g[i];
-  return s;
-}
-
-MURPHY_SIMD_CLONES float sumsq_bf16(const uint16_t* g, int64_t n) {
-  float s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) {
-    float x = bf16_bits_to_f32(g[i]);
-    s += x * x;
-  }
-  return s;
-}
-
-template <typename LoadG>
-inline __attribute__((always_inline)) float update(const LoadG& load_g, float* p, float* m, float* v, uint16_t* pb,
-                                                   int64_t n, const AdamWScalars& k) {
-  float ss = 0;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t i = 0; i < n; ++i) {
-    const float graw = load_g(i);
-    ss += graw * graw;
-    const float g = k.coef * graw;
-    float pi = p[i] * k.decay_mul;
-    float mi = m[i] + k.one_minus_b1 * (g - m[i]);
-    float vi = k.b2 * v[i] + k.one_minus_b2 * g * g;
-    const float denom = std::sqrt(vi) / k.bc2_sqrt + k.eps;
-    pi = pi - k.step_size * (mi / denom);
-    p[i] = pi;
-    m[i] = mi;
-    v[i] = vi;
-    if (pb) {
-      uint32_t u;
-      std::memcpy(&u, &pi, 4);
-      const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-      pb[i] = uint16_t(nan ? ((u >> 16) | 0x40u) : rounded);
-    }
-  }
-  return ss;
-}
-
-MURPHY_SIMD_CLONES float update_f32(const float* g, float* p, float* m, float* v, uint16_t* pb, int64_t n,
-                                    const AdamWScalars& k) {
-  return update([g](int64_t i) { return g[i]; }, p, m, v, pb, n, k);
-}
-
-MURPHY_SIMD_CLONES float update_bf16(const uint16_t* g, float* p, float* m, float* v, uint16_t* pb, int64_t n,
-                                     const AdamWScalars& k) {
-  return update([g](int64_t i) { return bf16_bits_to_f32(g[i]); }, p, m, v, pb, n, k);
-}
-
 }  // namespace cpu_detail
+}  // namespace murphy
+
+#define MURPHY_SIMD_BODY "adamw_simd.inc"
+#include "simd_multiversion.inc"
+
+namespace murphy {
 
 namespace {
 
@@ -135,8 +86,8 @@ AdamWResult adamw_cpu(const AdamWArgs& a) {
         const AdamWTensor& x = a.tensors[ch.tensor];
         const int64_t n = ch.end - ch.begin;
         sq[size_t(c)] = x.grad_dtype == DType::F32
-                            ? cpu_detail::sumsq_f32(static_cast<const float*>(x.grad) + ch.begin, n)
-                            : cpu_detail::sumsq_bf16(static_cast<const uint16_t*>(x.grad) + ch.begin, n);
+                            ? MURPHY_SIMD_CALL(sumsq_f32, static_cast<const float*>(x.grad) + ch.begin, n)
+                            : MURPHY_SIMD_CALL(sumsq_bf16, static_cast<const uint16_t*>(x.grad) + ch.begin, n);
       }
     });
     double total = 0;
@@ -158,9 +109,9 @@ AdamWResult adamw_cpu(const AdamWArgs& a) {
       // stochastic rounding writes the bf16 copy itself, below
       uint16_t* pb = (x.param_bf16 && !a.stochastic_rounding) ? x.param_bf16 + o : nullptr;
       const float ss = x.grad_dtype == DType::F32
-                           ? cpu_detail::update_f32(static_cast<const float*>(x.grad) + o, x.param + o, x.m + o,
+                           ? MURPHY_SIMD_CALL(update_f32, static_cast<const float*>(x.grad) + o, x.param + o, x.m + o,
                                                     x.v + o, pb, n, k)
-                           : cpu_detail::update_bf16(static_cast<const uint16_t*>(x.grad) + o, x.param + o,
+                           : MURPHY_SIMD_CALL(update_bf16, static_cast<const uint16_t*>(x.grad) + o, x.param + o,
                                                      x.m + o, x.v + o, pb, n, k);
       if (!clip) sq[size_t(c)] = ss;
       if (x.param_bf16 && a.stochastic_rounding) {

@@ -1,27 +1,21 @@
 // Run-time SIMD dispatch for the CPU kernels.
 //
 // The package is compiled for the portable x86-64 baseline; one binary runs on any x86-64
-// Linux. Two mechanisms give the hot loops AVX-512 or AVX2 code where the CPU has it:
-// - plain loops the auto-vectorizer handles are marked MURPHY_SIMD_CLONES: GCC emits one
-//   copy per target and an ifunc resolver picks one when the library loads;
-// - loops written with explicit vectors (GCC vector extensions, simd_ops.inc) are compiled
-//   three times by including them under `#pragma GCC target` (simd_multiversion.inc), with
-//   the vector width of each target, and called through MURPHY_SIMD_CALL. (target_clones
-//   does not work for these: GCC lowers generic vectors before cloning, for the baseline.)
+// Linux. One mechanism gives the hot loops AVX-512 or AVX2 code where the CPU has it: each
+// file's vectorized loops live in a `<file>_simd.inc`, which simd_multiversion.inc compiles
+// three times under `#pragma GCC target` (AVX-512, AVX2+FMA, baseline), and the file calls
+// them through MURPHY_SIMD_CALL, which picks the copy for this CPU. The loops are plain C++
+// the auto-vectorizer handles (`#pragma omp simd`) or explicit vectors (GCC vector
+// extensions, simd_ops.inc, W lanes per target). (GCC's target_clones, used before for the
+// plain loops, cannot clone explicit generic vectors: it lowers them for the baseline first.)
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define MURPHY_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define MURPHY_SIMD_CLONES
-#endif
-
 namespace murphy {
 
-// "avx512", "avx2", or "baseline" (what the clones above will run), plus the name
+// "avx512", "avx2", or "baseline" (the copy MURPHY_SIMD_CALL runs), plus the name
 // of any other notable feature, for `murphy-native doctor`.
 const char* cpu_simd_level();
 

@@ -26,7 +26,7 @@ namespace cudadetail {
   msg += file;
   msg += ":";
   msg += std::to_string(line);
-  throw Error(msg);
+  throw Error(msg, ErrorCode::Cuda);
 }
 
 }  // namespace cudadetail
@@ -75,7 +75,7 @@ inline void sync_check(const char* what) {
   if (e != cudaSuccess) {
     std::string msg = std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
                       ") while running " + what;
-    throw Error(msg);
+    throw Error(msg, ErrorCode::Cuda);
   }
 }
 

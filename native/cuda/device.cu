@@ -86,7 +86,8 @@ void* cuda_alloc(size_t bytes) {
     if (cudaMemGetInfo(&fr, &tot) == cudaSuccess)
       mem = "; " + std::to_string(fr) + " of " + std::to_string(tot) + " bytes free on the device";
     (void)cudaGetLastError();
-    throw Error("cuda_alloc: cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + err_text(e) + mem);
+    throw Error("cuda_alloc: cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + err_text(e) + mem,
+                e == cudaErrorMemoryAllocation ? ErrorCode::NoMem : ErrorCode::Cuda);
   }
   return p;
 }

@@ -317,8 +317,7 @@ void check_common(const char* fn, const void* logits, int64_t n_rows, int64_t vo
   (void)fn;  // messages as on the CPU (native/cpu/logprob.cc)
   if (n_rows < 0) throw Error("logprob: nRows must be >= 0, got " + std::to_string(n_rows));
   if (vocab < 1) throw Error("logprob: vocab must be >= 1, got " + std::to_string(vocab));
-  if (!(temperature > 0.f) || !std::isfinite(temperature))
-    throw Error("logprob: temperature must be a finite number > 0, got " + std::to_string(temperature));
+  (void)temperature;  // its range (> 0) is checked once, in lib/native/options.ts
   if (n_rows > 0 && (!logits || !targets)) throw Error("logprob: logits and targets are required");
 }
 

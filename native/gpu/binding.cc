@@ -7,6 +7,7 @@
 #include <napi.h>
 
 #include "../addon/args.h"
+#include "../addon/register.h"
 #include "cublaslt.h"
 #include "harness_ops.h"
 

@@ -75,14 +75,14 @@ HarnessOut run_typed(const HarnessCase& c) {
     std::vector<float> rh(h.size()), rr(rstd.size());
     if (pre) {
       rh = xf;
-      model::add_inplace(rh.data(), bf.data(), int64_t(rh.size()), Device::Host);
+      model::add_inplace(rh.data(), bf.data(), int64_t(rh.size()));
       rh = widen(to_storage<T>(rh));
       std::vector<float> ry(rh.size());
       model::rmsnorm_forward_cpu(rh.data(), wf.data(), ry.data(), rr.data(), c.rows, c.n, c.eps);
       o.reference["y"] = ry;
     } else {
       model::rmsnorm_forward_cpu(bf.data(), wf.data(), rh.data(), rr.data(), c.rows, c.n, c.eps);
-      model::add_inplace(rh.data(), xf.data(), int64_t(rh.size()), Device::Host);
+      model::add_inplace(rh.data(), xf.data(), int64_t(rh.size()));
     }
     o.reference["h"] = rh;
     o.reference["rstd"] = rr;
@@ -114,9 +114,9 @@ HarnessOut run_typed(const HarnessCase& c) {
     const std::vector<float>& a = p.a_is == 0 ? *first : *second;
     const std::vector<float>& b = p.b_is == 0 ? *first : *second;
     if (c.run_plan) colmajor_gemm_ref(p, a.data(), int64_t(a.size()), b.data(), int64_t(b.size()), out.data(), int64_t(out.size()));
-    if (which == LinearProduct::Forward) model::linear_forward(first->data(), second->data(), ref.data(), M, N, K, acc, Device::Host);
-    else if (which == LinearProduct::BackwardInput) model::linear_backward_input(first->data(), second->data(), ref.data(), M, N, K, acc, Device::Host);
-    else model::linear_backward_weight(first->data(), second->data(), ref.data(), M, N, K, Device::Host);
+    if (which == LinearProduct::Forward) model::linear_forward(first->data(), second->data(), ref.data(), M, N, K, acc);
+    else if (which == LinearProduct::BackwardInput) model::linear_backward_input(first->data(), second->data(), ref.data(), M, N, K, acc);
+    else model::linear_backward_weight(first->data(), second->data(), ref.data(), M, N, K);
     if (c.run_plan) o.kernel["out"] = out;
     o.reference["out"] = ref;
   } else if (c.op == "rope_forward" || c.op == "rope_backward") {

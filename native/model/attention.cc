@@ -12,23 +12,15 @@
 #include "../cpu/simd.h"
 #include "../cpu/threads.h"
 #include "murphy/model/ops.h"
-#include "ops_internal.h"
+
+#define MURPHY_SIMD_BODY "../model/attention_simd.inc"
+#include "../cpu/simd_multiversion.inc"
 
 namespace murphy {
 namespace model {
 
 namespace {
 
-MURPHY_SIMD_CLONES float vdot(const float* __restrict a, const float* __restrict b, int64_t n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-MURPHY_SIMD_CLONES void axpy(float* __restrict y, float a, const float* __restrict x, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
 
 // start of each token's sequence
 std::vector<int64_t> seq_starts(const AttnArgs& a) {
@@ -63,11 +55,11 @@ void attention_forward_cpu(const AttnArgs& a) {
       const int64_t t = i / H, h = i % H, g = h / rep, s0 = start[size_t(t)], n = t - s0 + 1;
       sc.resize(static_cast<size_t>(n));
       const float* q = a.q + (t * H + h) * D;
-      for (int64_t j = 0; j < n; ++j) sc[size_t(j)] = vdot(q, a.k + ((s0 + j) * G + g) * D, D) * a.scale;
+      for (int64_t j = 0; j < n; ++j) sc[size_t(j)] = MURPHY_SIMD_CALL(vdot, q, a.k + ((s0 + j) * G + g) * D, D) * a.scale;
       a.lse[t * H + h] = softmax_inplace(sc.data(), n);
       float* o = a.out + (t * H + h) * D;
       for (int64_t e = 0; e < D; ++e) o[e] = 0.0f;
-      for (int64_t j = 0; j < n; ++j) axpy(o, sc[size_t(j)], a.v + ((s0 + j) * G + g) * D, D);
+      for (int64_t j = 0; j < n; ++j) MURPHY_SIMD_CALL(axpy, o, sc[size_t(j)], a.v + ((s0 + j) * G + g) * D, D);
     }
   });
 }
@@ -85,16 +77,16 @@ void attention_backward_cpu(const AttnArgs& a) {
       const int64_t t = i / H, h = i % H, g = h / rep, s0 = start[size_t(t)];
       const float* q = a.q + (t * H + h) * D;
       const float* dO = a.dout + (t * H + h) * D;
-      const float dt = vdot(dO, a.out + (t * H + h) * D, D);
+      const float dt = MURPHY_SIMD_CALL(vdot, dO, a.out + (t * H + h) * D, D);
       Dt[size_t(i)] = dt;
       const float lse = a.lse[t * H + h];
       float* dq = a.dq + (t * H + h) * D;
       for (int64_t e = 0; e < D; ++e) dq[e] = 0.0f;
       for (int64_t j = s0; j <= t; ++j) {
         const float* k = a.k + (j * G + g) * D;
-        const float p = std::exp(vdot(q, k, D) * a.scale - lse);
-        const float ds = p * (vdot(dO, a.v + (j * G + g) * D, D) - dt);
-        axpy(dq, ds * a.scale, k, D);
+        const float p = std::exp(MURPHY_SIMD_CALL(vdot, q, k, D) * a.scale - lse);
+        const float ds = p * (MURPHY_SIMD_CALL(vdot, dO, a.v + (j * G + g) * D, D) - dt);
+        MURPHY_SIMD_CALL(axpy, dq, ds * a.scale, k, D);
       }
     }
   });
@@ -111,10 +103,10 @@ void attention_backward_cpu(const AttnArgs& a) {
         for (int64_t t = j; t < e_end; ++t) {
           const float* q = a.q + (t * H + h) * D;
           const float* dO = a.dout + (t * H + h) * D;
-          const float p = std::exp(vdot(q, k, D) * a.scale - a.lse[t * H + h]);
-          axpy(dv, p, dO, D);
-          const float ds = p * (vdot(dO, v, D) - Dt[size_t(t * H + h)]);
-          axpy(dk, ds * a.scale, q, D);
+          const float p = std::exp(MURPHY_SIMD_CALL(vdot, q, k, D) * a.scale - a.lse[t * H + h]);
+          MURPHY_SIMD_CALL(axpy, dv, p, dO, D);
+          const float ds = p * (MURPHY_SIMD_CALL(vdot, dO, v, D) - Dt[size_t(t * H + h)]);
+          MURPHY_SIMD_CALL(axpy, dk, ds * a.scale, q, D);
         }
     }
   });
@@ -129,20 +121,17 @@ void attention_cached_cpu(const AttnCacheArgs& a) {
       const int64_t n0 = a.len0[b], n1 = a.len1 ? a.len1[b] : 0, n = n0 + n1;
       sc.resize(static_cast<size_t>(n));
       const float* q = a.q + (b * H + h) * D;
-      for (int64_t j = 0; j < n0; ++j) sc[size_t(j)] = vdot(q, a.k0[b] + (j * G + g) * D, D) * a.scale;
-      for (int64_t j = 0; j < n1; ++j) sc[size_t(n0 + j)] = vdot(q, a.k1[b] + (j * G + g) * D, D) * a.scale;
+      for (int64_t j = 0; j < n0; ++j) sc[size_t(j)] = MURPHY_SIMD_CALL(vdot, q, a.k0[b] + (j * G + g) * D, D) * a.scale;
+      for (int64_t j = 0; j < n1; ++j) sc[size_t(n0 + j)] = MURPHY_SIMD_CALL(vdot, q, a.k1[b] + (j * G + g) * D, D) * a.scale;
       softmax_inplace(sc.data(), n);
       float* o = a.out + (b * H + h) * D;
       for (int64_t e = 0; e < D; ++e) o[e] = 0.0f;
-      for (int64_t j = 0; j < n0; ++j) axpy(o, sc[size_t(j)], a.v0[b] + (j * G + g) * D, D);
-      for (int64_t j = 0; j < n1; ++j) axpy(o, sc[size_t(n0 + j)], a.v1[b] + (j * G + g) * D, D);
+      for (int64_t j = 0; j < n0; ++j) MURPHY_SIMD_CALL(axpy, o, sc[size_t(j)], a.v0[b] + (j * G + g) * D, D);
+      for (int64_t j = 0; j < n1; ++j) MURPHY_SIMD_CALL(axpy, o, sc[size_t(n0 + j)], a.v1[b] + (j * G + g) * D, D);
     }
   });
 }
 
-void attention_forward(const AttnArgs& a, Device d) { MURPHY_MODEL_DISPATCH(attention_forward_cpu(a)) }
-void attention_backward(const AttnArgs& a, Device d) { MURPHY_MODEL_DISPATCH(attention_backward_cpu(a)) }
-void attention_cached(const AttnCacheArgs& a, Device d) { MURPHY_MODEL_DISPATCH(attention_cached_cpu(a)) }
 
 }  // namespace model
 }  // namespace murphy

@@ -5,7 +5,6 @@
 
 #include "../cpu/threads.h"
 #include "murphy/model/ops.h"
-#include "ops_internal.h"
 
 namespace murphy {
 namespace model {
@@ -27,12 +26,6 @@ void embedding_backward_cpu(const float* dy, const int32_t* ids, float* dE, int6
   });
 }
 
-void embedding_forward(const float* E, const int32_t* ids, float* y, int64_t T, int64_t dim, Device d) {
-  MURPHY_MODEL_DISPATCH(embedding_forward_cpu(E, ids, y, T, dim))
-}
-void embedding_backward(const float* dy, const int32_t* ids, float* dE, int64_t T, int64_t dim, Device d) {
-  MURPHY_MODEL_DISPATCH(embedding_backward_cpu(dy, ids, dE, T, dim))
-}
 
 }  // namespace model
 }  // namespace murphy

@@ -64,7 +64,7 @@ struct CachedAttn : AttnHook {
     a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
     a.q = q, a.k0 = k0.data(), a.v0 = v0.data(), a.len0 = l0.data(), a.k1 = k1.data(), a.v1 = v1.data();
     a.len1 = l1.data(), a.out = out;
-    attention_cached(a, Device::Host);
+    attention_cached_cpu(a);
   }
 };
 
@@ -174,12 +174,12 @@ std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>&
   b.T = T, b.tokens = toks.data(), b.positions = pos.data(), b.seq_offsets = off.data(), b.n_seqs = nP;
   check_batch(b);
   std::vector<Vec> kpre(static_cast<size_t>(c.n_layers)), vpre(static_cast<size_t>(c.n_layers));
-  Fwd f{c, layout_, w_.data(), rope_, dev_};
+  Fwd f{c, layout_, w_.data(), rope_};
   const float* Wh = w_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
   Vec logits;
   {
     Acts A;
-    PackedAttn attn(c, b, dev_);
+    PackedAttn attn(c, b);
     attn.keep_k = &kpre;
     attn.keep_v = &vpre;
     run_forward(f, toks.data(), pos.data(), T, attn, A, false);
@@ -187,7 +187,7 @@ std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>&
     for (int64_t p = 0; p < nP; ++p)
       std::memcpy(last.data() + p * H, A.xf.data() + (off[size_t(p + 1)] - 1) * H, size_t(H) * 4);
     checked_resize(logits, nP * V, "the logits");
-    linear_forward(last.data(), Wh, logits.data(), nP, V, H, false, dev_);
+    linear_forward(last.data(), Wh, logits.data(), nP, V, H, false);
     act_peak_ = std::max(act_peak_, A.bytes() + int64_t(nP * V) * 4);
   }
   // samples
@@ -238,7 +238,7 @@ std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>&
     CachedAttn attn(c, live, kpre, vpre, off, plen);
     run_forward(f, t.data(), ps.data(), B, attn, A, false);
     resize(logits, B * V, "the logits");
-    linear_forward(A.xf.data(), Wh, logits.data(), B, V, H, false, dev_);
+    linear_forward(A.xf.data(), Wh, logits.data(), B, V, H, false);
     std::vector<Sample*> next;
     for (int64_t i = 0; i < B; ++i) {
       Sample& s = *live[size_t(i)];

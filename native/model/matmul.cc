@@ -18,7 +18,9 @@
 #include "../cpu/simd.h"
 #include "../cpu/threads.h"
 #include "murphy/model/ops.h"
-#include "ops_internal.h"
+
+#define MURPHY_SIMD_BODY "../model/matmul_simd.inc"
+#include "../cpu/simd_multiversion.inc"
 
 namespace murphy {
 namespace model {
@@ -126,7 +128,7 @@ struct AlignedBuf {
   float* p = nullptr;
   explicit AlignedBuf(size_t n) {
     p = static_cast<float*>(std::aligned_alloc(64, ((n * 4 + 63) / 64) * 64 + 64));
-    if (!p) throw Error("matmul: out of memory allocating " + std::to_string(n * 4) + " bytes of packing space");
+    if (!p) throw Error("matmul: out of memory allocating " + std::to_string(n * 4) + " bytes of packing space", ErrorCode::NoMem);
   }
   ~AlignedBuf() { std::free(p); }
 };
@@ -196,18 +198,12 @@ void gemm_fast(const GemmArgs& a) {
 }
 
 // y[m, j] (+)= sum_k x[m, k] w[j, k]: W streamed once, rows of X reused from cache.
-MURPHY_SIMD_CLONES float dot(const float* __restrict x, const float* __restrict w, int64_t K) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t k = 0; k < K; ++k) s += x[k] * w[k];
-  return s;
-}
 
 void linear_small_m(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool acc) {
   parallel_for(N, 64, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j)
       for (int64_t m = 0; m < M; ++m) {
-        float s = dot(X + m * K, W + j * K, K);
+        float s = MURPHY_SIMD_CALL(dot, X + m * K, W + j * K, K);
         Y[m * N + j] = acc ? Y[m * N + j] + s : s;
       }
   });
@@ -230,36 +226,33 @@ void gemm_cpu(const GemmArgs& a) {
   gemm_fast(a);
 }
 
-void gemm(const GemmArgs& a, Device d) { MURPHY_MODEL_DISPATCH(gemm_cpu(a)) }
-
-void linear_forward(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate,
-                    Device d) {
-  if (d == Device::Host && M <= 4 && !use_reference_ops()) return linear_small_m(X, W, Y, M, N, K, accumulate);
+void linear_forward(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
+  if (M <= 4 && !use_reference_ops()) return linear_small_m(X, W, Y, M, N, K, accumulate);
   GemmArgs a;
   a.M = M, a.N = N, a.K = K;
   a.A = X, a.a_rs = K, a.a_cs = 1;
   a.B = W, a.b_rs = 1, a.b_cs = K;  // B(k, j) = W[j, k]
   a.C = Y, a.ldc = N, a.beta = accumulate ? 1.0f : 0.0f;
-  gemm(a, d);
+  gemm_cpu(a);
 }
 
 void linear_backward_input(const float* dY, const float* W, float* dX, int64_t M, int64_t N, int64_t K,
-                           bool accumulate, Device d) {
+                           bool accumulate) {
   GemmArgs a;  // dX[M, K] = dY[M, N] W[N, K]
   a.M = M, a.N = K, a.K = N;
   a.A = dY, a.a_rs = N, a.a_cs = 1;
   a.B = W, a.b_rs = K, a.b_cs = 1;
   a.C = dX, a.ldc = K, a.beta = accumulate ? 1.0f : 0.0f;
-  gemm(a, d);
+  gemm_cpu(a);
 }
 
-void linear_backward_weight(const float* dY, const float* X, float* dW, int64_t M, int64_t N, int64_t K, Device d) {
+void linear_backward_weight(const float* dY, const float* X, float* dW, int64_t M, int64_t N, int64_t K) {
   GemmArgs a;  // dW[N, K] += dY^T[N, M] X[M, K]
   a.M = N, a.N = K, a.K = M;
   a.A = dY, a.a_rs = 1, a.a_cs = N;
   a.B = X, a.b_rs = K, a.b_cs = 1;
   a.C = dW, a.ldc = K, a.beta = 1.0f;
-  gemm(a, d);
+  gemm_cpu(a);
 }
 
 }  // namespace model

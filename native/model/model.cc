@@ -7,17 +7,14 @@
 
 #include "../cpu/threads.h"
 #include "murphy/adamw.h"
-#include "murphy/dispatch.h"
+#include "murphy/grpo_loss.h"
 #include "murphy/logprob.h"
 #include "murphy/model/model.h"
 #include "model_internal.h"
+#include "weights.h"
 
 namespace murphy {
 namespace model {
-
-void load_weights(const std::string& dir, const Layout& L, const ModelConfig& c, float* w);
-void save_weights(const std::string& dir, const Layout& L, const float* w, FileDType dtype, int64_t max_shard_bytes);
-std::string read_file_text(const std::string& path);
 
 void resize(Vec& v, int64_t n, const char* what) {
   if (int64_t(v.size()) != n) checked_resize(v, n, what);
@@ -29,7 +26,7 @@ void PackedAttn::run(int64_t layer, const float* q, const float* k, const float*
   a.seq_offsets = b.seq_offsets, a.n_seqs = b.n_seqs;
   a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
   a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse;
-  attention_forward(a, d);
+  attention_forward_cpu(a);
   if (keep_k) {
     const size_t n = size_t(b.T * c.n_kv * c.head_dim);
     (*keep_k)[size_t(layer)].assign(k, k + n);
@@ -140,7 +137,6 @@ void layer_forward(const Fwd& f, int64_t l, float* x, const int32_t* pos, int64_
   const LayerParams& lp = f.L.layers[size_t(l)];
   const int64_t H = c.hidden, HD = c.head_dim, qd = c.n_heads * HD, kd = c.n_kv * HD, I = c.intermediate;
   const float eps = float(c.rms_eps);
-  const Device d = f.d;
   const bool qwen = c.arch == Arch::Qwen3;
   resize(A.xin, T * H, "activations");
   std::memcpy(A.xin.data(), x, size_t(T * H) * 4);
@@ -148,65 +144,65 @@ void layer_forward(const Fwd& f, int64_t l, float* x, const int32_t* pos, int64_
   if (qwen) {
     resize(A.n1, T * H, "activations");
     resize(A.r1, T, "activations");
-    rmsnorm_forward(x, f.P(lp.in_norm), A.n1.data(), A.r1.data(), T, H, eps, d);
+    rmsnorm_forward_cpu(x, f.P(lp.in_norm), A.n1.data(), A.r1.data(), T, H, eps);
     src = A.n1.data();
   }
   resize(A.qraw, T * qd, "activations");
   resize(A.kraw, T * kd, "activations");
   resize(A.v, T * kd, "activations");
-  linear_forward(src, f.P(lp.q), A.qraw.data(), T, qd, H, false, d);
-  linear_forward(src, f.P(lp.k), A.kraw.data(), T, kd, H, false, d);
-  linear_forward(src, f.P(lp.v), A.v.data(), T, kd, H, false, d);
+  linear_forward(src, f.P(lp.q), A.qraw.data(), T, qd, H, false);
+  linear_forward(src, f.P(lp.k), A.kraw.data(), T, kd, H, false);
+  linear_forward(src, f.P(lp.v), A.v.data(), T, kd, H, false);
   resize(A.q, T * qd, "activations");
   resize(A.k, T * kd, "activations");
   if (qwen) {  // per-head norm over head_dim
     resize(A.rq, T * c.n_heads, "activations");
     resize(A.rk, T * c.n_kv, "activations");
-    rmsnorm_forward(A.qraw.data(), f.P(lp.q_norm), A.q.data(), A.rq.data(), T * c.n_heads, HD, eps, d);
-    rmsnorm_forward(A.kraw.data(), f.P(lp.k_norm), A.k.data(), A.rk.data(), T * c.n_kv, HD, eps, d);
+    rmsnorm_forward_cpu(A.qraw.data(), f.P(lp.q_norm), A.q.data(), A.rq.data(), T * c.n_heads, HD, eps);
+    rmsnorm_forward_cpu(A.kraw.data(), f.P(lp.k_norm), A.k.data(), A.rk.data(), T * c.n_kv, HD, eps);
   } else {  // over the whole projection
     resize(A.rq, T, "activations");
     resize(A.rk, T, "activations");
-    rmsnorm_forward(A.qraw.data(), f.P(lp.q_norm), A.q.data(), A.rq.data(), T, qd, eps, d);
-    rmsnorm_forward(A.kraw.data(), f.P(lp.k_norm), A.k.data(), A.rk.data(), T, kd, eps, d);
+    rmsnorm_forward_cpu(A.qraw.data(), f.P(lp.q_norm), A.q.data(), A.rq.data(), T, qd, eps);
+    rmsnorm_forward_cpu(A.kraw.data(), f.P(lp.k_norm), A.k.data(), A.rk.data(), T, kd, eps);
   }
-  rope(A.q.data(), pos, T, c.n_heads, f.rope, false, d);
-  rope(A.k.data(), pos, T, c.n_kv, f.rope, false, d);
+  rope_cpu(A.q.data(), pos, T, c.n_heads, f.rope, false);
+  rope_cpu(A.k.data(), pos, T, c.n_kv, f.rope, false);
   resize(A.att, T * qd, "activations");
   resize(A.lse, T * c.n_heads, "activations");
   attn.run(l, A.q.data(), A.k.data(), A.v.data(), A.att.data(), A.lse.data());
   resize(A.a, T * H, "activations");
-  linear_forward(A.att.data(), f.P(lp.o), A.a.data(), T, H, qd, false, d);
+  linear_forward(A.att.data(), f.P(lp.o), A.a.data(), T, H, qd, false);
   resize(A.h, T * H, "activations");
   if (qwen) {
     for (int64_t i = 0; i < T * H; ++i) A.h[size_t(i)] = x[i] + A.a[size_t(i)];
   } else {
     resize(A.ra, T, "activations");
-    rmsnorm_forward(A.a.data(), f.P(lp.post_attn_norm), A.h.data(), A.ra.data(), T, H, eps, d);
-    add_inplace(A.h.data(), x, T * H, d);
+    rmsnorm_forward_cpu(A.a.data(), f.P(lp.post_attn_norm), A.h.data(), A.ra.data(), T, H, eps);
+    add_inplace(A.h.data(), x, T * H);
   }
   const float* min = A.h.data();
   if (qwen) {
     resize(A.n2, T * H, "activations");
     resize(A.r2, T, "activations");
-    rmsnorm_forward(A.h.data(), f.P(lp.post_attn_norm), A.n2.data(), A.r2.data(), T, H, eps, d);
+    rmsnorm_forward_cpu(A.h.data(), f.P(lp.post_attn_norm), A.n2.data(), A.r2.data(), T, H, eps);
     min = A.n2.data();
   }
   resize(A.gate, T * I, "activations");
   resize(A.up, T * I, "activations");
   resize(A.act, T * I, "activations");
-  linear_forward(min, f.P(lp.gate), A.gate.data(), T, I, H, false, d);
-  linear_forward(min, f.P(lp.up), A.up.data(), T, I, H, false, d);
-  swiglu_forward(A.gate.data(), A.up.data(), A.act.data(), T * I, d);
+  linear_forward(min, f.P(lp.gate), A.gate.data(), T, I, H, false);
+  linear_forward(min, f.P(lp.up), A.up.data(), T, I, H, false);
+  swiglu_forward_cpu(A.gate.data(), A.up.data(), A.act.data(), T * I);
   resize(A.m, T * H, "activations");
-  linear_forward(A.act.data(), f.P(lp.down), A.m.data(), T, H, I, false, d);
+  linear_forward(A.act.data(), f.P(lp.down), A.m.data(), T, H, I, false);
   if (qwen) {
     std::memcpy(x, A.h.data(), size_t(T * H) * 4);
-    add_inplace(x, A.m.data(), T * H, d);
+    add_inplace(x, A.m.data(), T * H);
   } else {
     resize(A.rm, T, "activations");
-    rmsnorm_forward(A.m.data(), f.P(lp.post_ff_norm), x, A.rm.data(), T, H, eps, d);
-    add_inplace(x, A.h.data(), T * H, d);
+    rmsnorm_forward_cpu(A.m.data(), f.P(lp.post_ff_norm), x, A.rm.data(), T, H, eps);
+    add_inplace(x, A.h.data(), T * H);
   }
 }
 
@@ -214,8 +210,8 @@ void layer_forward(const Fwd& f, int64_t l, float* x, const int32_t* pos, int64_
 
 
 void Engine::forward(const float* w, const PackedBatch& b, Acts& a, bool keep) const {
-  Fwd f{cfg_, layout_, w, rope_, dev_};
-  PackedAttn attn(cfg_, b, dev_);
+  Fwd f{cfg_, layout_, w, rope_};
+  PackedAttn attn(cfg_, b);
   run_forward(f, b.tokens, b.positions, b.T, attn, a, keep);
 }
 
@@ -226,12 +222,12 @@ void run_forward(const Fwd& f, const int32_t* tokens, const int32_t* pos, int64_
   A.T = T;
   A.layers.resize(keep ? size_t(c.n_layers) : 1);
   resize(A.x, T * H, "activations");
-  embedding_forward(f.P(f.L.embed), tokens, A.x.data(), T, H, f.d);
+  embedding_forward_cpu(f.P(f.L.embed), tokens, A.x.data(), T, H);
   for (int64_t l = 0; l < c.n_layers; ++l)
     layer_forward(f, l, A.x.data(), pos, T, A.layers[keep ? size_t(l) : 0], attn);
   resize(A.xf, T * H, "activations");
   resize(A.rf, T, "activations");
-  rmsnorm_forward(A.x.data(), f.P(f.L.final_norm), A.xf.data(), A.rf.data(), T, H, float(c.rms_eps), f.d);
+  rmsnorm_forward_cpu(A.x.data(), f.P(f.L.final_norm), A.xf.data(), A.rf.data(), T, H, float(c.rms_eps));
 }
 
 // ------------------------------------------------------------------------------------
@@ -240,7 +236,6 @@ void run_forward(const Fwd& f, const int32_t* tokens, const int32_t* pos, int64_
 void Engine::backward(const PackedBatch& b, Acts& A, float* dxf) {
   const ModelConfig& c = cfg_;
   const Layout& L = layout_;
-  const Device d = dev_;
   const int64_t T = b.T, H = c.hidden, HD = c.head_dim, qd = c.n_heads * HD, kd = c.n_kv * HD, I = c.intermediate;
   const bool qwen = c.arch == Arch::Qwen3;
   auto P = [&](int idx) { return w_.data() + L.params[size_t(idx)].offset; };
@@ -248,7 +243,7 @@ void Engine::backward(const PackedBatch& b, Acts& A, float* dxf) {
   Vec dx(static_cast<size_t>(T * H)), dh(static_cast<size_t>(T * H)), tmpH(static_cast<size_t>(T * H)), dact(static_cast<size_t>(T * I)), dg(static_cast<size_t>(T * I)),
       du(static_cast<size_t>(T * I)), datt(static_cast<size_t>(T * qd)), dq(static_cast<size_t>(T * qd)), dk(static_cast<size_t>(T * kd)), dv(static_cast<size_t>(T * kd)),
       dqr(static_cast<size_t>(T * qd)), dkr(static_cast<size_t>(T * kd));
-  rmsnorm_backward(dxf, A.x.data(), P(L.final_norm), A.rf.data(), dx.data(), G(L.final_norm), T, H, false, d);
+  rmsnorm_backward_cpu(dxf, A.x.data(), P(L.final_norm), A.rf.data(), dx.data(), G(L.final_norm), T, H, false);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
     const LayerParams& lp = L.layers[size_t(l)];
     LayerActs& a = A.layers[size_t(l)];
@@ -256,67 +251,67 @@ void Engine::backward(const PackedBatch& b, Acts& A, float* dxf) {
     std::memcpy(dh.data(), dx.data(), size_t(T * H) * 4);
     const float* dm = dx.data();
     if (!qwen) {
-      rmsnorm_backward(dx.data(), a.m.data(), P(lp.post_ff_norm), a.rm.data(), tmpH.data(), G(lp.post_ff_norm), T, H,
-                       false, d);
+      rmsnorm_backward_cpu(dx.data(), a.m.data(), P(lp.post_ff_norm), a.rm.data(), tmpH.data(), G(lp.post_ff_norm), T, H,
+                       false);
       dm = tmpH.data();
     }
-    linear_backward_weight(dm, a.act.data(), G(lp.down), T, H, I, d);
-    linear_backward_input(dm, P(lp.down), dact.data(), T, H, I, false, d);
-    swiglu_backward(dact.data(), a.gate.data(), a.up.data(), dg.data(), du.data(), T * I, d);
+    linear_backward_weight(dm, a.act.data(), G(lp.down), T, H, I);
+    linear_backward_input(dm, P(lp.down), dact.data(), T, H, I, false);
+    swiglu_backward_cpu(dact.data(), a.gate.data(), a.up.data(), dg.data(), du.data(), T * I);
     const float* min = qwen ? a.n2.data() : a.h.data();
-    linear_backward_weight(dg.data(), min, G(lp.gate), T, I, H, d);
-    linear_backward_weight(du.data(), min, G(lp.up), T, I, H, d);
+    linear_backward_weight(dg.data(), min, G(lp.gate), T, I, H);
+    linear_backward_weight(du.data(), min, G(lp.up), T, I, H);
     if (qwen) {
-      linear_backward_input(dg.data(), P(lp.gate), tmpH.data(), T, I, H, false, d);
-      linear_backward_input(du.data(), P(lp.up), tmpH.data(), T, I, H, true, d);
-      rmsnorm_backward(tmpH.data(), a.h.data(), P(lp.post_attn_norm), a.r2.data(), dh.data(), G(lp.post_attn_norm), T,
-                       H, true, d);
+      linear_backward_input(dg.data(), P(lp.gate), tmpH.data(), T, I, H, false);
+      linear_backward_input(du.data(), P(lp.up), tmpH.data(), T, I, H, true);
+      rmsnorm_backward_cpu(tmpH.data(), a.h.data(), P(lp.post_attn_norm), a.r2.data(), dh.data(), G(lp.post_attn_norm), T,
+                       H, true);
     } else {
-      linear_backward_input(dg.data(), P(lp.gate), dh.data(), T, I, H, true, d);
-      linear_backward_input(du.data(), P(lp.up), dh.data(), T, I, H, true, d);
+      linear_backward_input(dg.data(), P(lp.gate), dh.data(), T, I, H, true);
+      linear_backward_input(du.data(), P(lp.up), dh.data(), T, I, H, true);
     }
     // h = xin + [norm](a):  dxin = dh (+ attention input grad below)
     std::memcpy(dx.data(), dh.data(), size_t(T * H) * 4);
     const float* da = dh.data();
     if (!qwen) {
-      rmsnorm_backward(dh.data(), a.a.data(), P(lp.post_attn_norm), a.ra.data(), tmpH.data(), G(lp.post_attn_norm), T,
-                       H, false, d);
+      rmsnorm_backward_cpu(dh.data(), a.a.data(), P(lp.post_attn_norm), a.ra.data(), tmpH.data(), G(lp.post_attn_norm), T,
+                       H, false);
       da = tmpH.data();
     }
-    linear_backward_weight(da, a.att.data(), G(lp.o), T, H, qd, d);
-    linear_backward_input(da, P(lp.o), datt.data(), T, H, qd, false, d);
+    linear_backward_weight(da, a.att.data(), G(lp.o), T, H, qd);
+    linear_backward_input(da, P(lp.o), datt.data(), T, H, qd, false);
     AttnArgs aa;
     aa.T = T, aa.n_heads = c.n_heads, aa.n_kv = c.n_kv, aa.head_dim = HD;
     aa.seq_offsets = b.seq_offsets, aa.n_seqs = b.n_seqs;
     aa.scale = float(1.0 / std::sqrt(double(HD)));
     aa.q = a.q.data(), aa.k = a.k.data(), aa.v = a.v.data(), aa.out = a.att.data(), aa.lse = a.lse.data();
     aa.dout = datt.data(), aa.dq = dq.data(), aa.dk = dk.data(), aa.dv = dv.data();
-    attention_backward(aa, d);
-    rope(dq.data(), b.positions, T, c.n_heads, rope_, true, d);
-    rope(dk.data(), b.positions, T, c.n_kv, rope_, true, d);
+    attention_backward_cpu(aa);
+    rope_cpu(dq.data(), b.positions, T, c.n_heads, rope_, true);
+    rope_cpu(dk.data(), b.positions, T, c.n_kv, rope_, true);
     const float eps_unused = 0;
     (void)eps_unused;
     if (qwen) {
-      rmsnorm_backward(dq.data(), a.qraw.data(), P(lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T * c.n_heads,
-                       HD, false, d);
-      rmsnorm_backward(dk.data(), a.kraw.data(), P(lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T * c.n_kv, HD,
-                       false, d);
+      rmsnorm_backward_cpu(dq.data(), a.qraw.data(), P(lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T * c.n_heads,
+                       HD, false);
+      rmsnorm_backward_cpu(dk.data(), a.kraw.data(), P(lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T * c.n_kv, HD,
+                       false);
     } else {
-      rmsnorm_backward(dq.data(), a.qraw.data(), P(lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T, qd, false, d);
-      rmsnorm_backward(dk.data(), a.kraw.data(), P(lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T, kd, false, d);
+      rmsnorm_backward_cpu(dq.data(), a.qraw.data(), P(lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T, qd, false);
+      rmsnorm_backward_cpu(dk.data(), a.kraw.data(), P(lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T, kd, false);
     }
     const float* src = qwen ? a.n1.data() : a.xin.data();
-    linear_backward_weight(dqr.data(), src, G(lp.q), T, qd, H, d);
-    linear_backward_weight(dkr.data(), src, G(lp.k), T, kd, H, d);
-    linear_backward_weight(dv.data(), src, G(lp.v), T, kd, H, d);
+    linear_backward_weight(dqr.data(), src, G(lp.q), T, qd, H);
+    linear_backward_weight(dkr.data(), src, G(lp.k), T, kd, H);
+    linear_backward_weight(dv.data(), src, G(lp.v), T, kd, H);
     float* dsrc = qwen ? tmpH.data() : dx.data();
-    linear_backward_input(dqr.data(), P(lp.q), dsrc, T, qd, H, !qwen, d);
-    linear_backward_input(dkr.data(), P(lp.k), dsrc, T, kd, H, true, d);
-    linear_backward_input(dv.data(), P(lp.v), dsrc, T, kd, H, true, d);
+    linear_backward_input(dqr.data(), P(lp.q), dsrc, T, qd, H, !qwen);
+    linear_backward_input(dkr.data(), P(lp.k), dsrc, T, kd, H, true);
+    linear_backward_input(dv.data(), P(lp.v), dsrc, T, kd, H, true);
     if (qwen)
-      rmsnorm_backward(tmpH.data(), a.xin.data(), P(lp.in_norm), a.r1.data(), dx.data(), G(lp.in_norm), T, H, true, d);
+      rmsnorm_backward_cpu(tmpH.data(), a.xin.data(), P(lp.in_norm), a.r1.data(), dx.data(), G(lp.in_norm), T, H, true);
   }
-  embedding_backward(dx.data(), b.tokens, G(L.embed), T, H, d);
+  embedding_backward_cpu(dx.data(), b.tokens, G(L.embed), T, H);
 }
 
 // ------------------------------------------------------------------------------------
@@ -378,7 +373,7 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
       std::memcpy(X.data() + i * H, A.xf.data() + (t - 1) * H, size_t(H) * 4);
       tgt[size_t(i)] = b.tokens[t];
     }
-    linear_forward(X.data(), Wh, logits.data(), cn, V, H, false, dev_);
+    linear_forward(X.data(), Wh, logits.data(), cn, V, H, false);
   };
   // pass 1: log-probs of the active tokens, chunk by chunk
   for (int64_t r0 = 0; r0 < n; r0 += C) {
@@ -387,7 +382,7 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
     LogprobForwardArgs fa;
     fa.logits = logits.data(), fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt.data();
     fa.temperature = opt.temperature, fa.logp = lp_c.data(), fa.lse = lse.data() + r0;
-    logprob_forward(fa, dev_);
+    logprob_forward_cpu(fa);
     for (int64_t i = 0; i < cn; ++i) logp[size_t(rows[size_t(r0 + i)])] = lp_c[size_t(i)];
   }
   // the loss and dL/dlogp
@@ -409,7 +404,7 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
     la.n_tokens = T, la.logp = logp.data(), la.old_logp = in.old_logp, la.ref_logp = need_ref ? ref : nullptr;
     la.advantages = in.advantages, la.mask = mask.data(), la.seq_offsets = b.seq_offsets, la.n_seqs = b.n_seqs;
     la.grad_logp = glogp.data(), la.token_loss = nullptr;
-    st.grpo = grpo_loss(la, dev_);
+    st.grpo = grpo_loss_cpu(la);
     st.loss = st.grpo.loss;
   }
   // pass 2: recompute each chunk's logits, dlogits, back into xf and the head
@@ -428,9 +423,9 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
     ba.logits = logits.data(), ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt.data();
     ba.temperature = opt.temperature, ba.lse = lse.data() + r0, ba.grad_logp = g_c.data();
     ba.grad_logits = dlogits.data();
-    logprob_backward(ba, dev_);
-    linear_backward_weight(dlogits.data(), X.data(), Gh, cn, V, H, dev_);
-    linear_backward_input(dlogits.data(), Wh, dX.data(), cn, V, H, false, dev_);
+    logprob_backward_cpu(ba);
+    linear_backward_weight(dlogits.data(), X.data(), Gh, cn, V, H);
+    linear_backward_input(dlogits.data(), Wh, dX.data(), cn, V, H, false);
     for (int64_t i = 0; i < cn; ++i) {
       float* dst = dxf.data() + (rows[size_t(r0 + i)] - 1) * H;
       const float* src = dX.data() + i * H;
@@ -468,7 +463,7 @@ AdamWResult Engine::optimizer_step(const AdamWOptions& o) {
   a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
   a.step = step_ + 1;
   a.max_grad_norm = o.max_grad_norm;
-  AdamWResult r = adamw(a, dev_);
+  AdamWResult r = adamw_cpu(a);
   if (!r.skipped) ++step_;
   zero_grad();
   return r;
@@ -499,11 +494,11 @@ void Engine::score(const PackedBatch& b, float temperature, bool reference, floa
       std::memcpy(X.data() + i * H, A.xf.data() + (t - 1) * H, size_t(H) * 4);
       tgt[size_t(i)] = b.tokens[t];
     }
-    linear_forward(X.data(), Wh, logits.data(), cn, V, H, false, dev_);
+    linear_forward(X.data(), Wh, logits.data(), cn, V, H, false);
     LogprobForwardArgs fa;
     fa.logits = logits.data(), fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt.data();
     fa.temperature = temperature, fa.logp = lp.data(), fa.lse = lse.data();
-    logprob_forward(fa, dev_);
+    logprob_forward_cpu(fa);
     for (int64_t i = 0; i < cn; ++i) out[rows[size_t(r0 + i)]] = lp[size_t(i)];
   }
 }
@@ -513,7 +508,7 @@ void Engine::logits(const PackedBatch& b, float* out) {
   Acts A;
   forward(w_.data(), b, A, false);
   const float* Wh = w_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
-  linear_forward(A.xf.data(), Wh, out, b.T, cfg_.vocab, cfg_.hidden, false, dev_);
+  linear_forward(A.xf.data(), Wh, out, b.T, cfg_.vocab, cfg_.hidden, false);
 }
 
 }  // namespace model

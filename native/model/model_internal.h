@@ -38,10 +38,9 @@ struct AttnHook {
 struct PackedAttn : AttnHook {
   const ModelConfig& c;
   const PackedBatch& b;
-  Device d;
   std::vector<Vec>* keep_k = nullptr;  // prefill: copies of k, v per layer
   std::vector<Vec>* keep_v = nullptr;
-  PackedAttn(const ModelConfig& c_, const PackedBatch& b_, Device d_) : c(c_), b(b_), d(d_) {}
+  PackedAttn(const ModelConfig& c_, const PackedBatch& b_) : c(c_), b(b_) {}
   void run(int64_t layer, const float* q, const float* k, const float* v, float* out, float* lse) override;
 };
 
@@ -50,7 +49,6 @@ struct Fwd {
   const Layout& L;
   const float* w;
   const RopeTable& rope;
-  Device d;
   const float* P(int idx) const { return w + L.params[size_t(idx)].offset; }
 };
 

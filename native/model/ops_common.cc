@@ -1,9 +1,9 @@
-// The reference-path switch and the no-CUDA error shared by the model's op families.
+// The reference-path switch shared by the model's op families (murphy/model/ops.h).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
-#include "ops_internal.h"
+#include "murphy/model/ops.h"
 
 namespace murphy {
 namespace model {
@@ -23,10 +23,6 @@ bool use_reference_ops() {
 }
 
 void set_reference_ops(bool on) { g_reference.store(on ? 1 : 0); }
-
-void model_no_cuda() {
-  throw Error("the model's CUDA backend is not built yet: the policy model runs on the CPU only");
-}
 
 }  // namespace model
 }  // namespace murphy

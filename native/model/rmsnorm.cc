@@ -9,42 +9,20 @@
 #include "../cpu/simd.h"
 #include "../cpu/threads.h"
 #include "murphy/model/ops.h"
-#include "ops_internal.h"
+
+#define MURPHY_SIMD_BODY "../model/rmsnorm_simd.inc"
+#include "../cpu/simd_multiversion.inc"
 
 namespace murphy {
 namespace model {
 
 namespace {
-MURPHY_SIMD_CLONES void row_fwd(const float* __restrict x, const float* __restrict w, float* __restrict y,
-                                float* rstd, int64_t n, float eps) {
-  float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  const float r = 1.0f / std::sqrt(ss / float(n) + eps);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * r) * w[i];
-  *rstd = r;
-}
 
-MURPHY_SIMD_CLONES void row_bwd(const float* __restrict dy, const float* __restrict x, const float* __restrict w,
-                                float r, float* __restrict dx, float* __restrict dw, int64_t n, bool acc) {
-  float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-  for (int64_t i = 0; i < n; ++i) dot += w[i] * dy[i] * x[i] * r;
-  const float c = dot / float(n);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float xh = x[i] * r;
-    const float g = r * (w[i] * dy[i] - xh * c);
-    dx[i] = acc ? dx[i] + g : g;
-    dw[i] += dy[i] * xh;
-  }
-}
 }  // namespace
 
 void rmsnorm_forward_cpu(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t n, float eps) {
   parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) row_fwd(x + r * n, w, y + r * n, rstd + r, n, eps);
+    for (int64_t r = r0; r < r1; ++r) MURPHY_SIMD_CALL(row_fwd, x + r * n, w, y + r * n, rstd + r, n, eps);
   });
 }
 
@@ -56,20 +34,11 @@ void rmsnorm_backward_cpu(const float* dy, const float* x, const float* w, const
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = rows * b / blocks, r1 = rows * (b + 1) / blocks;
       for (int64_t r = r0; r < r1; ++r)
-        row_bwd(dy + r * n, x + r * n, w, rstd[r], dx + r * n, part.data() + b * n, n, accumulate_dx);
+        MURPHY_SIMD_CALL(row_bwd, dy + r * n, x + r * n, w, rstd[r], dx + r * n, part.data() + b * n, n, accumulate_dx);
     }
   });
   for (int64_t b = 0; b < blocks; ++b)
     for (int64_t i = 0; i < n; ++i) dw[i] += part[size_t(b * n + i)];
-}
-
-void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t n, float eps,
-                     Device d) {
-  MURPHY_MODEL_DISPATCH(rmsnorm_forward_cpu(x, w, y, rstd, rows, n, eps))
-}
-void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
-                      int64_t rows, int64_t n, bool accumulate_dx, Device d) {
-  MURPHY_MODEL_DISPATCH(rmsnorm_backward_cpu(dy, x, w, rstd, dx, dw, rows, n, accumulate_dx))
 }
 
 }  // namespace model

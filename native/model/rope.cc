@@ -6,7 +6,6 @@
 
 #include "../cpu/threads.h"
 #include "murphy/model/ops.h"
-#include "ops_internal.h"
 
 namespace murphy {
 namespace model {
@@ -52,9 +51,6 @@ void rope_cpu(float* x, const int32_t* pos, int64_t T, int64_t n_heads, const Ro
   });
 }
 
-void rope(float* x, const int32_t* pos, int64_t T, int64_t n_heads, const RopeTable& tab, bool inverse, Device d) {
-  MURPHY_MODEL_DISPATCH(rope_cpu(x, pos, T, n_heads, tab, inverse))
-}
 
 }  // namespace model
 }  // namespace murphy

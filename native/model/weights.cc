@@ -17,6 +17,7 @@
 #include "../cpu/threads.h"
 #include "murphy/model/json.h"
 #include "murphy/model/model.h"
+#include "weights.h"
 
 namespace murphy {
 namespace model {
@@ -74,9 +75,9 @@ void checked_resize(std::vector<float>& v, int64_t n, const char* what) {
   try {
     v.assign(static_cast<size_t>(n), 0.0f);
   } catch (const std::bad_alloc&) {
-    throw Error(std::string("out of memory allocating ") + std::to_string(n * 4 / (1 << 20)) + " MiB for " + what);
+    throw Error(std::string("out of memory allocating ") + std::to_string(n * 4 / (1 << 20)) + " MiB for " + what, ErrorCode::NoMem);
   } catch (const std::length_error&) {
-    throw Error(std::string("out of memory allocating ") + std::to_string(n * 4 / (1 << 20)) + " MiB for " + what);
+    throw Error(std::string("out of memory allocating ") + std::to_string(n * 4 / (1 << 20)) + " MiB for " + what, ErrorCode::NoMem);
   }
 }
 
@@ -210,7 +211,7 @@ namespace {
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  if (!f) throw Error(path + ": cannot open (" + std::strerror(errno) + ")", ErrorCode::Io);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
@@ -241,11 +242,11 @@ struct StEntry {
 void map_file(Mapped& m, const std::string& path) {
   m.path = path;
   int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  if (fd < 0) throw Error(path + ": cannot open (" + std::strerror(errno) + ")", ErrorCode::Io);
   struct stat st;
   if (fstat(fd, &st) != 0) {
     ::close(fd);
-    throw Error(path + ": cannot stat");
+    throw Error(path + ": cannot stat", ErrorCode::Io);
   }
   m.size = size_t(st.st_size);
   if (m.size < 8) {
@@ -254,7 +255,7 @@ void map_file(Mapped& m, const std::string& path) {
   }
   m.base = mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
-  if (m.base == MAP_FAILED) throw Error(path + ": mmap failed (" + std::strerror(errno) + ")");
+  if (m.base == MAP_FAILED) throw Error(path + ": mmap failed (" + std::strerror(errno) + ")", ErrorCode::Io);
 }
 
 void parse_st(const Mapped& m, std::map<std::string, StEntry>& out) {

@@ -12,6 +12,7 @@ describe('murphy-native doctor', () => {
     const r = run('doctor');
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /native addon\s+(CPU-only|CUDA-enabled), (local build|prebuilt binary|local CUDA build|MURPHY_NATIVE_BINARY): \S+\.node/);
+    assert.match(r.stdout, /\n\s+why: (a local (CPU|CUDA) build|no local build|MURPHY_NATIVE_BINARY is set)/, 'doctor says why this binary');
     assert.match(r.stdout, /cpu\s+\d+ kernel threads .* SIMD: (avx512|avx2|baseline)/);
     assert.match(r.stdout, /cuda\s+(no CUDA device: .+|runtime \d+)/);
     assert.match(r.stdout, /sandbox\s+(bubblewrap|no bubblewrap \(weaker isolation\)), mode \S+/);

@@ -7,7 +7,7 @@
 // between real threads, launch limits, speed) is left to `npm run test:gpu` on a device.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { rawAddon } from '../../lib/native.js';
+import { kernelHarness } from '../../lib/native.js';
 import { Rng, testSeed, worstRatio } from '../helpers/random.js';
 
 type Out = Record<string, Float32Array>;
@@ -18,7 +18,7 @@ interface Case {
   block?: number;
   [k: string]: unknown;
 }
-const harness = (rawAddon() as { kernelHarness: (c: Case) => { kernel: Out; reference: Out } }).kernelHarness;
+const harness = (c: Case): { kernel: Out; reference: Out } => kernelHarness(c);
 
 const seed = testSeed('kernel-harness');
 const rng = new Rng(seed);

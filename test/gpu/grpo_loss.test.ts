@@ -194,7 +194,7 @@ describe('gpu grpoLoss vs cpu', () => {
     assert.throws(() => run({ seqOffsets: new BigInt64Array([0n, 2n]) }), /seqOffsets must start at 0 and end at nTokens = 3/);
     assert.throws(() => run({ seqOffsets: new BigInt64Array([0n, 2n, 1n, 3n]) }), /non-decreasing/);
     assert.throws(() => run({}, { beta: 0.1 }), /needs refLogp/);
-    assert.throws(() => run({}, { dualClip: 0.5 }), /dualClip must be > 1/);
+    assert.throws(() => run({}, { dualClip: 0.5 }), /'dualClip' must be a number > 1, or 0 \(off\)/);
     assert.throws(() => run({}, { lossType: 'dr_grpo', normLength: 0 }), /needs normLength > 0/);
   });
 });

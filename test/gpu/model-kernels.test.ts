@@ -7,7 +7,7 @@ import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { findCublasLt } from '../../lib/gpu/cublaslt.js';
-import { rawAddon } from '../../lib/native.js';
+import { kernelCudaRunner, kernelHarness } from '../../lib/native.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { announce, dryRun, gpuOnly, skipReason, worst } from './common.js';
 
@@ -16,10 +16,7 @@ const rng = new Rng(skipReason ? 1 : testSeed('gpu/model-kernels'));
 
 type Out = Record<string, Float32Array>;
 type Case = Record<string, unknown> & { op: string };
-const raw = rawAddon() as {
-  kernelHarness: (c: Case) => { kernel: Out; reference: Out };
-  kernelCuda?: (c: Case) => { kernel: Out; reference: Out; harness: Out };
-};
+const raw = { kernelHarness, kernelCuda: kernelCudaRunner() };
 /** The GPU run of a case (the harness itself in a dry run). */
 function onGpu(c: Case): { kernel: Out; reference: Out; harness: Out } {
   if (dryRun) {

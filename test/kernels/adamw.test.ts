@@ -146,9 +146,9 @@ describe('adamw vs float64 on random inputs', () => {
     const ok = () => ({ param: new Float32Array(4), grad: new Float32Array(4), m: new Float32Array(4), v: new Float32Array(4) });
     assert.throws(() => adamw([ok(), { ...ok(), m: new Float32Array(3) }], { lr: 0.1, step: 1 }), /'tensors\[1\]\.m' has 3 elements but 4 are needed/);
     assert.throws(() => adamw([{ ...ok(), grad: new Int32Array(4) as unknown as Float32Array }], { lr: 0.1, step: 1 }), /'tensors\[0\]\.grad' must be a Float32Array/);
-    assert.throws(() => adamw([ok()], { lr: 0.1, step: 0 }), /'step' must be an integer in \[1/);
-    assert.throws(() => adamw([ok()], { lr: -1, step: 1 }), /lr must be a finite number >= 0/);
-    assert.throws(() => adamw([ok()], { lr: 0.1, step: 1, beta2: 1 }), /beta2 must be in \[0, 1\)/);
-    assert.throws(() => adamw([ok()], { lr: NaN, step: 1 }), /'lr' is NaN/);
+    assert.throws(() => adamw([ok()], { lr: 0.1, step: 0 }), /adamw: 'step' must be an integer >= 1 and <= \d+; got 0/);
+    assert.throws(() => adamw([ok()], { lr: -1, step: 1 }), /adamw: 'lr' must be a number >= 0; got -1/);
+    assert.throws(() => adamw([ok()], { lr: 0.1, step: 1, beta2: 1 }), /'beta2' \(config key "adamBeta2", --adam-beta2\) must be a number >= 0 and < 1; got 1/);
+    assert.throws(() => adamw([ok()], { lr: NaN, step: 1 }), /adamw: 'lr' must be a number >= 0; got NaN/);
   });
 });

@@ -43,13 +43,32 @@ describe('bf16 conversion', () => {
   });
 });
 
-describe('device arrays without a CUDA build', () => {
-  it('say how to get one', async () => {
-    const { DeviceArray, cuda } = await import('../../lib/native.js');
+describe('device arrays', () => {
+  // Every kind of binary asserts something: a CPU-only build says how to get CUDA, a CUDA
+  // build without a device says why there is none, a CUDA build with one round-trips.
+  it('work where there is a GPU, and say why not where there is none', async () => {
+    const { DeviceArray, MurphyNativeError, cuda } = await import('../../lib/native.js');
     const st = cuda.status();
-    if (st.built) return; // the CUDA-enabled binary is covered by npm run test:gpu
-    assert.equal(st.available, false);
-    assert.match(st.reason, /^no CUDA device: /);
-    assert.throws(() => DeviceArray.empty('f32', 4), /built without CUDA; build it with `npm run build:cuda`/);
+    if (!st.built) {
+      assert.equal(st.available, false);
+      assert.match(st.reason, /^no CUDA device: this binary was built without CUDA/);
+      assert.throws(
+        () => DeviceArray.empty('f32', 4),
+        (e: unknown) => e instanceof MurphyNativeError && e.code === 'ENOLIB' && /built without CUDA; build it with `npm run build:cuda`/.test(e.message),
+      );
+    } else if (!st.available) {
+      assert.match(st.reason, /^no CUDA device: /);
+      assert.equal(st.devices.length, 0);
+      assert.throws(() => DeviceArray.empty('f32', 4), (e: unknown) => e instanceof MurphyNativeError && e.code === 'ECUDA');
+    } else {
+      assert.ok(st.devices.length > 0 && st.reason === '');
+      const x = rng.normals(1001);
+      const d = DeviceArray.from(x);
+      assert.deepEqual(d.download(), x);
+      const b = toBf16(d);
+      assert.deepEqual((b as InstanceType<typeof DeviceArray>).download(), toBf16(x));
+      d.free();
+      assert.equal(d.freed, true);
+    }
   });
 });

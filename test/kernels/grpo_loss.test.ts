@@ -54,8 +54,27 @@ function check(c: Case, params: { epsLow: number; epsHigh: number; dualClip: num
   assert.ok(Math.abs(out.loss - ref.loss) <= 1e-5 * (absSum * scale + 1e-3), `${label}: loss ${out.loss} vs ${ref.loss}`);
   const tl = worstRatio(out.tokenLoss as Float32Array, ref.tokenLoss, 1e-6, 1e-5);
   assert.ok(tl.ratio <= 1, `${label}: token loss ${tl.index}: ${(out.tokenLoss as Float32Array)[tl.index]} vs ${ref.tokenLoss[tl.index]}`);
-  const gr = worstRatio(out.gradLogp as Float32Array, ref.grad, 1e-7 * wmax + 1e-30, 1e-5);
-  assert.ok(gr.ratio <= 1, `${label}: grad ${gr.index}: ${(out.gradLogp as Float32Array)[gr.index]} vs ${ref.grad[gr.index]}`);
+  // The gradient jumps where the ratio crosses a clip bound (1 - epsLow, 1 + epsHigh, the dual
+  // bound c). A ratio within float rounding of a bound may take either branch in fp32 (the
+  // kernel) and in float64 (the reference): MURPHY_SEED=1008240580 gives r = 0.88301528 in
+  // float64, below 1 - epsLow = 0.88301530, but equal to it in fp32. Such tokens (at most a
+  // couple per case) are left out of the gradient comparison; the loss, which is continuous
+  // there, still covers them.
+  const got = Float32Array.from(out.gradLogp as Float32Array);
+  const want = Float64Array.from(ref.grad);
+  const bounds = [1 - params.epsLow, 1 + params.epsHigh, ...(params.dualClip > 0 ? [params.dualClip] : [])];
+  const lp = c.input.logp as Float32Array, old = c.input.oldLogp as Float32Array;
+  let ambiguous = 0;
+  for (let t = 0; t < want.length; t++) {
+    const r = Math.exp(lp[t] - old[t]);
+    if (!bounds.some((b) => Math.abs(r - b) <= 1e-6 * b)) continue;
+    ambiguous++;
+    got[t] = 0;
+    want[t] = 0;
+  }
+  assert.ok(ambiguous <= 2, `${label}: ${ambiguous} tokens within float rounding of a clip bound`);
+  const gr = worstRatio(got, want, 1e-7 * wmax + 1e-30, 1e-5);
+  assert.ok(gr.ratio <= 1, `${label}: grad ${gr.index}: ${got[gr.index]} vs ${want[gr.index]}`);
   assert.equal(out.stats.nActive, ref.nActive);
   for (const k of ['clipLowFrac', 'clipHighFrac', 'dualClipFrac'] as const) assert.ok(Math.abs(out.stats[k] - ref[k]) <= 1e-12 + 2 / Math.max(1, ref.nActive), `${label}: ${k}`);
   assert.ok(Math.abs(out.stats.meanRatio - ref.meanRatio) <= 1e-5 * (1 + ref.meanRatio), `${label}: meanRatio`);
@@ -151,9 +170,11 @@ describe('grpoLoss bad input', () => {
     assert.throws(() => grpoLoss({ ...ok, advantages: new Float32Array(2) }), /'advantages' has 2 elements but 3 are needed/);
     assert.throws(() => grpoLoss({ ...ok, mask: new Float32Array(3) as unknown as Uint8Array }), /'mask' must be a Uint8Array/);
     assert.throws(() => grpoLoss({ ...ok, beta: 0.1 }), /needs refLogp/);
-    assert.throws(() => grpoLoss({ ...ok, dualClip: 0.5 }), /dualClip must be > 1/);
+    assert.throws(() => grpoLoss({ ...ok, dualClip: 0.5 }), /'dualClip' must be a number > 1, or 0 \(off\); got 0\.5/);
     assert.throws(() => grpoLoss({ ...ok, lossType: 'dr_grpo' }), /needs normLength > 0/);
-    assert.throws(() => grpoLoss({ ...ok, lossType: 'ppo' as LossType }), /'lossType' must be 'dapo'/);
-    assert.throws(() => grpoLoss({ ...ok, epsLow: 1.5 }), /epsLow must be in \[0, 1\)/);
+    assert.throws(() => grpoLoss({ ...ok, lossType: 'ppo' as LossType }), /'lossType' \(config key "lossType", --loss-type\) must be one of dapo, grpo, dr_grpo; got "ppo"/);
+    // the range is the config key's: named with its key and flag, checked before any native code
+    assert.throws(() => grpoLoss({ ...ok, epsLow: 1.5 }), /'epsLow' \(config key "epsilon", --epsilon\) must be a number > 0 and < 1; got 1\.5/);
+    assert.throws(() => grpoLoss({ ...ok, epsLow: 1 }), /'epsLow' \(config key "epsilon", --epsilon\)/);
   });
 });

@@ -6,19 +6,36 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import yargs from 'yargs';
-import { CONFIG_KEYS, configOptions, configTableMarkdown, defaultConfig, DEMO_DEFAULTS, flagsFromArgv, kebab, resolveConfig, SCHEMA } from '../../lib/config/index.js';
+import { CONFIG_KEYS, configOptions, configTableMarkdown, defaultConfig, DEMO_DEFAULTS, flagsFromArgv, kebab, resolveConfig, SCHEMA, type TrainConfig } from '../../lib/config/index.js';
 import { resumeConfig } from '../../lib/commands/run-training.js';
 
 const work = mkdtempSync(join(tmpdir(), 'murphy-config-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
 describe('config', () => {
-  it('every key has a default that passes its own validation, and a doc line', () => {
+  it('resolves to the documented defaults (written out here, independently of the schema), each with a doc line', () => {
+    // docs/training.md's table; TRL's GRPOConfig values where the key exists there
+    const expected: TrainConfig = {
+      out: null, seed: 0, maxSteps: 40, saveSteps: 20, logTrees: true, device: 'auto',
+      model: '/m', modelPreset: 'tiny',
+      dataset: '/d.jsonl', datasetFormat: 'auto', datasetLimit: null, task: 'repair',
+      backend: 'embedded', serverUrl: null, servedModelName: null, vllmApiKey: null, temperature: 1, topP: 1, topK: 0,
+      maxCompletionLength: 48, executorWorkers: null, testTimeout: 3, timeoutMode: 'test', executor: 'local', sandboxUrl: null,
+      algo: 'murphy', computeMatched: false, batchSize: 8, numGenerations: 4, numFollowUpGenerations: null, maxTurns: 2,
+      credit: 'mars', gamma: 1, scaleRewards: 'group', rewardMode: 'fraction', intraKeep: null, interKeep: null, interDropZeroVariance: false, history: 'full',
+      lossType: 'dapo', lossDenominator: 'trained', beta: 0, epsilon: 0.2, epsilonHigh: null,
+      learningRate: 2e-3, lrSchedulerType: 'constant', warmupSteps: 0, minLrRatio: 0, weightDecay: 0, maxGradNorm: 1,
+      adamBeta1: 0.9, adamBeta2: 0.999, microBatchTokens: 8192, gradientCheckpointing: null,
+      evalIterations: 2, evalProblems: 64, evalSteps: 0, evalTemperature: 0, evalSamples: 1,
+      sftSteps: 30, sftLearningRate: 3e-3,
+    };
     const c = resolveConfig({ flags: { model: '/m', dataset: '/d.jsonl' } });
     for (const k of CONFIG_KEYS) {
       assert.ok(SCHEMA[k].doc.length > 10, k);
-      if (k !== 'model' && k !== 'dataset') assert.deepEqual(c[k], defaultConfig()[k], k);
+      assert.ok(k in expected, `key ${k} has an expected default here`);
     }
+    assert.deepEqual(c, expected);
+    assert.deepEqual({ ...defaultConfig(), model: '/m', dataset: '/d.jsonl' }, expected);
     assert.match(configTableMarkdown(), /`--num-generations`/);
   });
 
@@ -46,7 +63,7 @@ describe('config', () => {
 
   it('errors name the key, the flag and the allowed values', () => {
     assert.throws(() => resolveConfig({ flags: { scaleRewards: 'std' } }), /config key "scaleRewards" \(--scale-rewards\) in command-line flags: must be one of group, batch, none; got "std"/);
-    assert.throws(() => resolveConfig({ flags: { epsilon: 0 } }), /"epsilon" \(--epsilon\).*must be a number > 0 <= 1; got 0/);
+    assert.throws(() => resolveConfig({ flags: { epsilon: 0 } }), /"epsilon" \(--epsilon\).*must be a number > 0 and < 1; got 0/);
     assert.throws(() => resolveConfig({ flags: { batchSize: 2.5 } }), /"batchSize".*an integer >= 1/);
     const f = join(work, 'bad.json');
     writeFileSync(f, JSON.stringify({ numGeneration: 4 }));
@@ -62,10 +79,11 @@ describe('config', () => {
   it('the demo (no model, no dataset) takes the demo defaults for keys nobody set', () => {
     const c = resolveConfig({ flags: { maxSteps: 7 } });
     assert.equal(c.maxSteps, 7);
+    assert.equal(c.learningRate, 5e-3);
+    assert.equal(c.maxCompletionLength, 8);
     assert.equal(c.learningRate, DEMO_DEFAULTS.learningRate);
-    assert.equal(c.maxCompletionLength, DEMO_DEFAULTS.maxCompletionLength);
     const real = resolveConfig({ flags: { model: '/m' } });
-    assert.equal(real.learningRate, SCHEMA.learningRate.default);
+    assert.equal(real.learningRate, 2e-3);
   });
 
   it('resume keeps the run configuration; only a few keys may change', () => {

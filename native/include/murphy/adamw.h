@@ -34,9 +34,10 @@ struct AdamWArgs {
   // Hyper-parameters in double, as PyTorch keeps them in Python floats: the derived
   // scalars (1 - beta, lr / (1 - beta1^t), 1 - lr wd) are formed in double, then rounded
   // to fp32 once, exactly as torch does before its fp32 tensor ops.
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+  // Defaults and ranges live in lib/native/options.ts; the binding sets every field.
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
   int64_t step = 1;              // t, 1-based, the step being taken
-  float max_grad_norm = 0.0f;    // <= 0: no clipping
+  float max_grad_norm = 0.0f;    // 0: no clipping
   bool stochastic_rounding = false;
   uint64_t seed = 0;             // for stochastic rounding: hash(seed, tensor, index)
 };

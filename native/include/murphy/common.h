@@ -22,10 +22,27 @@ inline const char* dtype_name(DType d) { return d == DType::F32 ? "f32" : "bf16"
 // Where a tensor's memory lives; the dispatch point picks the kernel by this.
 enum class Device : int32_t { Host = 0, Cuda = 1 };
 
-// Any invalid input or failed device call. The addon turns it into a JS Error
-// whose message names the problem and the fix.
+// What went wrong, as the `code` of the JavaScript MurphyNativeError (lib/native/errors.ts):
+// EINVAL bad argument, ENOMEM allocation failed, ECUDA a CUDA call failed, ENOLIB a library
+// or backend is not built in, EBUSY the engine runs another call, EIO a file read/write failed.
+enum class ErrorCode : int32_t { Inval = 0, NoMem, Cuda, NoLib, Busy, Io };
+
+inline const char* error_code_name(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::NoMem: return "ENOMEM";
+    case ErrorCode::Cuda: return "ECUDA";
+    case ErrorCode::NoLib: return "ENOLIB";
+    case ErrorCode::Busy: return "EBUSY";
+    case ErrorCode::Io: return "EIO";
+    default: return "EINVAL";
+  }
+}
+
+// Any invalid input or failed device call. The addon turns it into a MurphyNativeError
+// whose message names the problem and the fix, and whose code is `code`.
 struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& what, ErrorCode c = ErrorCode::Inval) : std::runtime_error(what), code(c) {}
+  ErrorCode code;
 };
 
 // bf16 -> f32 is exact: the bf16 bits are the high half of the f32 bits.

@@ -29,8 +29,10 @@ struct GrpoLossArgs {
   const uint8_t* mask = nullptr;      // [n_tokens], 1 = in loss; nullptr = all tokens
   const int64_t* seq_offsets = nullptr;  // [n_seqs + 1]: sequence s = tokens [off[s], off[s+1])
   int64_t n_seqs = 0;
-  float eps_low = 0.2f;
-  float eps_high = 0.2f;
+  // The options: defaults and ranges live in lib/native/options.ts (the binding reads every
+  // one as required, so no default is written here).
+  float eps_low = 0.0f;
+  float eps_high = 0.0f;
   float dual_clip = 0.0f;  // c > 1 enables dual clipping; 0 disables
   float beta = 0.0f;
   LossAgg agg = LossAgg::TokenMean;
@@ -49,7 +51,7 @@ struct GrpoLossStats {
   int64_t n_active = 0;       // number of tokens with mask 1
 };
 
-// Shared by the CPU and CUDA paths (native/grpo_report.cc): the statistics from the sums over
+// Shared by the CPU and CUDA paths (native/grpo_stats.cc): the statistics from the sums over
 // active tokens, and the error for a non-finite loss at token t (with its inputs).
 GrpoLossStats grpo_stats_from_sums(double loss, double ratio, double kl, int64_t low, int64_t high, int64_t dual,
                                    int64_t active);

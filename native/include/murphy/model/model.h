@@ -70,12 +70,13 @@ struct PackedBatch {
   int64_t n_seqs = 0;
 };
 
+// Option structs: defaults and ranges live in lib/native/options.ts; the binding sets every field.
 struct TrainOptions {
   bool cross_entropy = false;    // supervised: loss = -mean over mask of logp
-  float temperature = 1.0f;
+  float temperature = 0.0f;
   GrpoLossArgs loss;             // eps, beta, agg, ... (tensor pointers ignored)
-  int64_t chunk_tokens = 256;    // logits rows per chunk
-  float grad_scale = 1.0f;       // multiplies this micro-batch's gradient (1 / micro-batches)
+  int64_t chunk_tokens = 0;      // logits rows per chunk
+  float grad_scale = 0.0f;       // multiplies this micro-batch's gradient (1 / micro-batches)
 };
 
 struct TrainInputs {
@@ -94,16 +95,16 @@ struct TrainStats {
 };
 
 struct AdamWOptions {
-  double lr = 1e-6, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  float max_grad_norm = 1.0f;
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  float max_grad_norm = 0.0f;
 };
 
 struct SampleOptions {
-  float temperature = 1.0f;  // 0 = greedy
-  float top_p = 1.0f;
+  float temperature = 0.0f;  // 0 = greedy
+  float top_p = 0.0f;
   int64_t top_k = 0;         // 0 = off
-  int64_t max_new_tokens = 16;
-  int64_t n = 1;             // samples per prompt
+  int64_t max_new_tokens = 0;
+  int64_t n = 0;             // samples per prompt
   uint64_t seed = 0;
   // Per-prompt seeds: when given (one per prompt), prompt p samples with seeds[p] instead of
   // seed + p, so requests with their own seeds can share one call.
@@ -175,7 +176,6 @@ class Engine {
   RopeTable rope_;
   int64_t step_ = 0;
   int64_t act_peak_ = 0;
-  Device dev_ = Device::Host;
 };
 
 // fp16 <-> fp32 (IEEE half, round to nearest even)

@@ -1,7 +1,9 @@
-// The decoder's op families. Each family has a CPU file under native/model/ (the readable
-// reference loops with the formula, then the fast path) and one dispatch point here, so a
-// CUDA file per family can be added later (native/cuda/model_<family>.cu) with the same
-// signatures. All tensors are row-major fp32; "rows" are tokens.
+// The decoder's op families. The policy model runs on the host: each family has a CPU file
+// under native/model/ (the readable reference loops with the formula, then the fast path,
+// switched by use_reference_ops()), and the model calls these functions directly. There is
+// no Device argument: a GPU model backend would come with its own entry points (and the
+// kernels of native/cuda/ keep their own host/device dispatch, native/dispatch.cc).
+// All tensors are row-major fp32; "rows" are tokens.
 #pragma once
 #include <cstdint>
 
@@ -9,6 +11,11 @@
 
 namespace murphy {
 namespace model {
+
+// True when the plain reference loops should run instead of the fast paths
+// (MURPHY_REFERENCE_OPS=1 or setReferenceOps(true)); used by tests to check one against the other.
+bool use_reference_ops();
+void set_reference_ops(bool on);
 
 // ---- matmul: C[M,N] = op(A)[M,K] * op(B)[K,N] (+ beta * C), fp32 accumulation.
 // Strided views: element (i, k) of A is A[i * a_rs + k * a_cs], (k, j) of B is B[k * b_rs + j * b_cs].
@@ -23,23 +30,19 @@ struct GemmArgs {
   float beta = 0.0f;  // 0: C is overwritten (never read); 1: accumulate
 };
 void gemm_cpu(const GemmArgs& a);
-void gemm(const GemmArgs& a, Device d);
 // The three products of a linear layer y = x W^T with W [N, K] (HF's nn.Linear layout):
 //   forward   Y[M,N]  = X[M,K] W^T          (accumulate: Y += ...)
 //   input grad dX[M,K] = dY[M,N] W           (accumulate: dX += ...)
 //   weight grad dW[N,K] += dY^T X
-void linear_forward(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate, Device d);
-void linear_backward_input(const float* dY, const float* W, float* dX, int64_t M, int64_t N, int64_t K, bool accumulate, Device d);
-void linear_backward_weight(const float* dY, const float* X, float* dW, int64_t M, int64_t N, int64_t K, Device d);
+void linear_forward(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate);
+void linear_backward_input(const float* dY, const float* W, float* dX, int64_t M, int64_t N, int64_t K, bool accumulate);
+void linear_backward_weight(const float* dY, const float* X, float* dW, int64_t M, int64_t N, int64_t K);
 
 // ---- rmsnorm: y = x / sqrt(mean(x^2) + eps) * w, over rows of length n; rstd[r] kept for backward.
 //   backward: xh = x * rstd;  dx = rstd * (w dy - xh * mean(w dy xh));  dw += sum_rows dy xh
 void rmsnorm_forward_cpu(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t n, float eps);
 void rmsnorm_backward_cpu(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
                           int64_t rows, int64_t n, bool accumulate_dx);
-void rmsnorm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t n, float eps, Device d);
-void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
-                      int64_t rows, int64_t n, bool accumulate_dx, Device d);
 
 // ---- rope (HF rotate_half convention), in place on x[T, n_heads, head_dim]:
 //   inv_freq_i = 1 / theta^(2i/d), a = pos * inv_freq_i, h = d/2, for i < h:
@@ -52,7 +55,6 @@ struct RopeTable {
 };
 void rope_table_init(float* cos, float* sin, int64_t max_pos, int64_t head_dim, double theta);
 void rope_cpu(float* x, const int32_t* pos, int64_t T, int64_t n_heads, const RopeTable& tab, bool inverse);
-void rope(float* x, const int32_t* pos, int64_t T, int64_t n_heads, const RopeTable& tab, bool inverse, Device d);
 
 // ---- attention over packed sequences (causal within each sequence, never across):
 //   for token t in sequence s, head h with kv head g = h / (n_heads / n_kv):
@@ -78,8 +80,6 @@ struct AttnArgs {
 };
 void attention_forward_cpu(const AttnArgs& a);
 void attention_backward_cpu(const AttnArgs& a);
-void attention_forward(const AttnArgs& a, Device d);
-void attention_backward(const AttnArgs& a, Device d);
 // Decode / prefill against a KV cache: B queries, query b attends to `len_b` keys that
 // live in up to two segments (a shared prompt prefix, then its own continuation).
 struct AttnCacheArgs {
@@ -95,23 +95,18 @@ struct AttnCacheArgs {
   float* out = nullptr;                    // [B, n_heads, hd]
 };
 void attention_cached_cpu(const AttnCacheArgs& a);
-void attention_cached(const AttnCacheArgs& a, Device d);
 
 // ---- swiglu: act = silu(g) * u, silu(g) = g * sigmoid(g)
 //   dg = da * u * s (1 + g (1 - s)),  du = da * silu(g),  s = sigmoid(g)
 void swiglu_forward_cpu(const float* g, const float* u, float* act, int64_t n);
 void swiglu_backward_cpu(const float* da, const float* g, const float* u, float* dg, float* du, int64_t n);
-void swiglu_forward(const float* g, const float* u, float* act, int64_t n, Device d);
-void swiglu_backward(const float* da, const float* g, const float* u, float* dg, float* du, int64_t n, Device d);
 
 // ---- embedding: y[t] = E[ids[t]];  backward dE[ids[t]] += dy[t]
 void embedding_forward_cpu(const float* E, const int32_t* ids, float* y, int64_t T, int64_t dim);
 void embedding_backward_cpu(const float* dy, const int32_t* ids, float* dE, int64_t T, int64_t dim);
-void embedding_forward(const float* E, const int32_t* ids, float* y, int64_t T, int64_t dim, Device d);
-void embedding_backward(const float* dy, const int32_t* ids, float* dE, int64_t T, int64_t dim, Device d);
 
 // ---- elementwise helpers (part of the swiglu file's family "pointwise")
-void add_inplace(float* y, const float* x, int64_t n, Device d);  // y += x
+void add_inplace(float* y, const float* x, int64_t n);  // y += x
 
 }  // namespace model
 }  // namespace murphy

@@ -1,4 +1,5 @@
-// Results and errors of the GRPO loss, shared by the CPU and CUDA kernels (see grpo_loss.h).
+// The GRPO loss statistics from the kernels' sums, and its non-finite-loss error: shared by
+// the CPU and CUDA kernels (see grpo_loss.h).
 #include <string>
 
 #include "murphy/grpo_loss.h"

@@ -1,0 +1,199 @@
+// The addon's raw surface, exactly as the C++ bindings (native/addon/) export it. Internal:
+// only lib/native.ts calls it, after resolving every option (lib/native/options.ts).
+import type { NativeErrorCode } from './errors.js';
+import type {
+  ResolvedAdamWKernelOptions, ResolvedAdamWOptions, ResolvedGenerateOptions, ResolvedGrpoLossOptions, ResolvedTrainOptions,
+} from './options.js';
+
+export type ElemKind = 'f32' | 'bf16' | 'i32' | 'u8' | 'i64';
+export type DType = 'f32' | 'bf16';
+/** Host tensors: typed arrays. */
+export type HostArray = Float32Array | Uint16Array | Int32Array | Uint8Array | BigInt64Array;
+
+export interface RawDeviceBuffer {
+  readonly length: number;
+  readonly kind: ElemKind;
+  readonly freed: boolean;
+  upload(src: HostArray): RawDeviceBuffer;
+  download<T extends HostArray>(dst: T): T;
+  free(): void;
+}
+
+export type RawTensor = HostArray | RawDeviceBuffer;
+
+export interface RawGrpoStats {
+  loss: number;
+  clipLowFrac: number;
+  clipHighFrac: number;
+  dualClipFrac: number;
+  meanRatio: number;
+  meanKl: number;
+  nActive: number;
+}
+
+export interface RawAdamWTensor {
+  param: RawTensor;
+  grad: RawTensor;
+  m: RawTensor;
+  v: RawTensor;
+  paramBf16?: RawTensor;
+  decay: boolean;
+}
+
+export interface RawAdamWResult {
+  gradNorm: number;
+  clipCoef: number;
+  skipped: boolean;
+}
+
+/** A packed batch as the model bindings take it (positions always given). */
+export interface RawBatch {
+  tokens: Int32Array;
+  positions: Int32Array;
+  seqOffsets: Int32Array;
+  mask?: Uint8Array;
+  advantages?: Float32Array;
+  oldLogp?: Float32Array;
+  refLogp?: Float32Array;
+}
+
+export interface RawModelConfig {
+  modelType: 'qwen3' | 'olmo2';
+  vocabSize: number;
+  hiddenSize: number;
+  intermediateSize: number;
+  numLayers: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  maxPositionEmbeddings: number;
+  rmsNormEps: number;
+  ropeTheta: number;
+  tieWordEmbeddings: boolean;
+  dtype: 'float32' | 'bfloat16' | 'float16';
+}
+
+export interface RawParamMeta {
+  name: string;
+  shape: number[];
+  numel: number;
+}
+
+export interface RawTrainStats {
+  loss: number;
+  nTokens: number;
+  nActive: number;
+  meanLogp: number;
+  clipLowFrac: number;
+  clipHighFrac: number;
+  dualClipFrac: number;
+  meanRatio: number;
+  meanKl: number;
+}
+
+export interface RawGeneration {
+  tokens: Int32Array;
+  logprobs: Float32Array;
+  finishReason: 'stop' | 'length';
+}
+
+export interface RawMemoryReport {
+  weights: number;
+  grads: number;
+  optimizer: number;
+  reference: number;
+  activationsPeak: number;
+}
+
+/** One native model (native/addon/model.cc's ModelEngine). */
+export interface RawEngine {
+  config(): RawModelConfig;
+  params(): RawParamMeta[];
+  getParam(name: string): Float32Array;
+  setParam(name: string, values: Float32Array): void;
+  getGrad(name: string): Float32Array;
+  getAdamState(name: string): { m: Float32Array; v: Float32Array; step: number };
+  setAdamState(name: string, m: Float32Array, v: Float32Array, step: number): void;
+  save(dir: string, dtype: RawModelConfig['dtype'], maxShardBytes: number): Promise<void>;
+  accumulate(batch: RawBatch, opts: ResolvedTrainOptions): Promise<RawTrainStats>;
+  optimizerStep(h: ResolvedAdamWOptions): Promise<RawAdamWResult & { step: number }>;
+  zeroGrad(): void;
+  score(batch: RawBatch, temperature: number, reference: boolean): Promise<Float32Array>;
+  logits(batch: RawBatch): Promise<Float32Array>;
+  makeReference(): void;
+  generate(prompts: Int32Array[], opts: ResolvedGenerateOptions): Promise<RawGeneration[]>;
+  memory(): RawMemoryReport;
+}
+
+export interface RawCpuInfo {
+  threads: number;
+  hardwareConcurrency: number;
+  simd: string;
+  avx512bf16: boolean;
+}
+
+export interface RawCudaStatus {
+  built: boolean;
+  available: boolean;
+  reason: string;
+  runtimeVersion: number;
+  driverVersion: number;
+  devices: { index: number; name: string; totalMemory: number; freeMemory: number; computeCapability: string; multiprocessors: number }[];
+}
+
+/** cublasLtLoad's answer (native/gpu/binding.cc). */
+export interface RawCublasLtLoad {
+  ok: boolean;
+  path: string;
+  origin: string;
+  version: number;
+  versionText: string;
+  reason: string;
+  attempts: { path: string; origin: string; error: string }[];
+}
+export type RawCublasLtLoader = (candidates: { path: string; origin: string }[], install: boolean) => RawCublasLtLoad;
+
+/** A GPU-engine kernel case for the harness (op, sizes, dtype, order, inputs, ints). */
+export interface KernelCase {
+  op: string;
+  [k: string]: unknown;
+}
+export type KernelTensors = Record<string, Float32Array>;
+export interface KernelRun {
+  kernel: KernelTensors;
+  reference: KernelTensors;
+}
+
+export interface RawAddon {
+  /** The GPU engine's host-side pieces; absent from binaries that predate them. */
+  cublasLtLoad?: RawCublasLtLoader;
+  kernelHarness?: (c: KernelCase) => KernelRun;
+  /** CUDA builds only. */
+  kernelCuda?: (c: KernelCase) => KernelRun & { harness: KernelTensors };
+  setErrorClass(cls: new (message: string, code: NativeErrorCode) => Error): void;
+  DeviceBuffer: new (kind: ElemKind, length: number) => RawDeviceBuffer;
+  logprobForward(
+    logits: RawTensor, dtype: DType, targets: RawTensor, nRows: number, vocab: number, temperature: number,
+    logp: RawTensor, lse: RawTensor, entropy: RawTensor | null,
+  ): void;
+  logprobBackward(
+    logits: RawTensor, dtype: DType, targets: RawTensor, nRows: number, vocab: number, temperature: number,
+    lse: RawTensor, gradLogp: RawTensor, gradLogits: RawTensor,
+  ): void;
+  grpoLoss(args: ResolvedGrpoLossOptions & {
+    logp: RawTensor; oldLogp: RawTensor; refLogp?: RawTensor; advantages: RawTensor; mask?: RawTensor; seqOffsets: RawTensor;
+    gradLogp?: RawTensor; tokenLoss?: RawTensor;
+  }): RawGrpoStats;
+  adamw(tensors: RawAdamWTensor[], hyper: ResolvedAdamWKernelOptions): RawAdamWResult;
+  f32ToBf16(src: RawTensor, dst: RawTensor): void;
+  bf16ToF32(src: RawTensor, dst: RawTensor): void;
+  copy(src: RawTensor, dst: RawTensor): void;
+  buildInfo(): { cuda: boolean; napiVersion: number; compiler?: string };
+  cpuInfo(): RawCpuInfo;
+  setNumThreads(n: number): void;
+  cudaStatus(): RawCudaStatus;
+  loadModel(dir: string): Promise<RawEngine>;
+  randomModel(configJson: string, seed: number, initStd: number): Promise<RawEngine>;
+  parseModelConfig(json: string, where: string): boolean;
+  setReferenceOps(on: boolean): void;
+}

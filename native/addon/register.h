@@ -1,0 +1,16 @@
+// The binding files' registration functions, called by the module entry (addon.cc).
+#pragma once
+#include <napi.h>
+
+namespace murphy {
+namespace addon {
+
+void register_kernels(Napi::Env env, Napi::Object exports);  // kernels.cc
+void register_model(Napi::Env env, Napi::Object exports);    // model.cc
+
+}  // namespace addon
+
+namespace gpu {
+void register_gpu(Napi::Env env, Napi::Object exports);  // native/gpu/binding.cc
+}  // namespace gpu
+}  // namespace murphy
