@@ -6,6 +6,7 @@ interface ReportArgs {
   run: string;
   out?: string;
   maxTrees: number;
+  maxTreeBytes: number;
 }
 
 export const reportCommand: CommandModule<object, ReportArgs> = {
@@ -15,10 +16,11 @@ export const reportCommand: CommandModule<object, ReportArgs> = {
     y
       .positional('run', { type: 'string', demandOption: true, describe: 'Run directory (of murphy-native train)' })
       .option('out', { type: 'string', describe: 'Output file (default: RUN/report.html)' })
-      .option('max-trees', { type: 'number', default: 4000, describe: 'Most rollout trees embedded for the viewer (spread over steps)' }) as unknown as Argv<ReportArgs>,
+      .option('max-trees', { type: 'number', default: 4000, describe: 'Most rollout trees embedded for the viewer (whole steps, spread over the run)' })
+      .option('max-tree-bytes', { type: 'number', default: 2_000_000, describe: 'Most bytes of tree data embedded (keeps the file small; all trees stay in trees.jsonl.gz)' }) as unknown as Argv<ReportArgs>,
   handler: async (argv) => {
     try {
-      const path = writeReport(argv.run, argv.out, { maxTrees: argv.maxTrees });
+      const path = writeReport(argv.run, argv.out, { maxTrees: argv.maxTrees, maxTreeBytes: argv.maxTreeBytes });
       process.stdout.write(`report: ${path}\n`);
     } catch (e) {
       process.stderr.write(`murphy-native report: ${e instanceof Error ? e.message : String(e)}\n`);

@@ -23,11 +23,12 @@ import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
 import { selectTrainingDevice } from '../gpu/device.js';
-import { latestCheckpoint } from '../train/checkpoint.js';
+import { latestCheckpoint, readTrainerState } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
 import { NativePolicy } from '../train/policy.js';
-import { silentProgress, type ProgressSink } from '../train/progress.js';
+import { formatRunHeader, RecentSteps, silentProgress, type ProgressSink } from '../train/progress.js';
+import { formatStepLine, type StepMetrics } from '../train/metrics.js';
 import { RunDir, writeFileAtomic } from '../train/rundir.js';
 
 export interface RunTrainingOptions {
@@ -41,6 +42,8 @@ export interface RunTrainingOptions {
   stopAfterStep?: number;
   /** Write report.html at the end. Default true. */
   report?: boolean;
+  /** Log the full configuration and one line per step (default: a short header and a bar per phase). */
+  verbose?: boolean;
 }
 
 export interface RunTrainingResult {
@@ -108,7 +111,14 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   const progress = o.progress ?? silentProgress;
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
   // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
-  selectTrainingDevice(c, log);
+  // Its lines (a memory plan, the choice) are printed with the run header, or at once on failure.
+  const deviceLines: string[] = [];
+  try {
+    selectTrainingDevice(c, (l) => deviceLines.push(l));
+  } catch (e) {
+    for (const l of deviceLines) log(l);
+    throw e;
+  }
   const parts = await preflight(c);
   const run = new RunDir(c.out!);
   const ck = o.resume ? latestCheckpoint(run) : null;
@@ -144,7 +154,27 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   // ---- from here on the run directory is written
   run.create();
   if (!o.resume) writeFileAtomic(run.configPath, JSON.stringify(withoutSecrets(c), null, 2) + '\n');
-  log(`${o.resume ? 'resuming' : 'run'} ${run.root}\n${formatConfig(c)}`);
+  log(
+    formatRunHeader({
+      demo: parts.demo,
+      resume: Boolean(o.resume),
+      model: c.model ?? `random ${c.modelPreset} Qwen3-shaped model (seed ${c.seed}), built-in byte-level tokenizer`,
+      task: parts.demo ? 'built-in code repair' : parts.datasetName,
+      trainProblems: parts.problems.length,
+      evalProblems: parts.evalProblems.length,
+      algo: c.algo,
+      maxTurns: c.maxTurns,
+      credit: c.credit,
+      batchSize: c.batchSize,
+      numGenerations: c.numGenerations,
+      numFollowUpGenerations: c.numFollowUpGenerations ?? c.numGenerations,
+      maxSteps: c.maxSteps,
+      sftSteps: c.sftSteps,
+      device: (deviceLines.at(-1) ?? '').replace(/^device: /, ''),
+      runDir: run.root,
+      verbose: Boolean(o.verbose),
+    }) + deviceLines.slice(0, -1).map((l) => `\n${l}`).join('') + (o.verbose ? `\n${formatConfig(c)}` : ''),
+  );
   if (!tokenizerDir) {
     tokenizerDir = join(run.root, 'tokenizer');
     if (!existsSync(join(tokenizerDir, 'tokenizer.json'))) {
@@ -183,10 +213,45 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     prompts = new ChatPromptBuilder<Problem>(tok, { task: (p) => problemPrompt(p, 'instruction'), history: c.history });
   }
 
+  // Progress: the warm-up, each evaluation and the training steps are phases with a bar each;
+  // a step's rollout/execution/training, and an evaluation between steps, show inside the
+  // training bar, which carries the recent figures that move.
+  const inner = progress.nested?.() ?? progress;
+  const recent = new RecentSteps();
+  let trainBar = false;
+  const ensureTrainBar = (from: number): void => {
+    if (trainBar) return;
+    trainBar = true;
+    progress.start('train', c.maxSteps, from);
+  };
+  const endTrainBar = (): void => {
+    if (trainBar) progress.end();
+    trainBar = false;
+  };
+  let firstStep = 0;
+  const loopProgress: ProgressSink = {
+    start: (phase, total) => {
+      ensureTrainBar(firstStep);
+      inner.start(phase, total);
+    },
+    update: (d, e) => inner.update(d, e),
+    end: () => inner.end(),
+    line: (t) => progress.line(t),
+  };
+  const onStep = (m: StepMetrics): void => {
+    ensureTrainBar(m.step - 1);
+    recent.push(m);
+    progress.update(m.step, recent.format());
+    if (o.verbose) progress.line(formatStepLine(m, c.maxSteps));
+    if (m.step >= c.maxSteps) endTrainBar();
+  };
+
   const evals: RunTrainingResult['evals'] = [];
   const evaluate = async (label: string, step: number): Promise<void> => {
     if (parts.evalProblems.length === 0) return;
-    progress.start('eval', 0);
+    const bar = trainBar ? inner : progress;
+    const what = `${label === 'initial' ? 'eval (before)' : label === 'final' ? 'eval (after)' : `eval (${label})`}`;
+    bar.start(what, 0);
     const r = await evaluateIterK(parts.evalProblems, { sampler: backend!, executor: evalExecutor, prompts, extractCode: extract }, {
       k: c.evalIterations,
       temperature: c.evalTemperature,
@@ -195,9 +260,9 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
       stopTokenIds: stop,
       seed: mix32(c.seed, 0xe7a1),
       groupBy: (p) => p.difficulty,
-      onProgress: (d) => progress.update(d),
+      onProgress: (d) => bar.update(d, `(calls to the model; ${parts.evalProblems.length} problems x ${c.evalTemperature === 0 ? 1 : c.evalSamples} samples, up to ${c.evalIterations} attempts each)`),
     });
-    progress.end();
+    bar.end();
     const file: EvalResultsFile = {
       version: 1,
       label,
@@ -230,16 +295,19 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
         seed: c.seed,
         onStep: (s, l) => progress.update(s, `loss ${l.toFixed(3)}`),
       });
+      progress.update(c.sftSteps, `loss ${losses[0]?.toFixed(3)} -> ${losses[losses.length - 1]?.toFixed(3)}`);
       progress.end();
-      log(`supervised warm-up: ${c.sftSteps} steps, loss ${losses[0]?.toFixed(3)} -> ${losses[losses.length - 1]?.toFixed(3)}`);
+      if (o.verbose) log(`supervised warm-up: ${c.sftSteps} steps, loss ${losses[0]?.toFixed(3)} -> ${losses[losses.length - 1]?.toFixed(3)}`);
       await backend.syncWeights(policy, 0);
     }
-    summary = await train(c, run, { policy, backend, executor, prompts, problems: parts.problems, extractCode: extract, stopTokenIds: stop, evaluate, progress }, {
+    firstStep = ck ? readTrainerState(ck).step : 0;
+    summary = await train(c, run, { policy, backend, executor, prompts, problems: parts.problems, extractCode: extract, stopTokenIds: stop, evaluate, progress: loopProgress, onStep }, {
       resume: Boolean(o.resume),
       handleSignals: o.handleSignals,
       stopAfterStep: o.stopAfterStep,
     });
   } finally {
+    endTrainBar();
     await closeExec();
     await backend.close();
   }

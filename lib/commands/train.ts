@@ -19,7 +19,12 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
     y
       .option('config', { type: 'string', describe: 'YAML or JSON configuration file (keys in camelCase or snake_case); flags override it' })
       .option('resume', { type: 'string', describe: 'Continue the run in RUN_DIR from its newest checkpoint' })
+      .option('verbose', { type: 'boolean', describe: 'Print every setting at the start and one line of figures per step' })
       .options(configOptions())
+      .epilogue(
+        'Defaults: "[default: X]" applies when --model or --dataset is given. With neither, the run is the CPU demo, and the keys that ' +
+          'show "demo: Y" take Y instead (a flag or config file still wins). Every key: docs/training.md.',
+      )
       .example('$0 train', 'the CPU demo: tiny model, built-in repair task, MURPHY')
       .example('$0 train --algo grpo --out runs/grpo', 'the same budget with GRPO')
       .example('$0 train --model ./qwen3-0.6b --dataset mbpp.jsonl --backend vllm --server-url http://127.0.0.1:8000', 'a real model next to a vLLM server') as unknown as Argv<TrainArgs>,
@@ -28,10 +33,15 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
       const flags = flagsFromArgv(argv);
       const cfg = argv.resume ? resumeConfig(argv.resume, flags) : resolveConfig({ file: argv.config ?? null, flags });
       const t0 = performance.now();
+      const progress = new StderrProgress();
       const r = await runTraining(cfg, {
         resume: argv.resume,
-        progress: new StderrProgress(),
-        log: (l) => process.stdout.write(l + '\n'),
+        progress,
+        verbose: Boolean(argv.verbose),
+        log: (l) => {
+          progress.clear();
+          process.stdout.write(l + '\n');
+        },
       });
       const evals = r.evals;
       const first = evals.find((e) => e.label === 'initial');

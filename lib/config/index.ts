@@ -165,7 +165,8 @@ export function configOptions(): Record<string, Options> {
   for (const k of CONFIG_KEYS) {
     const d = SCHEMA[k];
     const def = d.default === null ? 'unset' : String(d.default);
-    const opt: Options = { describe: `${d.doc} [default: ${def}]`, group: `${d.group[0]!.toUpperCase()}${d.group.slice(1)}:` };
+    const demo = k in DEMO_DEFAULTS && DEMO_DEFAULTS[k] !== d.default ? `; demo: ${String(DEMO_DEFAULTS[k])}` : '';
+    const opt: Options = { describe: `${d.doc} [default: ${def}${demo}]`, group: `${d.group[0]!.toUpperCase()}${d.group.slice(1)}:` };
     if (d.type === 'boolean') opt.type = 'boolean';
     else if (d.type === 'int' || d.type === 'number') opt.type = 'number';
     else opt.type = 'string';

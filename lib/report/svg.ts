@@ -17,6 +17,13 @@ export interface ChartOptions {
   yMax?: number;
   /** Format of y tick labels. */
   percent?: boolean;
+  /** x ticks on whole numbers only (e.g. k = 1, 2, 3). */
+  integerX?: boolean;
+  /**
+   * Per-step series: each drawn raw (faint) with its centred moving average over
+   * `smoothingWindow(points)` points on top. Series with few points are drawn as they are.
+   */
+  smooth?: boolean;
 }
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
@@ -25,12 +32,12 @@ export function escapeXml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 }
 
-function niceTicks(lo: number, hi: number, n = 5): number[] {
+function niceTicks(lo: number, hi: number, n = 5, minStep = 0): number[] {
   if (!(hi > lo)) return [lo];
   const span = hi - lo;
   const step0 = span / n;
   const mag = 10 ** Math.floor(Math.log10(step0));
-  const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((s) => span / s <= n) ?? 10 * mag;
+  const step = Math.max(minStep, [1, 2, 2.5, 5, 10].map((f) => f * mag).find((s) => span / s <= n) ?? 10 * mag);
   const out: number[] = [];
   for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) out.push(Math.abs(v) < 1e-12 * span ? 0 : v);
   return out;
@@ -43,15 +50,65 @@ function fmt(v: number, percent: boolean): string {
   return String(Number(v.toPrecision(3)));
 }
 
-/** An SVG line chart (with point markers when a series has few points). */
+/** Points of the moving average: about 1/25 of the series, odd, at least 1 (1 = no smoothing). */
+export function smoothingWindow(n: number): number {
+  const w = Math.round(n / 25);
+  return w < 3 ? 1 : w % 2 ? w : w + 1;
+}
+
+/** Centred moving average over `w` points (fewer at the ends); non-finite values are skipped. */
+export function movingAverage(points: readonly [number, number][], w: number): [number, number][] {
+  const h = Math.floor(w / 2);
+  return points.map((p, i) => {
+    let sum = 0;
+    let n = 0;
+    for (let j = Math.max(0, i - h); j <= Math.min(points.length - 1, i + h); j++) {
+      const y = points[j]![1];
+      if (Number.isFinite(y)) {
+        sum += y;
+        n++;
+      }
+    }
+    return [p[0], n && Number.isFinite(p[1]) ? sum / n : NaN];
+  });
+}
+
+/** Approximate width of legend text at 10 px (the report's legend font). */
+function textWidth(s: string): number {
+  return s.length * 5.6;
+}
+
+/**
+ * An SVG line chart (with point markers when a series has few points). The legend sits in its
+ * own band between the title and the plot area, never over the data; the plot area is marked
+ * by a `rect.plot-area` and the legend by `g.legend`.
+ */
 export function lineChart(series: readonly Series[], o: ChartOptions): string {
   const W = o.width ?? 420;
   const H = o.height ?? 240;
   const L = 52;
   const R = 10;
-  const T = 26;
   const B = 38;
-  const pts = series.flatMap((s) => s.points.filter((p) => Number.isFinite(p[1]) && Number.isFinite(p[0])));
+  // Legend rows, laid out left to right under the title.
+  const named = series.length > 1 || Boolean(series[0]?.name);
+  const legend: { x: number; row: number; name: string; color: string }[] = [];
+  if (named) {
+    let x = L;
+    let row = 0;
+    series.forEach((s, i) => {
+      const w = 16 + textWidth(s.name) + 12;
+      if (x + w > W - R && x > L) {
+        x = L;
+        row++;
+      }
+      legend.push({ x, row, name: s.name, color: COLORS[i % COLORS.length]! });
+      x += w;
+    });
+  }
+  const rows = legend.length ? legend[legend.length - 1]!.row + 1 : 0;
+  const T = 26 + rows * 13 + (rows ? 4 : 0);
+  const clean = series.map((s) => s.points.filter((p) => Number.isFinite(p[1]) && Number.isFinite(p[0])));
+  const pts = clean.flat();
   const xs = pts.map((p) => p[0]);
   const ys = pts.map((p) => p[1]);
   let x0 = xs.length ? Math.min(...xs) : 0;
@@ -72,14 +129,16 @@ export function lineChart(series: readonly Series[], o: ChartOptions): string {
   }
   const sx = (x: number): number => L + ((x - x0) / (x1 - x0)) * (W - L - R);
   const sy = (y: number): number => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
+  const path = (p: readonly [number, number][]): string => p.filter((q) => Number.isFinite(q[1])).map((q, j) => `${j ? 'L' : 'M'}${sx(q[0]).toFixed(1)},${sy(q[1]).toFixed(1)}`).join('');
   const parts: string[] = [];
   parts.push(`<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${escapeXml(o.title)}">`);
   parts.push(`<text x="${W / 2}" y="16" text-anchor="middle" class="ct">${escapeXml(o.title)}</text>`);
+  parts.push(`<rect class="plot-area" x="${L}" y="${T}" width="${W - L - R}" height="${H - T - B}" fill="none"/>`);
   for (const t of niceTicks(y0, y1)) {
     const y = sy(t).toFixed(1);
     parts.push(`<line x1="${L}" x2="${W - R}" y1="${y}" y2="${y}" class="grid"/><text x="${L - 4}" y="${y}" dy="3" text-anchor="end" class="tick">${fmt(t, o.percent ?? false)}</text>`);
   }
-  for (const t of niceTicks(x0, x1, 6)) {
+  for (const t of niceTicks(x0, x1, 6, o.integerX ? 1 : 0)) {
     const x = sx(t).toFixed(1);
     parts.push(`<line x1="${x}" x2="${x}" y1="${H - B}" y2="${H - B + 4}" class="axis"/><text x="${x}" y="${H - B + 15}" text-anchor="middle" class="tick">${fmt(t, false)}</text>`);
   }
@@ -88,17 +147,24 @@ export function lineChart(series: readonly Series[], o: ChartOptions): string {
   if (o.yLabel) parts.push(`<text transform="translate(12 ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle" class="lbl">${escapeXml(o.yLabel)}</text>`);
   series.forEach((s, i) => {
     const c = COLORS[i % COLORS.length]!;
-    const p = s.points.filter((q) => Number.isFinite(q[1]) && Number.isFinite(q[0]));
+    const p = clean[i]!;
     if (p.length === 0) return;
-    const d = p.map((q, j) => `${j ? 'L' : 'M'}${sx(q[0]).toFixed(1)},${sy(q[1]).toFixed(1)}`).join('');
-    parts.push(`<path d="${d}" fill="none" stroke="${c}" stroke-width="1.8" class="series" data-name="${escapeXml(s.name)}"/>`);
+    const w = o.smooth ? smoothingWindow(p.length) : 1;
+    if (w > 1) {
+      parts.push(`<path d="${path(p)}" fill="none" stroke="${c}" stroke-width="1" stroke-opacity="0.22" class="raw" data-name="${escapeXml(s.name)}"/>`);
+      parts.push(`<path d="${path(movingAverage(p, w))}" fill="none" stroke="${c}" stroke-width="1.8" class="series smoothed" data-name="${escapeXml(s.name)}" data-window="${w}"/>`);
+      return;
+    }
+    parts.push(`<path d="${path(p)}" fill="none" stroke="${c}" stroke-width="1.8" class="series" data-name="${escapeXml(s.name)}"/>`);
     if (p.length <= 30) for (const q of p) parts.push(`<circle cx="${sx(q[0]).toFixed(1)}" cy="${sy(q[1]).toFixed(1)}" r="2.5" fill="${c}"><title>${escapeXml(`${s.name}: ${fmt(q[1], o.percent ?? false)} at ${q[0]}`)}</title></circle>`);
   });
-  if (series.length > 1 || (series[0] && series[0].name)) {
-    series.forEach((s, i) => {
-      const y = T + 4 + i * 13;
-      parts.push(`<rect x="${L + 8}" y="${y}" width="10" height="3" fill="${COLORS[i % COLORS.length]}"/><text x="${L + 22}" y="${y + 4}" class="leg">${escapeXml(s.name)}</text>`);
-    });
+  if (legend.length) {
+    parts.push('<g class="legend">');
+    for (const e of legend) {
+      const y = 24 + e.row * 13;
+      parts.push(`<rect x="${e.x}" y="${y + 2}" width="10" height="3" fill="${e.color}"/><text x="${e.x + 14}" y="${y + 6}" class="leg">${escapeXml(e.name)}</text>`);
+    }
+    parts.push('</g>');
   }
   parts.push('</svg>');
   return parts.join('');

@@ -36,6 +36,8 @@ export interface TrainDeps<P> {
   /** Called before training (step 0, fresh runs only), every evalSteps, and after the last step. */
   evaluate?: (label: string, step: number) => Promise<void>;
   progress?: ProgressSink;
+  /** Called with each step's metrics instead of printing the per-step line to `progress`. */
+  onStep?: (m: StepMetrics) => void;
 }
 
 export interface TrainOptions {
@@ -352,7 +354,8 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       metrics.push(m);
       if (c.logTrees) state.treesBytes = run.appendTreeLines(trees.map((t) => JSON.stringify({ step, ...treeToJSON(t, { tokenIds: false }) })));
       state.metricsBytes = run.appendMetrics([m]);
-      progress.line(formatStepLine(m, c.maxSteps));
+      if (deps.onStep) deps.onStep(m);
+      else progress.line(formatStepLine(m, c.maxSteps));
 
       if (opts.stopAfterStep === step) {
         stopRequested = true;

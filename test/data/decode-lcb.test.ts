@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { loadDataset } from '../../lib/data/index.js';
-import { HAVE_SHARED, REPO, SHARED, tempDir } from '../exec/helpers.js';
+import { DATASETS, REPO, tempDir } from '../exec/helpers.js';
 
 const SCRIPT = join(REPO, 'python', 'murphy_exec', 'decode_lcb.py');
 const PY = process.env.MURPHY_PYTHON ?? 'python3';
@@ -40,11 +40,11 @@ describe('decode_lcb.py', () => {
     writeFileSync(join(dir, 'in.jsonl'), JSON.stringify(rec) + '\n');
     assert.throws(() => execFileSync(PY, [SCRIPT, join(dir, 'in.jsonl'), join(dir, 'out.jsonl')], { stdio: 'pipe' }), /refusing to load posix\.system|refusing to load/);
   });
-  it('SandboxFusion packaging: reproduces the shared decoded file', { skip: !HAVE_SHARED && 'no ../shared/data' }, () => {
+  it('SandboxFusion packaging: reproduces the shipped decoded file', () => {
     const dir = tempDir('lcbdec-');
-    execFileSync(PY, [SCRIPT, join(SHARED, 'code_eval_live_code_bench_v1.jsonl'), join(dir, 'd.json')]);
+    execFileSync(PY, [SCRIPT, join(DATASETS, 'code_eval_live_code_bench_v1.jsonl'), join(dir, 'd.json')]);
     const a = JSON.parse(readFileSync(join(dir, 'd.json'), 'utf8')) as { inputs: string[]; outputs: string[]; fn_name: string | null }[];
-    const b = JSON.parse(readFileSync(join(SHARED, 'code_eval_live_code_bench_v1.tests-decoded.json'), 'utf8')) as typeof a;
+    const b = JSON.parse(readFileSync(join(DATASETS, 'code_eval_live_code_bench_v1.tests-decoded.json'), 'utf8')) as typeof a;
     assert.deepEqual(a.map((x) => [x.fn_name, x.inputs, x.outputs]), b.map((x) => [x.fn_name, x.inputs, x.outputs]));
   });
 });

@@ -15,7 +15,7 @@ import {
   SAMPLE_FILES,
   type Problem,
 } from '../../lib/data/index.js';
-import { HAVE_SHARED, SHARED, tempDir } from '../exec/helpers.js';
+import { DATASETS, tempDir } from '../exec/helpers.js';
 
 function countBy<T>(xs: T[], f: (x: T) => string): Record<string, number> {
   const m: Record<string, number> = {};
@@ -23,7 +23,7 @@ function countBy<T>(xs: T[], f: (x: T) => string): Record<string, number> {
   return m;
 }
 
-describe('shipped samples (no ../shared needed)', () => {
+describe('the samples shipped in the package (assets/data)', () => {
   for (const name of Object.keys(SAMPLE_FILES) as (keyof typeof SAMPLE_FILES)[]) {
     it(`loads ${name}`, async () => {
       const ps = await loadSample(name);
@@ -42,9 +42,9 @@ describe('shipped samples (no ../shared needed)', () => {
   });
 });
 
-describe('the benchmark files in ../shared/data', { skip: !HAVE_SHARED && 'no ../shared/data' }, () => {
+describe('the full benchmark files (test/datasets)', () => {
   it('HumanEval: 164 problems, continuation prompts, check() tests', async () => {
-    const ps = await loadHumanEval(join(SHARED, 'HumanEval.jsonl.gz'));
+    const ps = await loadHumanEval(join(DATASETS, 'HumanEval.jsonl.gz'));
     assert.equal(ps.length, 164);
     assert.equal(ps[0].id, 'HumanEval/0');
     assert.equal(ps[0].promptStyle, 'completion');
@@ -54,7 +54,7 @@ describe('the benchmark files in ../shared/data', { skip: !HAVE_SHARED && 'no ..
     assert.match(problemPrompt(ps[0], 'instruction'), /```python\nfrom typing import List/);
   });
   it('MBPP full: 974 tasks with the standard splits', async () => {
-    const ps = await loadMbpp(join(SHARED, 'mbpp.jsonl'));
+    const ps = await loadMbpp(join(DATASETS, 'mbpp.jsonl.gz'));
     assert.equal(ps.length, 974);
     assert.deepEqual(countBy(ps, (p) => p.split ?? ''), { prompt: 10, test: 500, validation: 90, train: 374 });
     const t367 = ps.find((p) => p.id === 'mbpp/367') as Problem;
@@ -65,25 +65,25 @@ describe('the benchmark files in ../shared/data', { skip: !HAVE_SHARED && 'no ..
     // One test shown in the prompt.
     const shown = ps[1].tests.kind === 'assert' ? ps[1].tests.asserts : [];
     assert.ok(ps[1].prompt.includes(shown[0]) && !ps[1].prompt.includes(shown[1]));
-    assert.equal((await loadMbpp(join(SHARED, 'mbpp.jsonl'), { split: 'test' })).length, 500);
+    assert.equal((await loadMbpp(join(DATASETS, 'mbpp.jsonl.gz'), { split: 'test' })).length, 500);
   });
   it('MBPP sanitized: 427 tasks, test_imports kept', async () => {
-    const ps = await loadDataset(join(SHARED, 'sanitized-mbpp.json'));
+    const ps = await loadDataset(join(DATASETS, 'sanitized-mbpp.json.gz'));
     assert.equal(ps.length, 427);
     assert.deepEqual(countBy(ps, (p) => p.split ?? ''), { prompt: 7, test: 257, validation: 43, train: 120 });
     assert.equal(ps.filter((p) => p.tests.kind === 'assert' && p.tests.imports).length, 13);
   });
   it('KodCode: 232 problems in three files, pytest-style tests', async () => {
     let n = 0;
-    for (const f of ['KodCode_algorithm_100_1741212598.json', 'KodCode_leetcode_100_1741214688.json', 'KodCode_prefill_200_1741214325.json']) {
-      const ps = await loadKodCode(join(SHARED, f));
+    for (const f of ['KodCode_algorithm_100_1741212598.json.gz', 'KodCode_leetcode_100_1741214688.json.gz', 'KodCode_prefill_200_1741214325.json.gz']) {
+      const ps = await loadKodCode(join(DATASETS, f));
       n += ps.length;
       for (const p of ps) assert.equal(p.tests.kind, 'pytest');
     }
     assert.equal(n, 232);
   });
   it('LiveCodeBench (SandboxFusion packaging) with the decoded tests beside it', async () => {
-    const ps = await loadLiveCodeBench(join(SHARED, 'code_eval_live_code_bench_v1.jsonl'));
+    const ps = await loadLiveCodeBench(join(DATASETS, 'code_eval_live_code_bench_v1.jsonl'));
     assert.deepEqual(ps.map((p) => p.id), ['livecodebench/codeforces/1873_A', 'livecodebench/leetcode/2727', 'livecodebench/atcoder/abc301_a']);
     assert.deepEqual(ps.map((p) => p.tests.kind), ['stdio', 'functional', 'stdio']);
     assert.deepEqual(ps.map((p) => (p.tests.kind === 'stdio' || p.tests.kind === 'functional' ? p.tests.cases.length : 0)), [5, 14, 15]);
@@ -94,7 +94,7 @@ describe('the benchmark files in ../shared/data', { skip: !HAVE_SHARED && 'no ..
   it('LiveCodeBench without decoded tests fails with instructions', async () => {
     const dir = tempDir('lcb-');
     const { readFileSync } = await import('node:fs');
-    writeFileSync(join(dir, 'x.jsonl'), readFileSync(join(SHARED, 'code_eval_live_code_bench_v1.jsonl')));
+    writeFileSync(join(dir, 'x.jsonl'), readFileSync(join(DATASETS, 'code_eval_live_code_bench_v1.jsonl')));
     await assert.rejects(loadLiveCodeBench(join(dir, 'x.jsonl')), /compressed pickle.*decode_lcb\.py/s);
   });
 });

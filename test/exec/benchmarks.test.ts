@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { loadDataset, loadSample, SAMPLE_FILES, type Problem } from '../../lib/data/index.js';
 import { spawnSync } from 'node:child_process';
 import { probePython, PythonExecutor, type ExecutionResult } from '../../lib/exec/index.js';
-import { HAVE_SHARED, SHARED } from './helpers.js';
+import { DATASETS } from './helpers.js';
 
 // Generous timeouts: the point is correctness on a busy 2-core machine, not speed
 // (mbpp/123's reference takes about 2 s alone).
@@ -39,29 +39,29 @@ describe('shipped samples: every reference solution passes', () => {
   }
 });
 
-describe('benchmarks in ../shared/data', { skip: !HAVE_SHARED && 'no ../shared/data' }, () => {
+describe('the full benchmarks (test/datasets)', () => {
   it('HumanEval: 164/164 canonical solutions pass', async () => {
-    const ps = await loadDataset(join(SHARED, 'HumanEval.jsonl.gz'));
+    const ps = await loadDataset(join(DATASETS, 'HumanEval.jsonl.gz'));
     assert.equal(ps.length, 164);
     const { failures } = await runAll(ex, ps);
     assert.equal(failures.length, 0, show(failures));
   });
   it('MBPP full: 974/974 reference solutions pass', async () => {
-    const ps = await loadDataset(join(SHARED, 'mbpp.jsonl'));
+    const ps = await loadDataset(join(DATASETS, 'mbpp.jsonl.gz'));
     assert.equal(ps.length, 974);
     const { failures } = await runAll(ex, ps);
     assert.equal(failures.length, 0, show(failures));
   });
   it('MBPP sanitized: 427/427 reference solutions pass', async () => {
-    const ps = await loadDataset(join(SHARED, 'sanitized-mbpp.json'));
+    const ps = await loadDataset(join(DATASETS, 'sanitized-mbpp.json.gz'));
     assert.equal(ps.length, 427);
     const { failures } = await runAll(ex, ps);
     assert.equal(failures.length, 0, show(failures));
   });
   it('KodCode: 230/232 pass; the 2 generator ("yield") tests pytest refuses are reported', async () => {
     let ps: Problem[] = [];
-    for (const f of ['KodCode_algorithm_100_1741212598.json', 'KodCode_leetcode_100_1741214688.json', 'KodCode_prefill_200_1741214325.json']) {
-      ps = ps.concat(await loadDataset(join(SHARED, f)));
+    for (const f of ['KodCode_algorithm_100_1741212598.json.gz', 'KodCode_leetcode_100_1741214688.json.gz', 'KodCode_prefill_200_1741214325.json.gz']) {
+      ps = ps.concat(await loadDataset(join(DATASETS, f)));
     }
     assert.equal(ps.length, 232);
     const { failures } = await runAll(ex, ps);
@@ -87,7 +87,7 @@ describe('benchmarks in ../shared/data', { skip: !HAVE_SHARED && 'no ../shared/d
     }
   });
   it('LiveCodeBench slice: our reference solutions pass; the placeholder "solution" does not', async () => {
-    const ps = await loadDataset(join(SHARED, 'code_eval_live_code_bench_v1.jsonl'));
+    const ps = await loadDataset(join(DATASETS, 'code_eval_live_code_bench_v1.jsonl'));
     const samples = await loadSample('livecodebench');
     for (const p of ps) {
       const ref = samples.find((s) => s.id === p.id)?.referenceSolution;

@@ -1,14 +1,13 @@
 // Shared helpers of the executor tests.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkBubblewrap } from '../../lib/exec/index.js';
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-/** ../shared/data beside the repository (CI provides it there). */
-export const SHARED = resolve(REPO, '..', 'shared', 'data');
-export const HAVE_SHARED = existsSync(join(SHARED, 'HumanEval.jsonl.gz'));
+/** The full benchmark files the tests run on, shipped in the repository (see its README.md). */
+export const DATASETS = join(REPO, 'test', 'datasets');
 export const ASSETS = join(REPO, 'assets', 'data');
 
 export async function haveBwrap(): Promise<boolean> {

@@ -11,7 +11,7 @@ of each reference solution, and prints one JSON line per program:
 each, with a wall-clock limit; a program that hits it is left out (timeouts are compared by
 other tests, and a verdict that depends on the machine's speed cannot be compared here).
 
-usage: official_protocol.py DATA_DIR SEED N_PER_DATASET MUTANTS_PER_PROBLEM
+usage: official_protocol.py DATA_DIR SEED N_PER_DATASET MUTANTS_PER_PROBLEM  (DATA_DIR: test/datasets, with HumanEval.jsonl.gz and mbpp.jsonl.gz)
 """
 
 import gzip
@@ -92,7 +92,7 @@ def main():
     data, seed, n, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     rng = random.Random(seed)
     he = [json.loads(l) for l in gzip.open(os.path.join(data, "HumanEval.jsonl.gz"), "rt")]
-    mbpp = [json.loads(l) for l in open(os.path.join(data, "mbpp.jsonl"))]
+    mbpp = [json.loads(l) for l in gzip.open(os.path.join(data, "mbpp.jsonl.gz"), "rt")]
     for r in rng.sample(he, min(n, len(he))):
         body = r["canonical_solution"]
         for sol in [body] + mutants(body, rng, k):

@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { jsonlFromRecords, loadDataset, loadSample, type Problem } from '../../lib/data/index.js';
 import { PythonExecutor, timeoutLimits } from '../../lib/exec/index.js';
-import { HAVE_SHARED, REPO, SHARED } from './helpers.js';
+import { DATASETS, REPO } from './helpers.js';
 
 const run = promisify(execFile);
 let ex: PythonExecutor;
@@ -24,20 +24,20 @@ after(async () => {
 });
 
 async function humanEval(id: string): Promise<Problem> {
-  const p = he.find((x) => x.id === id) ?? (HAVE_SHARED ? (await loadDataset(join(SHARED, 'HumanEval.jsonl.gz'))).find((x) => x.id === id) : undefined);
-  assert.ok(p, `${id} is in the shipped sample or ../shared/data`);
+  const p = he.find((x) => x.id === id) ?? (await loadDataset(join(DATASETS, 'HumanEval.jsonl.gz'))).find((x) => x.id === id);
+  assert.ok(p, `${id} is in the shipped sample or test/datasets`);
   return p;
 }
 
 describe('names defined by the tests never reach the candidate', () => {
-  it('HumanEval/38: a decoder that calls str() and isinstance(x, str) passes (check() assigns `str`)', { skip: !HAVE_SHARED && 'no ../shared/data' }, async () => {
+  it('HumanEval/38: a decoder that calls str() and isinstance(x, str) passes (check() assigns `str`)', async () => {
     const p = await humanEval('HumanEval/38');
     const code =
       'def decode_cyclic(s: str):\n    assert isinstance(s, str)\n    return encode_cyclic(encode_cyclic(str(s)))\n';
     const r = await ex.run(p, code);
     assert.equal(r.passed, true, r.feedback);
   });
-  it('HumanEval/50: the same with decode_shift', { skip: !HAVE_SHARED && 'no ../shared/data' }, async () => {
+  it('HumanEval/50: the same with decode_shift', async () => {
     const p = await humanEval('HumanEval/50');
     const code =
       'def decode_shift(s: str):\n    if not isinstance(s, str):\n        raise TypeError(type(s))\n' +
@@ -71,14 +71,14 @@ describe('function-style programs are not run as __main__', () => {
   });
 });
 
-describe('differential test against the official protocols', { skip: !HAVE_SHARED && 'no ../shared/data' }, () => {
+describe('differential test against the official protocols', () => {
   it('HumanEval and MBPP: reference solutions and their mutants get the official verdict', async () => {
     const seed = Number(process.env.MURPHY_TEST_SEED ?? Math.floor(Math.random() * 2 ** 31));
     const python = process.env.MURPHY_PYTHON ?? 'python3';
-    const { stdout } = await run(python, [join(REPO, 'test', 'exec', 'official_protocol.py'), SHARED, String(seed), '12', '3'], { maxBuffer: 64 << 20 });
+    const { stdout } = await run(python, [join(REPO, 'test', 'exec', 'official_protocol.py'), DATASETS, String(seed), '12', '3'], { maxBuffer: 64 << 20 });
     const programs = stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: string; code: string; pass: boolean });
     const problems = new Map<string, Problem>();
-    for (const p of [...(await loadDataset(join(SHARED, 'HumanEval.jsonl.gz'))), ...(await loadDataset(join(SHARED, 'mbpp.jsonl')))]) problems.set(p.id, p);
+    for (const p of [...(await loadDataset(join(DATASETS, 'HumanEval.jsonl.gz'))), ...(await loadDataset(join(DATASETS, 'mbpp.jsonl.gz')))]) problems.set(p.id, p);
     const results = await Promise.all(programs.map((x) => ex.run(problems.get(x.id) as Problem, x.code)));
     const disagree = programs.flatMap((x, i) => (results[i].passed === x.pass ? [] : [`${x.id} official ${x.pass}, executor ${results[i].passed}: ${results[i].feedback.slice(0, 300)}\n${x.code}`]));
     assert.ok(programs.length >= 40, `only ${programs.length} programs (seed ${seed})`);
