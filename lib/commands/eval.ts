@@ -14,11 +14,12 @@ import { loadChatTokenizer } from '../prompt/tokenizer.js';
 import { EmbeddedBackend } from '../rollout/embedded.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
-import { writeFileAtomic } from '../train/rundir.js';
+import { checkOutputFile, writeFileAtomic } from '../train/rundir.js';
 
 export interface EvalArgs {
   dataset: string;
   format: string;
+  split?: string;
   limit?: number;
   model?: string;
   serverUrl?: string;
@@ -51,7 +52,10 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
   if (!existsSync(join(tokDir, 'tokenizer.json'))) throw new ConfigError(`no tokenizer.json in ${tokDir}`);
   if (!Number.isInteger(a.k) || a.k < 1) throw new ConfigError(`--k must be an integer >= 1, got ${a.k}`);
   if (!Number.isInteger(a.n) || a.n < 1) throw new ConfigError(`--n must be an integer >= 1, got ${a.n}`);
-  const problems: Problem[] = await loadTrainingProblems(a.dataset, a.format, a.limit ?? null);
+  if (a.out) checkOutputFile(a.out, '--out');
+  // Datasets with splits (MBPP) are scored on one split, the test split unless --split says otherwise.
+  const problems: Problem[] = await loadTrainingProblems(a.dataset, a.format, a.limit ?? null, { split: a.split, defaultSplit: 'test' });
+  const split = [...new Set(problems.map((p) => p.split).filter((x): x is string => x !== undefined))].join(',');
   const tok = loadChatTokenizer(tokDir);
   const backend: RolloutBackend = a.serverUrl
     ? await VllmBackend.connect({ servers: a.serverUrl.split(','), model: a.servedModelName, apiKey: a.vllmApiKey, tokenizer: tok, maxRetries: 2 })
@@ -79,12 +83,13 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
       version: 1,
       dataset: resolve(a.dataset),
       model: a.model ? resolve(a.model) : `${a.serverUrl} (${backend instanceof VllmBackend ? backend.model ?? '' : ''})`,
-      settings: { k: a.k, n: a.temperature === 0 ? 1 : a.n, temperature: a.temperature, topP: a.topP, maxTokens: a.maxTokens, seed: a.seed, backend: a.serverUrl ? 'vllm' : 'embedded', feedback: `${a.feedback} tests` },
+      settings: { k: a.k, n: a.temperature === 0 ? 1 : a.n, temperature: a.temperature, topP: a.topP, maxTokens: a.maxTokens, seed: a.seed, backend: a.serverUrl ? 'vllm' : 'embedded', feedback: `${a.feedback} tests`, ...(split ? { split } : {}) },
       problems: r.problems,
       iterations: r.iterations,
       byGroup: r.byGroup,
       perProblem: r.perProblem,
       noRoom: r.noRoom,
+      unfit: r.unfit,
       seconds: r.seconds,
       createdAt: new Date().toISOString(),
     };
@@ -103,7 +108,8 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
     y
       .option('dataset', { type: 'string', demandOption: true, describe: 'Problems file (HumanEval/MBPP/KodCode/LiveCodeBench/JSONL)' })
       .option('format', { type: 'string', choices: DATASET_FORMATS as string[], default: 'auto', describe: 'Dataset format' })
-      .option('limit', { type: 'number', describe: 'Evaluate the first N problems' })
+      .option('split', { type: 'string', describe: 'Split(s) to score, comma-separated, for datasets that have them (MBPP: prompt, test, validation, train); default test' })
+      .option('limit', { type: 'number', describe: 'Evaluate the first N problems (of the split)' })
       .option('model', { type: 'string', describe: 'Model directory: generate with the embedded native engine (and its tokenizer)' })
       .option('server-url', { type: 'string', describe: 'vLLM (or murphy-native serve) base URL(s), comma-separated' })
       .option('served-model-name', { type: 'string', describe: 'Model name on the server' })
@@ -123,16 +129,11 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('timeout-mode', { type: 'string', choices: ['test', 'program'], default: 'test', describe: 'program: the whole program gets --test-timeout seconds, as the official HumanEval/MBPP harnesses (for comparing with published numbers)' })
       .option('out', { type: 'string', describe: 'Write the results JSON here' }) as unknown as Argv<EvalArgs>,
   handler: async (argv) => {
-    try {
-      const log = (s: string): void => {
-        process.stderr.write(s + '\n');
-      };
-      const r = await runEval(argv, log);
-      process.stdout.write(formatIterKTable(r) + '\n');
-      if (argv.out) process.stdout.write(`results: ${resolve(argv.out)}\n`);
-    } catch (e) {
-      process.stderr.write(`murphy-native eval: ${e instanceof Error ? e.message : String(e)}\n`);
-      process.exitCode = 1;
-    }
+    const log = (s: string): void => {
+      process.stderr.write(s + '\n');
+    };
+    const r = await runEval(argv, log);
+    process.stdout.write(formatIterKTable(r) + '\n');
+    if (argv.out) process.stdout.write(`results: ${resolve(argv.out)}\n`);
   },
 };

@@ -19,12 +19,7 @@ export const reportCommand: CommandModule<object, ReportArgs> = {
       .option('max-trees', { type: 'number', default: 4000, describe: 'Most rollout trees embedded for the viewer (whole steps, spread over the run)' })
       .option('max-tree-bytes', { type: 'number', default: 2_000_000, describe: 'Most bytes of tree data embedded (keeps the file small; all trees stay in trees.jsonl.gz)' }) as unknown as Argv<ReportArgs>,
   handler: async (argv) => {
-    try {
-      const path = writeReport(argv.run, argv.out, { maxTrees: argv.maxTrees, maxTreeBytes: argv.maxTreeBytes });
-      process.stdout.write(`report: ${path}\n`);
-    } catch (e) {
-      process.stderr.write(`murphy-native report: ${e instanceof Error ? e.message : String(e)}\n`);
-      process.exitCode = 1;
-    }
+    const path = writeReport(argv.run, argv.out, { maxTrees: argv.maxTrees, maxTreeBytes: argv.maxTreeBytes });
+    process.stdout.write(`report: ${path}\n`);
   },
 };

@@ -1,7 +1,7 @@
 // `murphy-native train` as a library call: pre-flight checks (nothing is written before they
 // pass), the run directory, model/tokenizer/backend/executor/prompt set-up, the demo's
 // supervised warm-up, Iter-k evaluations before and after, the loop, and the report.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { checkConfig, ConfigError, defaultConfig, formatConfig, validatePartial, withoutSecrets } from '../config/index.js';
 import type { TrainConfig } from '../config/schema.js';
@@ -23,13 +23,15 @@ import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
 import { selectTrainingDevice } from '../gpu/device.js';
-import { latestCheckpoint, readTrainerState } from '../train/checkpoint.js';
+import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
 import { NativePolicy } from '../train/policy.js';
 import { formatRunHeader, RecentSteps, silentProgress, type ProgressSink } from '../train/progress.js';
 import { formatStepLine, type StepMetrics } from '../train/metrics.js';
-import { RunDir, writeFileAtomic } from '../train/rundir.js';
+import { RunLock } from '../train/lock.js';
+import { checkOutputDir, fileSize, RunDir, writeFileAtomic } from '../train/rundir.js';
+import { StopSignal } from '../train/signals.js';
 
 export interface RunTrainingOptions {
   /** Continue the run in this directory (its config.json is used; see RESUMABLE_KEYS). */
@@ -42,6 +44,8 @@ export interface RunTrainingOptions {
   stopAfterStep?: number;
   /** Write report.html at the end. Default true. */
   report?: boolean;
+  /** Resume even when RUN/config.json differs from the checkpoint's configuration (RUN/config.json wins). */
+  overrideConfig?: boolean;
   /** Log the full configuration and one line per step (default: a short header and a bar per phase). */
   verbose?: boolean;
 }
@@ -56,6 +60,13 @@ export interface RunTrainingResult {
 /** Keys a resume may change; every other key must equal the run's. */
 export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey'] as const;
 
+/** Keys (other than RESUMABLE_KEYS and out) whose values differ between two configurations, sorted. */
+export function configDifferences(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
+  const skip = new Set<string>([...RESUMABLE_KEYS, 'out']);
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...keys].filter((k) => !skip.has(k) && JSON.stringify(a[k] ?? null) !== JSON.stringify(b[k] ?? null)).sort();
+}
+
 function defaultOut(c: TrainConfig): string {
   const d = new Date();
   const p = (n: number): string => String(n).padStart(2, '0');
@@ -66,7 +77,7 @@ function defaultOut(c: TrainConfig): string {
 export function resumeConfig(dir: string, flags: Record<string, unknown>): TrainConfig {
   const run = new RunDir(dir);
   if (!existsSync(run.configPath)) throw new TrainError(`cannot resume ${run.root}: no config.json there`);
-  const saved = checkConfig({ ...defaultConfig(), ...(validatePartial(JSON.parse(readFileSync(run.configPath, 'utf8')), run.configPath) as TrainConfig) });
+  const saved = checkConfig({ ...defaultConfig(), ...(validatePartial(readJsonFile(run.configPath, 'run configuration'), run.configPath) as TrainConfig) });
   const given = validatePartial(flags, 'command-line flags') as Record<string, unknown>;
   for (const [k, v] of Object.entries(given)) {
     if (k === 'out') continue;
@@ -88,6 +99,8 @@ interface Parts {
 
 /** Pre-flight: everything that can fail on user input, before anything is written. */
 async function preflight(c: TrainConfig): Promise<Parts> {
+  if (!(c.temperature > 0)) throw new ConfigError(`config key "temperature" (--temperature) is ${c.temperature}: training samples, so it needs a temperature > 0`);
+  checkOutputDir(c.out!, 'run directory (config key "out", --out)');
   if (c.model && !existsSync(join(c.model, 'config.json'))) throw new ConfigError(`model directory ${c.model} has no config.json (config key "model", --model)`);
   if (c.dataset === null) {
     const { train: tr, test } = repairSplit(c.seed);
@@ -106,24 +119,79 @@ async function preflight(c: TrainConfig): Promise<Parts> {
   };
 }
 
+/**
+ * Removes what a fresh run wrote when it stops before it has anything to resume (no checkpoint
+ * and no completed step): the entries that were not in the directory before, and the
+ * directory itself when the run created it. Returns whether anything was removed.
+ */
+function removeHalfMadeRun(run: RunDir, existed: boolean, before: ReadonlySet<string>): boolean {
+  if (!existsSync(run.root) || checkpointDirs(run).length > 0 || fileSize(run.metricsPath) > 0) return false;
+  if (!existed) {
+    rmSync(run.root, { recursive: true, force: true });
+    return true;
+  }
+  for (const n of readdirSync(run.root)) if (!before.has(n)) rmSync(join(run.root, n), { recursive: true, force: true });
+  return true;
+}
+
 export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {}): Promise<RunTrainingResult> {
   const log = o.log ?? (() => undefined);
-  const progress = o.progress ?? silentProgress;
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
-  // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
-  // Its lines (a memory plan, the choice) are printed with the run header, or at once on failure.
-  const deviceLines: string[] = [];
+  const stopSignal = new StopSignal();
+  if (o.handleSignals ?? true) stopSignal.install();
   try {
-    selectTrainingDevice(c, (l) => deviceLines.push(l));
-  } catch (e) {
-    for (const l of deviceLines) log(l);
-    throw e;
+    // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
+    // Its lines (a memory plan, the choice) are printed with the run header, or at once on failure.
+    const deviceLines: string[] = [];
+    try {
+      selectTrainingDevice(c, (l) => deviceLines.push(l));
+    } catch (e) {
+      for (const l of deviceLines) log(l);
+      throw e;
+    }
+    const parts = await preflight(c);
+    stopSignal.throwIfRequested('before the run started; nothing was written');
+    const run = new RunDir(c.out!);
+    const existed = existsSync(run.root);
+    if (o.resume && !existed) throw new TrainError(`cannot resume ${run.root}: no such directory`);
+    const before = new Set(existed ? readdirSync(run.root) : []);
+    // The lock comes first: nothing else is written to the directory before it is held.
+    const lock = RunLock.acquire(run.root, log);
+    try {
+      return await runLocked(c, o, parts, run, stopSignal, deviceLines);
+    } catch (e) {
+      if (!o.resume && removeHalfMadeRun(run, existed, before)) {
+        log(`${run.root}: stopped before the first checkpoint; removed what this run wrote, so the directory can be used again`);
+      }
+      throw e;
+    } finally {
+      lock.release();
+    }
+  } finally {
+    stopSignal.uninstall();
   }
-  const parts = await preflight(c);
-  const run = new RunDir(c.out!);
-  const ck = o.resume ? latestCheckpoint(run) : null;
-  if (o.resume && !ck) throw new TrainError(`nothing to resume in ${run.root}: no complete checkpoint`);
-  if (!o.resume && existsSync(run.metricsPath)) throw new TrainError(`${run.root} already holds a run; use --resume ${run.root} or another --out`);
+}
+
+async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, run: RunDir, stopSignal: StopSignal, deviceLines: string[]): Promise<RunTrainingResult> {
+  const log = o.log ?? (() => undefined);
+  const progress = o.progress ?? silentProgress;
+  let point: ResumePoint | null = null;
+  if (o.resume) {
+    point = resolveResume(run, log);
+    const saved = readCheckpointConfig(point.dir);
+    if (saved) {
+      const diff = configDifferences(c as unknown as Record<string, unknown>, saved);
+      if (diff.length && !o.overrideConfig) {
+        throw new ConfigError(
+          `${run.configPath} differs from the configuration saved with checkpoint ${point.dir} in ${diff.map((k) => `"${k}" (${JSON.stringify((c as unknown as Record<string, unknown>)[k] ?? null)} vs ${JSON.stringify(saved[k] ?? null)})`).join(', ')}; ` +
+            'restore the file, or pass --override-config to continue with the file\'s values',
+        );
+      }
+      if (diff.length) log(`--override-config: continuing with ${run.configPath}, which differs from the checkpoint's configuration in ${diff.join(', ')}`);
+    }
+  } else if (fileSize(run.metricsPath) > 0 || checkpointDirs(run).length > 0) {
+    throw new TrainError(`${run.root} already holds a run; use --resume ${run.root} or another --out`);
+  }
 
   // ---- tokenizer and model (read-only so far)
   let tok: HfChatTokenizer;
@@ -136,7 +204,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   }
   let backend: RolloutBackend | null = null;
   let model: PolicyModel;
-  if (ck) model = await PolicyModel.load(join(ck, 'policy'));
+  if (point) model = await PolicyModel.load(join(point.dir, 'policy'));
   else if (c.model) model = await PolicyModel.load(c.model);
   else model = await createDemoModel(c.seed, c.modelPreset);
   const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
@@ -150,9 +218,9 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
       maxRetries: 2,
     });
   }
+  stopSignal.throwIfRequested('before training started');
 
   // ---- from here on the run directory is written
-  run.create();
   if (!o.resume) writeFileAtomic(run.configPath, JSON.stringify(withoutSecrets(c), null, 2) + '\n');
   log(
     formatRunHeader({
@@ -293,17 +361,21 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
         batchSize: 32,
         lr: c.sftLearningRate,
         seed: c.seed,
-        onStep: (s, l) => progress.update(s, `loss ${l.toFixed(3)}`),
+        onStep: (s, l) => {
+          progress.update(s, `loss ${l.toFixed(3)}`);
+          stopSignal.throwIfRequested('during the supervised warm-up (no checkpoint yet)');
+        },
       });
       progress.update(c.sftSteps, `loss ${losses[0]?.toFixed(3)} -> ${losses[losses.length - 1]?.toFixed(3)}`);
       progress.end();
       if (o.verbose) log(`supervised warm-up: ${c.sftSteps} steps, loss ${losses[0]?.toFixed(3)} -> ${losses[losses.length - 1]?.toFixed(3)}`);
       await backend.syncWeights(policy, 0);
     }
-    firstStep = ck ? readTrainerState(ck).step : 0;
+    firstStep = point ? point.state.step : 0;
     summary = await train(c, run, { policy, backend, executor, prompts, problems: parts.problems, extractCode: extract, stopTokenIds: stop, evaluate, progress: loopProgress, onStep }, {
       resume: Boolean(o.resume),
-      handleSignals: o.handleSignals,
+      resumeFrom: point ?? undefined,
+      stop: stopSignal,
       stopAfterStep: o.stopAfterStep,
     });
   } finally {

@@ -1,11 +1,11 @@
 // `murphy-native serve --model DIR [--port N]`: the native engine as an OpenAI-compatible
-// (vLLM-compatible) completion server. See docs/rollout.md.
+// (vLLM-compatible) server. See docs/rollout.md.
 import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { loadChatTokenizer } from '../prompt/index.js';
 import { NativeEngine } from '../rollout/engine.js';
-import { startServer, type RolloutServer } from '../rollout/server.js';
+import { SERVE_DEFAULTS, startServer, type RolloutServer } from '../rollout/server.js';
 import type { TextCodec } from '../rollout/types.js';
 
 export interface ServeArgs {
@@ -14,26 +14,46 @@ export interface ServeArgs {
   host: string;
   servedModelName?: string;
   maxBatch: number;
+  /** Default: MURPHY_API_KEY. */
+  apiKey?: string;
+  /** Serve /collective_rpc. Default true. */
+  weightSync?: boolean;
+  maxRequestTokens?: number;
+  maxQueuedTokens?: number;
+}
+
+/** Seconds SIGTERM/SIGINT wait for generation to stop before the process exits anyway. */
+const STOP_GRACE_SECONDS = 10;
+
+function positiveInt(v: number | undefined, flag: string): number | undefined {
+  if (v === undefined) return undefined;
+  if (!Number.isSafeInteger(v) || v < 1) throw new Error(`${flag} must be a positive integer, got ${String(v)}`);
+  return v;
 }
 
 /** Loads the model (and its tokenizer when the directory has one) and starts the server. */
 export async function serveModel(a: ServeArgs, log: (msg: string) => void = () => undefined): Promise<RolloutServer> {
+  const maxBatch = positiveInt(a.maxBatch, '--max-batch');
+  const maxRequestTokens = positiveInt(a.maxRequestTokens, '--max-request-tokens');
+  const maxQueuedTokens = positiveInt(a.maxQueuedTokens, '--max-queued-tokens');
+  const apiKey = a.apiKey ?? (process.env.MURPHY_API_KEY || undefined);
   const dir = resolve(a.model);
   const engine = await NativeEngine.load(dir);
   let tokenizer: TextCodec | undefined;
   if (existsSync(join(dir, 'tokenizer.json')) && existsSync(join(dir, 'tokenizer_config.json'))) {
     tokenizer = loadChatTokenizer(dir);
   } else {
-    log('no tokenizer files: token-id prompts only, completion text empty');
+    log('no tokenizer files: token-id prompts only, completion text empty, no chat');
   }
   const info = engine.model.info;
   const eos = tokenizer?.eosTokenIds ?? (typeof engine.model.hfConfig.eos_token_id === 'number' ? [engine.model.hfConfig.eos_token_id] : []);
   const srv = await startServer({
     engine, tokenizer, eosTokenIds: eos, modelName: a.servedModelName ?? dir, root: dir, host: a.host, port: a.port,
-    maxBatchRequests: a.maxBatch,
+    maxBatchRequests: maxBatch, apiKey, weightSync: a.weightSync, maxRequestTokens, maxQueuedTokens,
     onLoad: (d, s) => log(`loaded weights from ${d} in ${s.toFixed(2)} s`),
   });
-  log(`serving ${basename(dir)} (${info.modelType}, ${info.numLayers} layers, vocab ${info.vocabSize}) as '${a.servedModelName ?? dir}' on ${srv.url}`);
+  log(`serving ${basename(dir)} (${info.modelType}, ${info.numLayers} layers, vocab ${info.vocabSize}) as '${a.servedModelName ?? dir}' on ${srv.url}` +
+    (apiKey === undefined ? '' : ' (API key required)'));
   return srv;
 }
 
@@ -45,17 +65,32 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
     .option('port', { type: 'number', default: 8000, describe: 'Port (0 = any free port)' })
     .option('host', { type: 'string', default: '127.0.0.1', describe: 'Address to listen on' })
     .option('served-model-name', { type: 'string', describe: 'Model name in the API (default: the directory path, as vLLM does)' })
-    .option('max-batch', { type: 'number', default: 64, describe: 'Most concurrent requests merged into one engine call' }) as unknown as Argv<ServeArgs>,
+    .option('max-batch', { type: 'number', default: 64, describe: 'Most concurrent requests merged into one engine call' })
+    .option('api-key', { type: 'string', describe: 'Require `Authorization: Bearer KEY` on every route but /health (default: $MURPHY_API_KEY)' })
+    .option('weight-sync', { type: 'boolean', default: true, describe: 'Serve /collective_rpc (weight loading); needs --api-key on a non-loopback --host' })
+    .option('max-request-tokens', { type: 'number', default: SERVE_DEFAULTS.maxRequestTokens, describe: 'Largest work of one request in tokens: prompt tokens + n x max_tokens, over its prompts (400 beyond it)' })
+    .option('max-queued-tokens', { type: 'number', default: SERVE_DEFAULTS.maxQueuedTokens, describe: 'Largest total of that over requests admitted at once (503 + Retry-After beyond it)' }) as unknown as Argv<ServeArgs>,
   handler: async (argv) => {
     const log = (m: string) => process.stderr.write(`murphy-native serve: ${m}\n`);
     const srv = await serveModel(argv, log);
     await new Promise<void>((done) => {
-      const stop = () => {
-        log('shutting down');
+      let stopping = false;
+      const stop = (signal: NodeJS.Signals) => {
+        if (stopping) {
+          log(`${signal} again: exiting now`);
+          process.exit(signal === 'SIGINT' ? 130 : 143);
+        }
+        stopping = true;
+        log(`${signal}: stopping generation and shutting down`);
+        // generation stops at the next decode step; this only guards against a stuck native call
+        setTimeout(() => {
+          log(`generation did not stop within ${STOP_GRACE_SECONDS} s: exiting anyway`);
+          process.exit(1);
+        }, STOP_GRACE_SECONDS * 1000).unref();
         void srv.close().then(done);
       };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
+      process.on('SIGINT', stop);
+      process.on('SIGTERM', stop);
     });
   },
 };

@@ -8,4 +8,4 @@ export { liveCodeBenchFromRecords, loadLiveCodeBench, loadDecodedTests, type Liv
 export { jsonlFromRecords, loadJsonlProblems } from './jsonl.js';
 export { humanEvalInstruction, mbppPrompt, kodCodePrompt, liveCodeBenchPrompt, problemPrompt } from './prompts.js';
 export { detectFormat, loadDataset, sampleDataDir, loadSample, SAMPLE_FILES, DATASET_FORMATS, type DatasetFormat, type LoadOptions } from './load.js';
-export { loadTrainingProblems, hasTests } from './check.js';
+export { loadTrainingProblems, hasTests, selectSplit, type SplitChoice } from './check.js';

@@ -2,11 +2,29 @@
 import { readFile } from 'node:fs/promises';
 import { gunzipSync } from 'node:zlib';
 
-/** Reads a text file, gunzipping it when it is gzip (by magic bytes, whatever its name). */
+/**
+ * Reads a text file, gunzipping it when it is gzip (by magic bytes, whatever its name). A
+ * `.gz` name on a file that is not gzip, a damaged gzip stream and a missing file are errors
+ * naming the file.
+ */
 export async function readText(path: string): Promise<string> {
-  const buf = await readFile(path);
-  const data = buf.length >= 2 && buf[0] === 0x1f && buf[1] === 0x8b ? gunzipSync(buf) : buf;
-  return data.toString('utf8');
+  let buf: Buffer;
+  try {
+    buf = await readFile(path);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') throw new Error(`${path}: file not found`);
+    if (code === 'EISDIR') throw new Error(`${path} is a directory, not a dataset file`);
+    throw new Error(`${path}: cannot read (${code ?? (e as Error).message})`);
+  }
+  const gzip = buf.length >= 2 && buf[0] === 0x1f && buf[1] === 0x8b;
+  if (!gzip && /\.gz$/i.test(path)) throw new Error(`${path}: not gzip (the name ends in .gz but the file does not start with the gzip signature)`);
+  if (!gzip) return buf.toString('utf8');
+  try {
+    return gunzipSync(buf).toString('utf8');
+  } catch (e) {
+    throw new Error(`${path}: damaged gzip data (${(e as Error).message})`);
+  }
 }
 
 /** Parses JSON Lines (blank lines skipped); errors name the line. */

@@ -34,7 +34,7 @@ export function detectFormat(rec: Record<string, unknown>): Exclude<DatasetForma
 
 export async function loadDataset(path: string, opts: LoadOptions = {}): Promise<Problem[]> {
   const recs = parseRecords(await readText(path), path);
-  if (recs.length === 0) return [];
+  if (recs.length === 0) throw new Error(`${path} is empty: no problem records`);
   const format = !opts.format || opts.format === 'auto' ? detectFormat(recs[0]) : opts.format;
   let problems: Problem[];
   switch (format) {

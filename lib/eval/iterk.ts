@@ -40,6 +40,8 @@ export interface IterKProblem {
   group?: string;
   /** Per conversation: the attempt (1-based) that first passed, or null. */
   solvedAt: (number | null)[];
+  /** Why the problem was never attempted (counted as failed): its prompt does not fit the model's context. */
+  failure?: string;
 }
 
 export interface IterKResult {
@@ -52,6 +54,8 @@ export interface IterKResult {
   completionTokens: number;
   /** Conversations that ended because the prompt left no room in the model's context (counted as not solved). */
   noRoom: number;
+  /** Problems whose first prompt does not fit the context: never attempted, counted as failed (perProblem[].failure says why). */
+  unfit: number;
   seconds: number;
 }
 
@@ -114,7 +118,12 @@ export async function evaluateIterK<P>(
     executorConcurrency: o.concurrency ?? 64,
   });
   const rows: IterKProblem[] = trees.map((t, i) => {
-    const row: IterKProblem = { id: t.problemId, solvedAt: t.groups[0]!.nodes.map((root) => firstPass(t, root)) };
+    const first = t.groups[0]!;
+    const row: IterKProblem = { id: t.problemId, solvedAt: first.nodes.map((root) => firstPass(t, root)) };
+    // every turn-1 attempt found no room: the problem's prompt does not fit the context at all
+    if (first.nodes.length > 0 && first.nodes.every((j) => t.nodes[j]!.noRoom === true)) {
+      row.failure = `its prompt (${first.promptIds.length} tokens) does not fit the model's context`;
+    }
     const g = o.groupBy?.(problems[i]!);
     if (g !== undefined) row.group = g;
     return row;
@@ -125,6 +134,7 @@ export async function evaluateIterK<P>(
     perProblem: rows,
     completionTokens: trees.reduce((a, t) => a + t.nodes.reduce((b, x) => b + x.completionIds.length, 0), 0),
     noRoom: trees.reduce((a, t) => a + t.nodes.reduce((b, x) => b + (x.noRoom === true ? 1 : 0), 0), 0),
+    unfit: rows.filter((r) => r.failure !== undefined).length,
     seconds: (performance.now() - t0) / 1000,
   };
   if (o.groupBy) {
@@ -143,23 +153,39 @@ export interface EvalResultsFile {
   model: string;
   /** Training step the policy had (runs only). */
   step?: number;
-  settings: { k: number; n: number; temperature: number; topP?: number; maxTokens?: number; seed: number; backend: string; feedback: string };
+  settings: { k: number; n: number; temperature: number; topP?: number; maxTokens?: number; seed: number; backend: string; feedback: string; split?: string };
   problems: number;
   iterations: IterKPoint[];
   byGroup?: IterKResult['byGroup'];
   perProblem: IterKProblem[];
   /** Conversations that ended at the model's context limit (IterKResult.noRoom); absent in files written before it was counted. */
   noRoom?: number;
+  /** Problems never attempted because their prompt does not fit the context (IterKResult.unfit). */
+  unfit?: number;
   seconds: number;
   createdAt: string;
 }
 
-export function formatIterKTable(r: { dataset: string; model: string; iterations: IterKPoint[]; problems: number; byGroup?: IterKResult['byGroup'] }): string {
+export function formatIterKTable(r: {
+  dataset: string;
+  model: string;
+  iterations: IterKPoint[];
+  problems: number;
+  byGroup?: IterKResult['byGroup'];
+  noRoom?: number;
+  unfit?: number;
+  perProblem?: IterKProblem[];
+}): string {
   const ks = r.iterations.map((p) => p.k);
   const head = `${'Iter-k pass@1'.padEnd(16)}${ks.map((k) => `k=${k}`.padStart(9)).join('')}`;
   const row = (name: string, its: IterKPoint[], n: number): string =>
     `${`${name} (${n})`.padEnd(16)}${its.map((p) => `${(100 * p.pass1).toFixed(1)}%`.padStart(9)).join('')}`;
   const lines = [`${r.dataset} — ${r.model}`, head, row('all', r.iterations, r.problems)];
   for (const [g, v] of Object.entries(r.byGroup ?? {})) lines.push(row(g, v.iterations, v.problems));
+  if (r.unfit) {
+    const first = r.perProblem?.find((p) => p.failure !== undefined);
+    lines.push(`${r.unfit} of ${r.problems} problems did not fit the model's context and count as failed${first ? ` (first: ${first.id}: ${first.failure})` : ''}`);
+  }
+  if (r.noRoom) lines.push(`${r.noRoom} conversations ended at the model's context limit (counted as not solved)`);
   return lines.join('\n');
 }

@@ -93,6 +93,25 @@ export interface GenerateOptions {
    * carry their own seeds can share one call and still get exactly their own samples. */
   seeds?: number[];
   stopIds?: number[];
+  /** Alternatives per sampled token (Generation.topIds/topLogprobs). Default 0. */
+  topLogprobs?: number;
+  /**
+   * Stop flags, one per sample (prompt-major), on a SharedArrayBuffer: set one with
+   * Atomics.store while the call runs and that sample ends before its next decode step with
+   * finishReason 'abort'.
+   */
+  cancel?: Int32Array;
+  /** Called after every decode step with the tokens it sampled (sample = prompt * n + j). */
+  onStep?: (step: GenerateStep) => void;
+}
+
+/** The tokens of one decode step (GenerateOptions.onStep); top* have topLogprobs entries per token. */
+export interface GenerateStep {
+  samples: Int32Array;
+  tokens: Int32Array;
+  logprobs: Float32Array;
+  topIds: Int32Array;
+  topLogprobs: Float32Array;
 }
 
 /** AdamW state of a PolicyModel (see PolicyModel.optimizerState). */
@@ -107,7 +126,12 @@ export interface Generation {
   tokens: Int32Array;
   /** Log-probs of the sampled tokens under the sampling distribution (vLLM's processed log-probs). */
   logprobs: Float32Array;
-  finishReason: 'stop' | 'length';
+  /** With topLogprobs = k: the k most likely tokens at each position, [tokens x k], and their
+   * log-probs under the same distribution (-Infinity outside the kept set). */
+  topIds?: Int32Array;
+  topLogprobs?: Float32Array;
+  /** 'abort': stopped by its cancel flag. */
+  finishReason: 'stop' | 'length' | 'abort';
 }
 
 export interface MemoryReport {

@@ -80,6 +80,8 @@ export const GENERATE_OPTIONS = {
   topK: fromConfig('topK'),
   n: { type: 'int', min: 1, max: 2 ** 16, default: 1 },
   seed: seedRange,
+  /** Alternatives reported per sampled token (serving). */
+  topLogprobs: { type: 'int', min: 0, max: 2 ** 20, default: 0 },
 } satisfies Record<string, OptionDef>;
 
 /** Log-prob gathering. */
@@ -126,6 +128,11 @@ export interface ResolvedGenerateOptions {
   /** One seed per prompt, or null: prompt p samples with seed + p. */
   seeds: number[] | null;
   stopIds: number[];
+  topLogprobs: number;
+  /** One stop flag per sample (prompts x n) on a SharedArrayBuffer, or null. */
+  cancel: Int32Array | null;
+  /** Called with each decode step's tokens, or null. */
+  onStep: ((step: unknown) => void) | null;
 }
 export interface ResolvedLogprobOptions {
   temperature: number;
@@ -208,8 +215,8 @@ export function resolveTrainOptions(input: object | undefined, gradScale: number
 /** Sampling options: per-prompt seeds (one per prompt) and stop ids are checked here too. */
 export function resolveGenerateOptions(input: object | undefined, nPrompts: number): ResolvedGenerateOptions {
   const family = 'generate';
-  const o = resolveOptions<Omit<ResolvedGenerateOptions, 'seeds' | 'stopIds'>>(family, GENERATE_OPTIONS, input, ['seeds', 'stopIds']);
-  const given = (input ?? {}) as { seeds?: unknown; stopIds?: unknown };
+  const o = resolveOptions<Omit<ResolvedGenerateOptions, 'seeds' | 'stopIds' | 'cancel' | 'onStep'>>(family, GENERATE_OPTIONS, input, ['seeds', 'stopIds', 'cancel', 'onStep']);
+  const given = (input ?? {}) as { seeds?: unknown; stopIds?: unknown; cancel?: unknown; onStep?: unknown };
   let seeds: number[] | null = null;
   if (given.seeds !== undefined && given.seeds !== null) {
     if (!Array.isArray(given.seeds)) throw new MurphyNativeError(`${family}: 'seeds' must be an array of integers, one per prompt`, 'EINVAL');
@@ -223,7 +230,23 @@ export function resolveGenerateOptions(input: object | undefined, nPrompts: numb
     if (!Array.isArray(given.stopIds)) throw new MurphyNativeError(`${family}: 'stopIds' must be an array of token ids`, 'EINVAL');
     given.stopIds.forEach((s, i) => stopIds.push(checkOption(family, `stopIds[${i}]`, { type: 'int', min: -(2 ** 31), max: 2 ** 31 - 1 }, s) as number));
   }
-  return { ...o, seeds, stopIds };
+  let cancel: Int32Array | null = null;
+  if (given.cancel !== undefined && given.cancel !== null) {
+    // the native loop reads the flags while it runs: memory that cannot be detached or moved
+    if (!(given.cancel instanceof Int32Array) || !(given.cancel.buffer instanceof SharedArrayBuffer)) {
+      throw new MurphyNativeError(`${family}: 'cancel' must be an Int32Array over a SharedArrayBuffer`, 'EINVAL');
+    }
+    if (given.cancel.length !== nPrompts * o.n) {
+      throw new MurphyNativeError(`${family}: 'cancel' has ${given.cancel.length} flags but there are ${nPrompts * o.n} samples (prompts x n)`, 'EINVAL');
+    }
+    cancel = given.cancel;
+  }
+  let onStep: ((step: unknown) => void) | null = null;
+  if (given.onStep !== undefined && given.onStep !== null) {
+    if (typeof given.onStep !== 'function') throw new MurphyNativeError(`${family}: 'onStep' must be a function`, 'EINVAL');
+    onStep = given.onStep as (step: unknown) => void;
+  }
+  return { ...o, seeds, stopIds, cancel, onStep };
 }
 
 /** AdamW as the model runs it (it counts its own steps). */

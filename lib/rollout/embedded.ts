@@ -1,7 +1,8 @@
 // The embedded rollout backend: the native engine in this process, no HTTP. Concurrent
 // generate() calls (the tree builder issues many) are merged into batched engine calls.
 import type { Completion } from '../murphy/types.js';
-import { EngineBatcher, finishSample, type BatcherOptions, type BatcherStats } from './local.js';
+import { EngineBatcher, type BatcherOptions, type BatcherStats } from './batcher.js';
+import { finishSample } from './finish.js';
 import { NativeEngine } from './engine.js';
 import { contextBudget, noRoomCompletions, resolveSampling, type SamplingDefaults } from './params.js';
 import type { PolicyWeights, RolloutBackend, RolloutEngine, RolloutParams, TextCodec, WeightSyncReport } from './types.js';
@@ -46,6 +47,7 @@ export class EmbeddedBackend implements RolloutBackend {
     const req = { promptIds, n, maxTokens: s.maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK, seed: s.seed, stopTokenIds: s.stopTokenIds };
     const out = await this.batcher.submit(req);
     return out.map((x) => {
+      if (x.finishReason === 'abort') throw new RolloutError('the embedded backend was closed during generation');
       const f = finishSample(x, req, s.stop, this.tokenizer);
       return { tokenIds: f.tokenIds, logprobs: f.logprobs, text: f.text, finishReason: f.finishReason, stopReason: f.stopReason };
     });

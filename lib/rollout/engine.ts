@@ -1,14 +1,27 @@
 // The native policy model (lib/model) as a RolloutEngine: KV-cache generation, batched
 // across requests that share sampling options, and weight replacement from disk or memory.
 import { randomInt } from 'node:crypto';
-import { PolicyModel, type ModelInfo } from '../model/index.js';
-import type { EngineInfo, EngineRequest, EngineSample, PolicyWeights, RolloutEngine } from './types.js';
+import { PolicyModel, type GenerateStep, type ModelInfo } from '../model/index.js';
+import type { EngineInfo, EngineRequest, EngineSample, PolicyWeights, RolloutEngine, TokenAlternatives } from './types.js';
 import { RolloutError } from './types.js';
 
 function sameIds(a: readonly number[], b: readonly number[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
+}
+
+/** [tokens x k] flat arrays as one TokenAlternatives per token. */
+function alternatives(ids: Int32Array, logprobs: Float32Array, k: number): TokenAlternatives[] {
+  const out: TokenAlternatives[] = [];
+  for (let i = 0; i + k <= ids.length; i += k) out.push({ ids: Array.from(ids.subarray(i, i + k)), logprobs: Array.from(logprobs.subarray(i, i + k)) });
+  return out;
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => { resolve = r; });
+  return { promise, resolve };
 }
 
 function shapeKey(i: ModelInfo): string {
@@ -43,23 +56,71 @@ export class NativeEngine implements RolloutEngine {
   }
 
   canBatch(a: EngineRequest, b: EngineRequest): boolean {
-    return a.n === b.n && a.maxTokens === b.maxTokens &&
+    return a.n === b.n && a.maxTokens === b.maxTokens && (a.topLogprobs ?? 0) === (b.topLogprobs ?? 0) &&
       a.temperature === b.temperature && a.topP === b.topP && a.topK === b.topK && sameIds(a.stopTokenIds, b.stopTokenIds);
   }
 
+  /**
+   * One native call for the batch. Each sample has a stop flag in shared memory: a request's
+   * signal sets all of its own, onToken returning true sets that sample's; the native loop
+   * reads them between decode steps.
+   */
   async generate(batch: EngineRequest[]): Promise<EngineSample[][]> {
     if (batch.length === 0) return [];
     const r = batch[0];
     for (const b of batch) {
       if (b !== r && !this.canBatch(r, b)) throw new RolloutError('NativeEngine.generate: requests in one batch must share their sampling options');
     }
-    const gens = await this.m.generate(batch.map((b) => b.promptIds), {
-      maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, n: r.n,
-      seeds: batch.map((b) => b.seed ?? randomInt(2 ** 47)), stopIds: r.stopTokenIds,
+    const n = r.n, k = r.topLogprobs ?? 0;
+    const cancel = new Int32Array(new SharedArrayBuffer(4 * batch.length * n));
+    const stopAll = (p: number) => { for (let j = 0; j < n; j++) Atomics.store(cancel, p * n + j, 1); };
+    const unlisten: (() => void)[] = [];
+    batch.forEach((b, p) => {
+      if (b.signal === undefined) return;
+      if (b.signal.aborted) return stopAll(p);
+      const on = () => stopAll(p);
+      b.signal.addEventListener('abort', on, { once: true });
+      unlisten.push(() => b.signal?.removeEventListener('abort', on));
     });
-    return batch.map((_, p) => gens.slice(p * r.n, (p + 1) * r.n).map((g) => ({
-      tokenIds: Array.from(g.tokens), logprobs: Array.from(g.logprobs), finishReason: g.finishReason,
-    })));
+    const streaming = batch.some((b) => b.onToken !== undefined);
+    // the native call may resolve before its last steps reach this thread: count them in
+    let delivered = 0, expected = -1;
+    const allDelivered = deferred();
+    let failed: unknown;
+    const onStep = !streaming ? undefined : (st: GenerateStep) => {
+      delivered += st.samples.length;
+      for (let i = 0; i < st.samples.length; i++) {
+        const s = st.samples[i], p = Math.floor(s / n), req = batch[p];
+        if (req.onToken === undefined || Atomics.load(cancel, s) !== 0) continue;
+        const top = k > 0 ? { ids: Array.from(st.topIds.subarray(i * k, (i + 1) * k)), logprobs: Array.from(st.topLogprobs.subarray(i * k, (i + 1) * k)) } : undefined;
+        try {
+          if (req.onToken(s - p * n, { id: st.tokens[i], logprob: st.logprobs[i], top }) === true) Atomics.store(cancel, s, 1);
+        } catch (e) {
+          // a throwing callback stops the whole call, which then fails with its error
+          failed ??= e;
+          Atomics.store(cancel, s, 1);
+          cancel.fill(1);
+        }
+      }
+      if (expected >= 0 && delivered >= expected) allDelivered.resolve();
+    };
+    try {
+      const gens = await this.m.generate(batch.map((b) => b.promptIds), {
+        maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, n,
+        seeds: batch.map((b) => b.seed ?? randomInt(2 ** 47)), stopIds: r.stopTokenIds, topLogprobs: k, cancel, onStep,
+      });
+      if (streaming) {
+        expected = gens.reduce((a, g) => a + g.tokens.length, 0);
+        if (delivered < expected) await allDelivered.promise;
+        if (failed !== undefined) throw failed;
+      }
+      return batch.map((_, p) => gens.slice(p * n, (p + 1) * n).map((g) => ({
+        tokenIds: Array.from(g.tokens), logprobs: Array.from(g.logprobs), finishReason: g.finishReason,
+        top: k > 0 && g.topIds !== undefined && g.topLogprobs !== undefined ? alternatives(g.topIds, g.topLogprobs, k) : undefined,
+      })));
+    } finally {
+      for (const u of unlisten) u();
+    }
   }
 
   async loadWeights(dir: string): Promise<void> {

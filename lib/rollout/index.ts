@@ -4,6 +4,8 @@ export {
   type EngineInfo,
   type EngineRequest,
   type EngineSample,
+  type StreamedToken,
+  type TokenAlternatives,
   type PolicyWeights,
   type RolloutBackend,
   type RolloutCounters,
@@ -14,10 +16,11 @@ export {
   type WeightSyncReport,
 } from './types.js';
 export { contextBudget, DEFAULT_MAX_TOKENS, noRoomCompletions, resolveSampling, type ResolvedSampling, type SamplingDefaults } from './params.js';
-export { EngineBatcher, finishSample, type BatcherOptions, type BatcherStats, type LocalSample } from './local.js';
+export { AbortedError, EngineBatcher, QueueFullError, requestWork, type BatcherOptions, type BatcherStats } from './batcher.js';
+export { finishSample, type FinishedSample } from './finish.js';
 export { NativeEngine } from './engine.js';
 export { EmbeddedBackend, type EmbeddedOptions } from './embedded.js';
-export { LOAD_WEIGHTS_METHOD, startServer, type RolloutServer, type ServeOptions } from './server.js';
+export { isLoopback, LOAD_WEIGHTS_METHOD, SERVE_DEFAULTS, startServer, type RolloutServer, type ServeOptions } from './server.js';
 export {
   DiskWeightSync,
   checkLoadResults,

@@ -1,26 +1,44 @@
 // `murphy-native serve`: the embedded engine behind vLLM's OpenAI-compatible HTTP API, so
-// that the vLLM client and its weight sync run end to end against a real server anywhere.
+// that the vLLM client and its weight sync run end to end against a real server anywhere,
+// and common OpenAI clients can use it.
 //
-//   GET  /health, /version, /v1/models
-//   POST /v1/completions     token-id or text prompts (one or a list), n, max_tokens, temperature,
-//                            top_p, top_k, seed, stop, stop_token_ids, ignore_eos, logprobs (0),
-//                            return_token_ids; the response has vLLM's fields (token_ids,
-//                            prompt_token_ids, logprobs.token_logprobs, finish_reason, stop_reason)
-//   POST /collective_rpc     {"method": "murphy_load_weights", "args": [dir]}: as vLLM with the
-//                            worker extension in python/murphy_vllm
-//   POST /reset_prefix_cache (nothing cached across requests; accepted for compatibility)
+//   GET  /health (always open), /version, /v1/models
+//   POST /v1/completions       token-id or text prompts (one or a list); fields in openai-request.ts
+//   POST /v1/chat/completions  messages rendered with the model's chat template
+//                              (both: stream, n, logprobs with up to 20 alternatives, vLLM's
+//                              return_token_ids, ...; the response has vLLM's extra fields)
+//   POST /collective_rpc       {"method": "murphy_load_weights", "args": [dir]}: as vLLM with the
+//                              worker extension in python/murphy_vllm
+//   POST /reset_prefix_cache   (nothing cached across requests; accepted for compatibility)
 //
-// Bad requests get OpenAI-style error bodies {"error": {message, type, param, code}} with 4xx
-// codes; nothing a client sends can stop the server.
-import { randomBytes } from 'node:crypto';
+// With an API key every route but /health needs `Authorization: Bearer KEY`. A request whose
+// connection closes stops its generation; work admitted at once is bounded (503 with
+// Retry-After beyond it). Bad requests get OpenAI-style error bodies
+// {"error": {message, type, param, code}} with 4xx codes; nothing a client sends can stop
+// the server.
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { EngineBatcher, finishSample, type BatcherOptions, type LocalSample } from './local.js';
-import type { EngineRequest, RolloutEngine, TextCodec } from './types.js';
+import { isIP, type AddressInfo } from 'node:net';
+import { AbortedError, EngineBatcher, QueueFullError, type BatcherOptions } from './batcher.js';
+import { finishSample, type FinishedSample } from './finish.js';
+import { bad, engineRequest, HttpError, planRequest, type GenPlan, type Json } from './openai-request.js';
+import { chatLogprobs, completionLogprobs, SampleStream, tokenText, type StreamDelta } from './openai-response.js';
+import type { EngineRequest, RolloutEngine, StreamedToken, TextCodec } from './types.js';
 import { RolloutError } from './types.js';
 
 /** The collective_rpc method that loads a checkpoint directory (same name as the vLLM worker extension's). */
 export const LOAD_WEIGHTS_METHOD = 'murphy_load_weights';
+
+/** Defaults of the serve limits (docs/rollout.md). */
+export const SERVE_DEFAULTS = {
+  maxN: 1024,
+  /** Largest work of one request, in tokens (prompt tokens + n x max_tokens, over its prompts). */
+  maxRequestTokens: 1 << 20,
+  /** Largest total of that over the requests admitted at once (waiting or running). */
+  maxQueuedTokens: 1 << 22,
+  /** Seconds a client is told to wait when the queue is full. */
+  retryAfterSeconds: 1,
+} as const;
 
 export interface ServeOptions extends BatcherOptions {
   engine: RolloutEngine;
@@ -28,17 +46,25 @@ export interface ServeOptions extends BatcherOptions {
   modelName: string;
   /** Model directory, reported as `root` in /v1/models. */
   root?: string;
-  /** For text prompts, completion text and stop strings; token-id prompts work without one. */
+  /** For text prompts, completion text and stop strings; with renderChat, /v1/chat/completions. */
   tokenizer?: TextCodec;
   /** Ids that always end a completion unless ignore_eos (default: the tokenizer's EOS ids). */
   eosTokenIds?: readonly number[];
   host?: string;
   /** 0 = any free port. */
   port?: number;
+  /** Required as `Authorization: Bearer KEY` on every route but /health. */
+  apiKey?: string;
+  /** Serve /collective_rpc (weight loading). Default true; refused on a non-loopback host without apiKey. */
+  weightSync?: boolean;
   /** Largest request body accepted. Default 32 MiB. */
   maxBodyBytes?: number;
   /** Largest n. Default 1024. */
   maxN?: number;
+  /** Largest work of one request, in tokens: prompt tokens + n x max_tokens, over its prompts (400 beyond it). Default 2^20. */
+  maxRequestTokens?: number;
+  /** Seconds in Retry-After when the queue (maxQueuedTokens, default 2^22 here) is full. Default 1. */
+  retryAfterSeconds?: number;
   /** Called for each weight load with the directory, for logs. */
   onLoad?: (dir: string, seconds: number) => void;
 }
@@ -48,18 +74,9 @@ export interface RolloutServer {
   readonly url: string;
   readonly server: Server;
   readonly batcher: EngineBatcher;
+  /** Stops accepting, ends every generation at its next decode step, closes connections. */
   close(): Promise<void>;
 }
-
-class HttpError extends Error {
-  constructor(readonly status: number, message: string, readonly param: string | null = null, readonly type = status === 404 ? 'NotFoundError' : 'BadRequestError') {
-    super(message);
-  }
-}
-
-const bad = (message: string, param: string | null = null) => new HttpError(400, message, param);
-
-type Json = Record<string, unknown>;
 
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -93,55 +110,47 @@ function parseJsonObject(buf: Buffer): Json {
   return v as Json;
 }
 
-const isInt = (x: unknown): x is number => typeof x === 'number' && Number.isSafeInteger(x);
-
-function optInt(b: Json, k: string, def: number | undefined, lo: number, hi: number): number | undefined {
-  const v = b[k];
-  if (v === undefined || v === null) return def;
-  if (!isInt(v) || v < lo || v > hi) throw bad(`'${k}' must be an integer in [${lo}, ${hi}], got ${JSON.stringify(v)}`, k);
-  return v;
+/** Whether host names only this machine (127.0.0.0/8, ::1, localhost). */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  if (h === 'localhost' || h === '::1' || h === '0:0:0:0:0:0:0:1') return true;
+  if (isIP(h) === 4) return h.startsWith('127.');
+  return h.startsWith('::ffff:127.');
 }
 
-function optNum(b: Json, k: string, def: number, ok: (x: number) => boolean, what: string): number {
-  const v = b[k];
-  if (v === undefined || v === null) return def;
-  if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v)) throw bad(`'${k}' must be ${what}, got ${JSON.stringify(v)}`, k);
-  return v;
-}
+const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 
-function optBool(b: Json, k: string, def: boolean): boolean {
-  const v = b[k];
-  if (v === undefined || v === null) return def;
-  if (typeof v !== 'boolean') throw bad(`'${k}' must be a boolean`, k);
-  return v;
-}
-
-/** Fields vLLM accepts that this server does not implement: rejected unless at their neutral value. */
-const UNSUPPORTED: [string, unknown][] = [
-  ['presence_penalty', 0], ['frequency_penalty', 0], ['repetition_penalty', 1], ['min_p', 0], ['best_of', 1],
-  ['echo', false], ['stream', false], ['suffix', null], ['logit_bias', null], ['min_tokens', 0],
-  ['prompt_logprobs', null], ['guided_json', null], ['guided_regex', null], ['guided_choice', null], ['guided_grammar', null],
-  ['include_stop_str_in_output', false], ['skip_special_tokens', true], ['use_beam_search', false],
-];
-
-interface Parsed {
-  prompts: number[][];
-  n: number;
-  req: Omit<EngineRequest, 'promptIds'>;
-  stop: string[];
-  logprobs: boolean;
-  returnTokenIds: boolean;
-  maxTokensGiven: number | undefined;
+/** An SSE response: `data: {json}` events, then `data: [DONE]`. */
+class EventStream {
+  constructor(private readonly res: ServerResponse) {
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    res.flushHeaders();
+  }
+  send(data: unknown): void {
+    if (!this.res.writableEnded) this.res.write(`data: ${JSON.stringify(data)}\n\n`);
+  }
+  end(): void {
+    if (!this.res.writableEnded) this.res.end('data: [DONE]\n\n');
+  }
 }
 
 class Handler {
   readonly batcher: EngineBatcher;
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly eos: number[];
+  private readonly key: Buffer | undefined;
 
   constructor(private readonly o: ServeOptions) {
-    this.batcher = new EngineBatcher(o.engine, o);
+    this.batcher = new EngineBatcher(o.engine, { maxQueuedTokens: SERVE_DEFAULTS.maxQueuedTokens, ...o });
     this.eos = [...(o.eosTokenIds ?? o.tokenizer?.eosTokenIds ?? [])];
+    this.key = o.apiKey === undefined ? undefined : digest(o.apiKey);
+  }
+
+  /** Constant-time check of `Authorization: Bearer KEY` (both sides hashed to equal length first). */
+  private authorized(req: IncomingMessage): boolean {
+    if (this.key === undefined) return true;
+    const m = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '');
+    return timingSafeEqual(digest(m?.[1] ?? ''), this.key) && m !== null;
   }
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -150,6 +159,10 @@ class Handler {
     const route = (m: string) => {
       if (method !== m) throw new HttpError(405, `method ${method} is not allowed on ${path}`);
     };
+    if (path !== '/health' && !this.authorized(req)) {
+      req.resume();
+      throw new HttpError(401, 'missing or wrong API key: send the header `Authorization: Bearer KEY`');
+    }
     switch (path) {
       case '/health':
       case '/ping':
@@ -168,12 +181,14 @@ class Handler {
             parent: null, max_model_len: this.o.engine.info().maxModelLen, permission: [],
           }],
         });
-      case '/v1/completions': {
+      case '/v1/completions':
+      case '/v1/chat/completions': {
         route('POST');
         const body = parseJsonObject(await readBody(req, this.o.maxBodyBytes ?? 32 << 20));
-        return this.json(res, 200, await this.completions(body));
+        return this.generate(path === '/v1/completions' ? 'completion' : 'chat', body, res);
       }
       case '/collective_rpc': {
+        if (this.o.weightSync === false) break;
         route('POST');
         const body = parseJsonObject(await readBody(req, 1 << 20));
         return this.json(res, 200, await this.rpc(body));
@@ -183,24 +198,29 @@ class Handler {
         await readBody(req, 1 << 20);
         res.writeHead(200).end();
         return;
-      default:
-        throw new HttpError(404, `no route ${method} ${path}`);
     }
+    throw new HttpError(404, `no route ${method} ${path}`);
   }
 
-  private json(res: ServerResponse, status: number, body: unknown): void {
+  private json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
     const text = JSON.stringify(body);
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
     res.end(text);
   }
 
-  error(res: ServerResponse, err: unknown): void {
+  private errorBody(err: unknown): { status: number; headers: Record<string, string>; body: Json } {
     let status = 500, message = 'internal error', param: string | null = null, type = 'InternalServerError';
+    const headers: Record<string, string> = {};
     if (err instanceof HttpError) {
       status = err.status;
       message = err.message;
       param = err.param;
       type = status === 405 ? 'MethodNotAllowed' : status === 413 ? 'PayloadTooLarge' : err.type;
+    } else if (err instanceof QueueFullError || err instanceof AbortedError) {
+      status = 503;
+      message = err.message;
+      type = 'ServiceUnavailableError';
+      headers['retry-after'] = String(this.o.retryAfterSeconds ?? SERVE_DEFAULTS.retryAfterSeconds);
     } else if (err instanceof RolloutError && err.status !== undefined && err.status < 500) {
       status = err.status;
       message = err.message;
@@ -208,133 +228,150 @@ class Handler {
     } else if (err instanceof Error) {
       message = err.message;
     }
+    return { status, headers, body: { error: { message, type, param, code: status } } };
+  }
+
+  error(res: ServerResponse, err: unknown): void {
     if (res.headersSent) {
       res.destroy();
       return;
     }
-    this.json(res, status, { error: { message, type, param, code: status } });
+    const e = this.errorBody(err);
+    this.json(res, e.status, e.body, e.headers);
   }
 
-  private parse(b: Json): Parsed {
-    if (b.model !== undefined && b.model !== null && b.model !== this.o.modelName) {
-      throw new HttpError(404, `The model \`${String(b.model)}\` does not exist.`, 'model');
-    }
-    for (const [k, neutral] of UNSUPPORTED) {
-      const v = b[k];
-      if (v !== undefined && v !== null && v !== neutral) throw bad(`'${k}' is not supported by murphy-native serve`, k);
-    }
+  /** Both generation endpoints: plan, admit (all prompts or none), run, answer. */
+  private async generate(kind: 'completion' | 'chat', body: Json, res: ServerResponse): Promise<void> {
     const info = this.o.engine.info();
-    // prompts: string | string[] | number[] | number[][]
-    const p = b.prompt;
-    let prompts: number[][];
-    const tokens = (x: unknown[], where: string): number[] => {
-      if (x.length === 0) throw bad(`${where} is empty`, 'prompt');
-      for (const t of x) {
-        if (!isInt(t) || t < 0 || t >= info.vocabSize) throw bad(`${where}: token id ${JSON.stringify(t)} is outside the vocabulary [0, ${info.vocabSize})`, 'prompt');
-      }
-      return x as number[];
-    };
-    const text = (s: string): number[] => {
-      if (this.o.tokenizer === undefined) throw bad('this server has no tokenizer: send prompts as token ids', 'prompt');
-      const ids = this.o.tokenizer.encode(s);
-      if (ids.length === 0) throw bad('the prompt is empty', 'prompt');
-      return ids;
-    };
-    if (typeof p === 'string') prompts = [text(p)];
-    else if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'number')) prompts = [tokens(p, 'prompt')];
-    else if (Array.isArray(p) && p.length > 0 && p.every((x) => typeof x === 'string')) prompts = (p as string[]).map(text);
-    else if (Array.isArray(p) && p.length > 0 && p.every((x) => Array.isArray(x))) prompts = (p as unknown[][]).map((x, i) => tokens(x, `prompt[${i}]`));
-    else throw bad("'prompt' must be a string, a list of strings, a list of token ids or a list of lists of token ids", 'prompt');
-    if (prompts.length > 1024) throw bad('at most 1024 prompts per request', 'prompt');
-
-    const n = optInt(b, 'n', 1, 1, this.o.maxN ?? 1024) as number;
-    const maxTokensGiven = optInt(b, 'max_tokens', undefined, 1, 1 << 24);
-    const temperature = optNum(b, 'temperature', 1, (x) => x >= 0, 'a number >= 0');
-    const topP = optNum(b, 'top_p', 1, (x) => x > 0 && x <= 1, 'in (0, 1]');
-    const topKRaw = optInt(b, 'top_k', 0, -1, 1 << 30) as number;
-    const seed = optInt(b, 'seed', undefined, 0, Number.MAX_SAFE_INTEGER);
-    let stop: string[] = [];
-    if (typeof b.stop === 'string') stop = [b.stop];
-    else if (Array.isArray(b.stop) && b.stop.every((s) => typeof s === 'string')) stop = b.stop as string[];
-    else if (b.stop !== undefined && b.stop !== null) throw bad("'stop' must be a string or a list of strings", 'stop');
-    stop = stop.filter((s) => s !== '');
-    if (stop.length > 0 && this.o.tokenizer === undefined) throw bad('this server has no tokenizer: stop strings are not available', 'stop');
-    let stopIds: number[] = [];
-    if (Array.isArray(b.stop_token_ids)) {
-      for (const t of b.stop_token_ids) if (!isInt(t) || t < 0 || t >= info.vocabSize) throw bad(`'stop_token_ids': ${JSON.stringify(t)} is not a token id`, 'stop_token_ids');
-      stopIds = b.stop_token_ids as number[];
-    } else if (b.stop_token_ids !== undefined && b.stop_token_ids !== null) throw bad("'stop_token_ids' must be a list of token ids", 'stop_token_ids');
-    const ignoreEos = optBool(b, 'ignore_eos', false);
-    const lp = b.logprobs;
-    if (lp !== undefined && lp !== null && (!isInt(lp) || lp < 0)) throw bad("'logprobs' must be a non-negative integer", 'logprobs');
-    if (isInt(lp) && lp > 0) throw bad("'logprobs' > 0 (top alternatives) is not supported by murphy-native serve; use 0", 'logprobs');
-    const returnTokenIds = optBool(b, 'return_token_ids', false);
-    const maxLen = info.maxModelLen;
-    for (const pr of prompts) {
-      const want = pr.length + (maxTokensGiven ?? 1);
-      if (want > maxLen) {
-        throw bad(`This model's maximum context length is ${maxLen} tokens. However, you requested ${want} tokens (${pr.length} in the messages, ${maxTokensGiven ?? 1} in the completion). Please reduce the length of the messages or completion.`, maxTokensGiven === undefined ? 'prompt' : 'max_tokens');
-      }
-    }
-    const allStop = [...new Set([...stopIds, ...(ignoreEos ? [] : this.eos)])].sort((x, y) => x - y);
-    return {
-      prompts, n, stop, logprobs: isInt(lp), returnTokenIds, maxTokensGiven,
-      req: { n, maxTokens: maxTokensGiven ?? 0, temperature, topP, topK: topKRaw <= 0 ? 0 : topKRaw, seed, stopTokenIds: allStop },
-    };
-  }
-
-  private async completions(b: Json): Promise<Json> {
-    const q = this.parse(b);
-    const maxLen = this.o.engine.info().maxModelLen;
-    const results = await Promise.all(q.prompts.map(async (promptIds) => {
-      // vLLM's default budget: whatever the context leaves
-      const req: EngineRequest = { ...q.req, promptIds, maxTokens: q.maxTokensGiven ?? maxLen - promptIds.length };
-      const out = await this.batcher.submit(req);
-      return out.map((s) => finishSample(s, req, q.stop, this.o.tokenizer));
-    }));
-    const choices: Json[] = [];
-    let completionTokens = 0, promptTokens = 0;
-    results.forEach((samples: LocalSample[], pi) => {
-      promptTokens += q.prompts[pi].length;
-      samples.forEach((s, j) => {
-        completionTokens += s.tokenIds.length;
-        choices.push({
-          index: pi * q.n + j,
-          text: s.text,
-          logprobs: q.logprobs ? this.logprobsField(s) : null,
-          finish_reason: s.finishReason,
-          stop_reason: s.stopReason,
-          prompt_logprobs: null,
-          prompt_token_ids: q.returnTokenIds ? q.prompts[pi] : null,
-          token_ids: q.returnTokenIds ? s.tokenIds : null,
-        });
-      });
+    const plan = planRequest(kind, body, {
+      info, modelName: this.o.modelName, tokenizer: this.o.tokenizer, eos: this.eos, maxN: this.o.maxN ?? SERVE_DEFAULTS.maxN,
+      maxRequestTokens: this.o.maxRequestTokens ?? SERVE_DEFAULTS.maxRequestTokens,
     });
+    // a connection that closes before the answer is complete stops the work
+    const gone = new AbortController();
+    res.on('close', () => { if (!res.writableFinished) gone.abort(); });
+    const reqs = plan.prompts.map((_, p) => engineRequest(plan, p, info.maxModelLen, gone.signal));
+    const head = { id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(16).toString('hex')}`, created: Math.floor(Date.now() / 1000), model: this.o.modelName };
+    if (plan.stream) return this.stream(plan, reqs, head, res);
+    // with stop strings, a sample stops generating once its text holds one (the answer is the same)
+    const watched = plan.stop.length === 0 ? reqs : reqs.map((r) => {
+      const ss = Array.from({ length: plan.n }, () => new SampleStream(r, plan.stop, this.o.tokenizer));
+      return { ...r, onToken: (j: number, t: StreamedToken) => (ss[j].push(t), ss[j].done) };
+    });
+    const results = await Promise.all(this.batcher.submitAll(watched));
+    if (gone.signal.aborted) return;
+    const samples = results.map((r, p) => r.map((s) => finishSample(s, reqs[p], plan.stop, this.o.tokenizer)));
+    this.json(res, 200, kind === 'chat' ? this.chatBody(plan, samples, head) : this.completionBody(plan, samples, head));
+  }
+
+  private usage(plan: GenPlan, completionTokens: number): Json {
+    const promptTokens = plan.prompts.reduce((a, p) => a + p.length, 0);
+    return { prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens, completion_tokens: completionTokens, prompt_tokens_details: null };
+  }
+
+  private completionBody(plan: GenPlan, samples: FinishedSample[][], head: Json): Json {
+    const choices: Json[] = [];
+    let completionTokens = 0;
+    samples.forEach((ss, pi) => ss.forEach((s, j) => {
+      completionTokens += s.tokenIds.length;
+      choices.push({
+        index: pi * plan.n + j,
+        text: s.text,
+        logprobs: plan.logprobs === null ? null : completionLogprobs(s, plan.logprobs, this.o.tokenizer),
+        finish_reason: s.finishReason,
+        stop_reason: s.stopReason,
+        prompt_logprobs: null,
+        prompt_token_ids: plan.returnTokenIds ? plan.prompts[pi] : null,
+        token_ids: plan.returnTokenIds ? s.tokenIds : null,
+      });
+    }));
+    return { ...head, object: 'text_completion', choices, usage: this.usage(plan, completionTokens) };
+  }
+
+  private chatBody(plan: GenPlan, samples: FinishedSample[][], head: Json): Json {
+    const choices = samples[0].map((s, j) => ({
+      index: j,
+      message: { role: 'assistant', content: s.text, refusal: null, tool_calls: [], reasoning_content: null },
+      logprobs: plan.logprobs === null ? null : chatLogprobs(s, plan.logprobs, this.o.tokenizer),
+      finish_reason: s.finishReason,
+      stop_reason: s.stopReason,
+      token_ids: plan.returnTokenIds ? s.tokenIds : null,
+    }));
+    const completionTokens = samples[0].reduce((a, s) => a + s.tokenIds.length, 0);
     return {
-      id: `cmpl-${randomBytes(16).toString('hex')}`,
-      object: 'text_completion',
-      created: Math.floor(Date.now() / 1000),
-      model: this.o.modelName,
-      choices,
-      usage: { prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens, completion_tokens: completionTokens, prompt_tokens_details: null },
+      ...head, object: 'chat.completion', choices, usage: this.usage(plan, completionTokens), prompt_logprobs: null,
+      prompt_token_ids: plan.returnTokenIds ? plan.prompts[0] : null,
     };
   }
 
-  private logprobsField(s: LocalSample): Json {
-    const tok = this.o.tokenizer;
-    const tokens = s.tokenIds.map((t) => (tok === undefined ? `token_id:${t}` : tok.decode([t])));
-    const offsets: number[] = [];
-    let at = 0;
-    for (const t of tokens) {
-      offsets.push(at);
-      at += t.length;
-    }
-    return {
-      text_offset: offsets,
-      token_logprobs: s.logprobs,
-      tokens,
-      top_logprobs: tokens.map((t, i) => ({ [t]: s.logprobs[i] })),
+  /**
+   * Server-sent events in OpenAI's chunk format: one chunk per new piece of a sample, its
+   * finish_reason on its last, then (stream_options.include_usage) a chunk with the usage
+   * and no choices, then `data: [DONE]`.
+   */
+  private async stream(plan: GenPlan, reqs: EngineRequest[], head: Json, res: ServerResponse): Promise<void> {
+    const chat = plan.kind === 'chat';
+    const object = chat ? 'chat.completion.chunk' : 'text_completion';
+    const streams = reqs.map((r) => Array.from({ length: plan.n }, () => new SampleStream(r, plan.stop, this.o.tokenizer)));
+    let completionTokens = 0;
+    let sse: EventStream | undefined;
+    const started = new Set<number>();
+    const offsets = new Map<number, number>();
+    const chunk = (index: number, d: StreamDelta, p: number): Json => {
+      const finish = d.finish === undefined ? null : d.finish.reason;
+      const stopReason = d.finish === undefined ? null : d.finish.stopReason;
+      const ids = plan.returnTokenIds ? { token_ids: d.tokenIds } : {};
+      let choice: Json;
+      if (chat) {
+        const delta: Json = started.has(index) ? { content: d.text } : { role: 'assistant', content: d.text };
+        choice = { index, delta, logprobs: plan.logprobs === null ? null : chatLogprobs(d, plan.logprobs, this.o.tokenizer), finish_reason: finish, stop_reason: stopReason, ...ids };
+      } else {
+        choice = {
+          index, text: d.text, logprobs: plan.logprobs === null ? null : this.streamedLogprobs(d, plan.logprobs, offsets, index), finish_reason: finish, stop_reason: stopReason,
+          ...(plan.returnTokenIds && !started.has(index) ? { prompt_token_ids: plan.prompts[p] } : {}), ...ids,
+        };
+      }
+      started.add(index);
+      const c: Json = { ...head, object, choices: [choice] };
+      if (chat && plan.returnTokenIds && index === 0 && !started.has(-1)) {
+        started.add(-1);
+        c.prompt_token_ids = plan.prompts[0];
+      }
+      if (plan.includeUsage) c.usage = null;
+      return c;
     };
+    const emit = (p: number, j: number, d: StreamDelta | undefined) => {
+      if (d === undefined || sse === undefined) return;
+      if (d.finish !== undefined) completionTokens += d.finish.sample.tokenIds.length;
+      sse.send(chunk(p * plan.n + j, d, p));
+    };
+    const streamed = reqs.map((r, p) => ({
+      ...r,
+      onToken: (j: number, t: StreamedToken) => {
+        const s = streams[p][j];
+        emit(p, j, s.push(t));
+        return s.done;
+      },
+    }));
+    // a refusal (queue full) throws here and is answered as plain JSON, not as a stream
+    const pending = this.batcher.submitAll(streamed);
+    sse = new EventStream(res);
+    try {
+      const results = await Promise.all(pending);
+      if (res.destroyed) return;
+      results.forEach((r, p) => r.forEach((s, j) => emit(p, j, streams[p][j].finishWith(s))));
+      if (plan.includeUsage) sse.send({ ...head, object, choices: [], usage: this.usage(plan, completionTokens) });
+    } catch (err) {
+      if (!(err instanceof AbortedError)) sse.send(this.errorBody(err).body);
+    }
+    sse.end();
+  }
+
+  /** A chunk's completions log-probs, text_offset continuing where the sample's last chunk ended. */
+  private streamedLogprobs(d: StreamDelta, k: number, offsets: Map<number, number>, index: number): Json {
+    const at = offsets.get(index) ?? 0;
+    offsets.set(index, at + d.tokenIds.reduce((a, t) => a + tokenText(this.o.tokenizer, t).length, 0));
+    return completionLogprobs(d, k, this.o.tokenizer, at);
   }
 
   private async rpc(b: Json): Promise<Json> {
@@ -361,6 +398,11 @@ class Handler {
 
 /** Starts the server; resolves once it listens. */
 export function startServer(o: ServeOptions): Promise<RolloutServer> {
+  const host = o.host ?? '127.0.0.1';
+  if (o.weightSync !== false && o.apiKey === undefined && !isLoopback(host)) {
+    return Promise.reject(new Error(`refusing to serve the weight-loading endpoint (/collective_rpc) on ${host} without an API key: pass --api-key KEY (or MURPHY_API_KEY), --no-weight-sync, or --host 127.0.0.1`));
+  }
+  if (o.apiKey !== undefined && o.apiKey === '') return Promise.reject(new Error('the API key is empty: pass a non-empty --api-key (or MURPHY_API_KEY)'));
   const h = new Handler(o);
   const server = createServer((req, res) => {
     req.on('error', () => undefined);
@@ -381,7 +423,7 @@ export function startServer(o: ServeOptions): Promise<RolloutServer> {
   server.requestTimeout = 0;
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(o.port ?? 0, o.host ?? '127.0.0.1', () => {
+    server.listen(o.port ?? 0, host, () => {
       server.off('error', reject);
       const a = server.address() as AddressInfo;
       const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
@@ -389,10 +431,12 @@ export function startServer(o: ServeOptions): Promise<RolloutServer> {
         url: `http://${host}:${a.port}`,
         server,
         batcher: h.batcher,
-        close: () => new Promise<void>((res) => {
-          server.close(() => res());
+        close: async () => {
+          const closed = new Promise<void>((res) => server.close(() => res()));
+          await h.batcher.abortAll();
           server.closeAllConnections();
-        }),
+          await closed;
+        },
       });
     });
   });

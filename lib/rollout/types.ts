@@ -98,13 +98,38 @@ export interface EngineRequest {
   /** undefined = unseeded (the engine picks one). */
   seed: number | undefined;
   stopTokenIds: number[];
+  /** Alternatives to report per token (EngineSample.top). 0 or undefined = none. */
+  topLogprobs?: number;
+  /** Aborting it ends the request's samples before their next decode step ('abort'). */
+  signal?: AbortSignal;
+  /**
+   * Called as tokens are sampled (sample j of this request); returning true ends that sample
+   * before its next decode step. Engines that cannot stream call it once per token at the end.
+   */
+  onToken?: (j: number, token: StreamedToken) => boolean | void;
+}
+
+/** The most likely tokens at one position and their log-probs (most likely first). */
+export interface TokenAlternatives {
+  ids: number[];
+  logprobs: number[];
+}
+
+/** One token as it is sampled. */
+export interface StreamedToken {
+  id: number;
+  logprob: number;
+  top?: TokenAlternatives;
 }
 
 /** One sample as an engine produced it. */
 export interface EngineSample {
   tokenIds: number[];
   logprobs: number[];
-  finishReason: 'stop' | 'length';
+  /** With topLogprobs > 0: the alternatives at every position. */
+  top?: TokenAlternatives[];
+  /** 'abort': ended by the request's signal or by onToken. */
+  finishReason: 'stop' | 'length' | 'abort';
 }
 
 export interface EngineInfo {

@@ -4,6 +4,7 @@
 // (seed, step, ...), so a run is reproduced by its seed and config, and a resumed run
 // continues exactly where the checkpoint left it.
 import { existsSync } from 'node:fs';
+import { withoutSecrets } from '../config/index.js';
 import type { TrainConfig } from '../config/schema.js';
 import { flattenSamples, type TrainingSample } from '../murphy/flatten.js';
 import { computeMatchedGroupSize } from '../murphy/baseline.js';
@@ -15,13 +16,14 @@ import { extractFromCompletion } from '../prompt/extract.js';
 import type { CodeExtractor, Completion, ExecResult, Executor, PromptBuilder, RolloutTree, SampleParams, Sampler } from '../murphy/types.js';
 import type { RolloutBackend, RolloutParams } from '../rollout/types.js';
 import { packSamples, planMicroBatches } from './batching.js';
-import { latestCheckpoint, readTrainerState, restoreReference, saveReference, writeCheckpoint, type TrainerState } from './checkpoint.js';
+import { resolveResume, restoreReference, saveReference, writeCheckpoint, type ResumePoint, type TrainerState } from './checkpoint.js';
 import { TrainError } from './error.js';
 import { formatStepLine, treeMetrics, type StepMetrics } from './metrics.js';
 import type { LossOptions, Policy, TrainStats } from './policy.js';
 import { BusyClock, silentProgress, type ProgressSink } from './progress.js';
 import { RunDir, fileSize } from './rundir.js';
 import { learningRate } from './schedule.js';
+import { StopSignal } from './signals.js';
 
 export interface TrainDeps<P> {
   policy: Policy;
@@ -45,6 +47,10 @@ export interface TrainOptions {
   resume?: boolean;
   /** Install SIGINT/SIGTERM handlers that checkpoint and stop. Default true. */
   handleSignals?: boolean;
+  /** Resume from this checkpoint (already chosen and verified by the caller) instead of finding one. */
+  resumeFrom?: ResumePoint;
+  /** The run's stop signal, installed by the caller; when absent, train installs its own (handleSignals). */
+  stop?: StopSignal;
   /** Tests: behave as if a signal arrived right after this step. */
   stopAfterStep?: number;
   /** Checkpoints kept (older ones are removed). Default 2. */
@@ -54,6 +60,8 @@ export interface TrainOptions {
 export interface TrainSummary {
   steps: number;
   stoppedEarly: boolean;
+  /** The signal (SIGINT/SIGTERM) that stopped the run, or null. */
+  signal: string | null;
   lastCheckpoint: string | null;
   metrics: StepMetrics[];
 }
@@ -195,59 +203,56 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   if (!(c.temperature > 0)) throw new TrainError('config key "temperature" (--temperature): training needs a temperature > 0');
   run.create();
 
+  // ---- signals (installed first: a signal during the initial evaluation also ends in a checkpoint)
+  const stop = opts.stop ?? new StopSignal();
+  const ownSignals = !opts.stop && (opts.handleSignals ?? true);
+  if (ownSignals) stop.install();
+  const unlisten = stop.onRequest((sig) => progress.line(`\n${sig}: finishing the current phase, writing a checkpoint, then exiting`));
+  let stopAfterStep = false;
+  const stopping = (): boolean => stop.requested || stopAfterStep;
+
   // ---- state: fresh or resumed
   let state: TrainerState;
-  if (opts.resume) {
-    const ck = latestCheckpoint(run);
-    if (!ck) throw new TrainError(`nothing to resume in ${run.root}: no complete checkpoint under ${run.checkpointsDir}`);
-    state = readTrainerState(ck);
-    const info = await policy.loadState(ck);
-    if (c.beta > 0) await restoreReference(run, policy, ck);
-    run.truncateTo(state);
-    progress.line(`resumed from ${ck} at step ${state.step}${info.optimizerState ? '' : ' (optimizer moments were not saved: not an exact resume)'}`);
-  } else {
-    if (existsSync(run.metricsPath) && fileSize(run.metricsPath) > 0) {
-      throw new TrainError(`${run.root} already holds a run (metrics.jsonl); use --resume ${run.root} or another --out`);
+  let lastCheckpoint: string | null = null;
+  try {
+    if (opts.resume) {
+      const point = opts.resumeFrom ?? resolveResume(run, (l) => progress.line(l));
+      const ck = point.dir;
+      state = point.state;
+      const info = await policy.loadState(ck);
+      if (c.beta > 0) await restoreReference(run, policy, ck);
+      run.truncateTo(state);
+      lastCheckpoint = ck;
+      progress.line(`resumed from ${ck} at step ${state.step}${info.optimizerState ? '' : ' (optimizer moments were not saved: not an exact resume)'}`);
+    } else {
+      if (existsSync(run.metricsPath) && fileSize(run.metricsPath) > 0) {
+        throw new TrainError(`${run.root} already holds a run (metrics.jsonl); use --resume ${run.root} or another --out`);
+      }
+      let G = c.numGenerations;
+      let Gp = c.numFollowUpGenerations ?? G;
+      if (c.algo === 'grpo' && c.computeMatched) {
+        // Measure MURPHY's average completions per problem on the first batch with the initial policy.
+        const probe = batchIndices(deps.problems.length, 0, c.batchSize, c.seed).map((i) => deps.problems[i]!);
+        const probeCfg = { ...stepBuildConfig<P>({ ...c, algo: 'murphy' }, G, Gp, 0, deps.stopTokenIds), seed: mix32(c.seed, 0xc0de) };
+        const trees = await buildTrees(probe, { sampler: deps.backend, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode ?? extractFromCompletion }, probeCfg);
+        G = computeMatchedGroupSize(trees);
+        Gp = G;
+        progress.line(`compute-matched GRPO: G = ${G} (MURPHY's average completions per problem on the first batch)`);
+      }
+      state = { version: 1, step: 0, problemsConsumed: 0, seed: c.seed, groupSize: G, followUpGroupSize: Gp, metricsBytes: 0, treesBytes: 0, optimizerState: false };
+      if (c.beta > 0) {
+        policy.makeReference();
+        saveReference(run, policy);
+      }
+      if (deps.evaluate) await deps.evaluate('initial', 0);
     }
-    let G = c.numGenerations;
-    let Gp = c.numFollowUpGenerations ?? G;
-    if (c.algo === 'grpo' && c.computeMatched) {
-      // Measure MURPHY's average completions per problem on the first batch with the initial policy.
-      const probe = batchIndices(deps.problems.length, 0, c.batchSize, c.seed).map((i) => deps.problems[i]!);
-      const probeCfg = { ...stepBuildConfig<P>({ ...c, algo: 'murphy' }, G, Gp, 0, deps.stopTokenIds), seed: mix32(c.seed, 0xc0de) };
-      const trees = await buildTrees(probe, { sampler: deps.backend, executor: deps.executor, prompts: deps.prompts, extractCode: deps.extractCode ?? extractFromCompletion }, probeCfg);
-      G = computeMatchedGroupSize(trees);
-      Gp = G;
-      progress.line(`compute-matched GRPO: G = ${G} (MURPHY's average completions per problem on the first batch)`);
-    }
-    state = { version: 1, step: 0, problemsConsumed: 0, seed: c.seed, groupSize: G, followUpGroupSize: Gp, metricsBytes: 0, treesBytes: 0, optimizerState: false };
-    if (c.beta > 0) {
-      policy.makeReference();
-      saveReference(run, policy);
-    }
-    if (deps.evaluate) await deps.evaluate('initial', 0);
-  }
-
-  // ---- signals
-  let stopRequested = false;
-  let signalName = '';
-  const onSignal = (sig: NodeJS.Signals): void => {
-    if (stopRequested) {
-      process.stderr.write(`\nsecond ${sig}: exiting without a checkpoint\n`);
-      process.exit(130);
-    }
-    stopRequested = true;
-    signalName = sig;
-    progress.line(`\n${sig}: finishing the current phase, writing a checkpoint, then exiting`);
-  };
-  const handle = opts.handleSignals ?? true;
-  if (handle) {
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+  } catch (e) {
+    unlisten();
+    if (ownSignals) stop.uninstall();
+    throw e;
   }
 
   const metrics: StepMetrics[] = [];
-  let lastCheckpoint: string | null = latestCheckpoint(run);
   const keep = opts.keepCheckpoints ?? 2;
   const loss = lossOptions(c);
   const lrOpts = { type: c.lrSchedulerType, peak: c.learningRate, warmupSteps: c.warmupSteps, totalSteps: c.maxSteps, minRatio: c.minLrRatio };
@@ -255,12 +260,12 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   let savedAt = state.step;
 
   const checkpoint = async (): Promise<void> => {
-    lastCheckpoint = await writeCheckpoint(run, policy, state, keep);
+    lastCheckpoint = await writeCheckpoint(run, policy, state, keep, withoutSecrets(c));
     savedAt = state.step;
   };
 
   try {
-    while (state.step < c.maxSteps && !stopRequested) {
+    while (state.step < c.maxSteps && !stopping()) {
       const step = state.step + 1;
       const tStep = performance.now();
       const idx = batchIndices(deps.problems.length, state.problemsConsumed, c.batchSize, c.seed);
@@ -276,7 +281,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       } finally {
         ins.done();
       }
-      if (stopRequested) break; // the step is discarded: resume redoes it identically
+      if (stopping()) break; // the step is discarded: resume redoes it identically
       const report = processTrees(trees, processConfig(c), { trusted: true });
       const all = flattenSamples(trees);
       // With beta = 0 a zero-advantage sample adds exactly 0 to the loss and its gradient, so it
@@ -357,23 +362,19 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       if (deps.onStep) deps.onStep(m);
       else progress.line(formatStepLine(m, c.maxSteps));
 
-      if (opts.stopAfterStep === step) {
-        stopRequested = true;
-        signalName = 'stopAfterStep';
-      }
-      if (step % c.saveSteps === 0 || step === c.maxSteps || stopRequested) await checkpoint();
-      if (deps.evaluate && !stopRequested && ((c.evalSteps > 0 && step % c.evalSteps === 0 && step < c.maxSteps) || step === c.maxSteps)) {
+      if (opts.stopAfterStep === step) stopAfterStep = true;
+      if (step % c.saveSteps === 0 || step === c.maxSteps || stopping()) await checkpoint();
+      if (deps.evaluate && !stopping() && ((c.evalSteps > 0 && step % c.evalSteps === 0 && step < c.maxSteps) || step === c.maxSteps)) {
         await deps.evaluate(step === c.maxSteps ? 'final' : `step-${step}`, step);
       }
     }
-    if (stopRequested && savedAt !== state.step) await checkpoint();
-    if (stopRequested && state.step === 0 && lastCheckpoint === null) await checkpoint();
+    if (stopping() && savedAt !== state.step) await checkpoint();
+    if (stopping() && state.step === 0 && lastCheckpoint === null) await checkpoint();
   } finally {
-    if (handle) {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-    }
+    unlisten();
+    if (ownSignals) stop.uninstall();
   }
-  if (stopRequested && signalName) progress.line(`stopped (${signalName}) after step ${state.step}; resume with --resume ${run.root}`);
-  return { steps: state.step, stoppedEarly: stopRequested, lastCheckpoint, metrics };
+  const why = stop.reason ?? (stopAfterStep ? 'stopAfterStep' : null);
+  if (why) progress.line(`stopped (${why}) after step ${state.step}; resume with --resume ${run.root}`);
+  return { steps: state.step, stoppedEarly: why !== null, signal: stop.reason, lastCheckpoint, metrics };
 }

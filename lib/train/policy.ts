@@ -1,6 +1,6 @@
 // What the training loop needs from the policy, and its implementation over lib/model's
 // native PolicyModel. Tests use a small TypeScript fake of the same interface.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type {
   AdamWHyper,
@@ -12,7 +12,7 @@ import type {
   TrainStats,
 } from '../model/index.js';
 import type { PolicyWeights } from '../rollout/types.js';
-import { decodeSafetensorsF32, encodeSafetensorsF32 } from '../safetensors.js';
+import { encodeSafetensorsF32, readSafetensorsF32, tensorMismatch, type F32Tensors } from '../safetensors.js';
 import { writeFileAtomic } from './rundir.js';
 
 export type { AdamWHyper, LossOptions, OptimizerResult, PackedBatch, TrainBatch, TrainStats };
@@ -87,20 +87,31 @@ export class NativePolicy implements Policy {
   }
 
   async loadState(dir: string): Promise<PolicyStateInfo> {
+    // Everything is read and checked against the model before any parameter is set, so a
+    // damaged file leaves the model as it was.
+    const params = this.model.params();
     const master = join(dir, 'master.safetensors');
+    let weights: F32Tensors | null = null;
     if (existsSync(master)) {
-      const { tensors } = decodeSafetensorsF32(readFileSync(master));
-      for (const [n, t] of Object.entries(tensors)) this.model.setParam(n, t.data);
+      weights = readSafetensorsF32(master).tensors;
+      const bad = tensorMismatch(weights, params);
+      if (bad) throw new Error(`${master}: ${bad}`);
     }
     const opt = join(dir, 'optimizer.safetensors');
-    let restored = false;
+    let moments: { step: number; tensors: Record<string, Float32Array> } | null = null;
     if (existsSync(opt)) {
-      const { tensors, metadata } = decodeSafetensorsF32(readFileSync(opt));
+      const { tensors, metadata } = readSafetensorsF32(opt);
+      const expected = params.flatMap((p) => [{ name: `${p.name}.exp_avg`, shape: [p.numel] }, { name: `${p.name}.exp_avg_sq`, shape: [p.numel] }]);
+      const bad = tensorMismatch(tensors, expected);
+      if (bad) throw new Error(`${opt}: ${bad}`);
+      const step = Number(metadata.step ?? 0);
+      if (!Number.isSafeInteger(step) || step < 0) throw new Error(`${opt}: metadata "step" is ${JSON.stringify(metadata.step)}, expected an integer >= 0`);
       const flat: Record<string, Float32Array> = {};
       for (const [n, t] of Object.entries(tensors)) flat[n] = t.data;
-      this.model.loadOptimizerState({ step: Number(metadata.step ?? 0), tensors: flat });
-      restored = true;
+      moments = { step, tensors: flat };
     }
-    return { hfDir: join(dir, 'policy'), optimizerState: restored };
+    if (weights) for (const [n, t] of Object.entries(weights)) this.model.setParam(n, t.data);
+    if (moments) this.model.loadOptimizerState(moments);
+    return { hfDir: join(dir, 'policy'), optimizerState: moments !== null };
   }
 }

@@ -11,7 +11,7 @@
 // Whole files are written to a temporary sibling, fsynced and renamed; appends are fsynced,
 // and their byte offsets are recorded in each checkpoint so a resume truncates whatever a
 // crash left after the last checkpoint.
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeSync } from 'node:fs';
+import { accessSync, closeSync, constants, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 
@@ -61,6 +61,46 @@ export function appendDurable(path: string, data: string | Uint8Array): number {
     closeSync(fd);
   }
   return statSync(path).size;
+}
+
+/** The nearest existing ancestor of path (path itself when it exists). */
+function existingAncestor(path: string): string {
+  let p = resolve(path);
+  while (!existsSync(p) && dirname(p) !== p) p = dirname(p);
+  return p;
+}
+
+function assertWritableDir(dir: string, path: string, what: string): void {
+  try {
+    accessSync(dir, constants.W_OK | constants.X_OK);
+  } catch {
+    throw new OutputError(`${what} ${path}: cannot write to ${dir} (permission denied)`);
+  }
+}
+
+/** An output that cannot be written; thrown before any work starts. */
+export class OutputError extends Error {
+  override name = 'OutputError';
+}
+
+/**
+ * Checks, before the work starts, that a file can be written at `path`: it is not a directory,
+ * and the directory it goes into exists or can be created, and is writable.
+ */
+export function checkOutputFile(path: string, what: string): void {
+  const p = resolve(path);
+  if (existsSync(p) && statSync(p).isDirectory()) throw new OutputError(`${what} ${path} is a directory; give a file name, e.g. ${join(path, 'results.json')}`);
+  const anc = existingAncestor(dirname(p));
+  if (!statSync(anc).isDirectory()) throw new OutputError(`${what} ${path}: ${anc} is a file, not a directory`);
+  assertWritableDir(anc, path, what);
+}
+
+/** Checks, before the work starts, that directory `path` exists or can be created, and is writable. */
+export function checkOutputDir(path: string, what: string): void {
+  const p = resolve(path);
+  const anc = existingAncestor(p);
+  if (!statSync(anc).isDirectory()) throw new OutputError(`${what} ${path}: ${anc} is a file, not a directory`);
+  assertWritableDir(anc, path, what);
 }
 
 export function fileSize(path: string): number {

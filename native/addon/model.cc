@@ -83,6 +83,32 @@ Napi::Value queue(Napi::Env env, Napi::Object keep, std::shared_ptr<std::mutex> 
   return p;
 }
 
+// Runs on the JS thread: one decode step's tokens as typed arrays, to the onStep callback.
+void deliver_steps(Napi::Env env, Napi::Function cb, std::vector<model::StepToken>* d) {
+  std::unique_ptr<std::vector<model::StepToken>> steps(d);
+  if (env == nullptr || cb.IsEmpty()) return;
+  const size_t m = steps->size();
+  size_t k = 0;
+  for (const auto& st : *steps) k += st.top_ids.size();
+  Napi::Int32Array sample = Napi::Int32Array::New(env, m), token = Napi::Int32Array::New(env, m);
+  Napi::Float32Array logp = Napi::Float32Array::New(env, m);
+  Napi::Int32Array top_ids = Napi::Int32Array::New(env, k);
+  Napi::Float32Array top_logp = Napi::Float32Array::New(env, k);
+  size_t at = 0;
+  for (size_t i = 0; i < m; ++i) {
+    const model::StepToken& st = (*steps)[i];
+    sample[i] = int32_t(st.sample), token[i] = st.token, logp[i] = st.logp;
+    for (size_t r = 0; r < st.top_ids.size(); ++r, ++at) top_ids[at] = st.top_ids[r], top_logp[at] = st.top_logp[r];
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("samples", sample);
+  o.Set("tokens", token);
+  o.Set("logprobs", logp);
+  o.Set("topIds", top_ids);
+  o.Set("topLogprobs", top_logp);
+  cb.Call({o});
+}
+
 class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
  public:
   static Napi::Function Init(Napi::Env env) {
@@ -416,8 +442,11 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
     });
   }
 
-  // generate(prompts: Int32Array[], { temperature, topP, topK, maxNewTokens, n, seed, seeds, stopIds }:
-  //          every option required, seeds null or one per prompt)
+  // generate(prompts: Int32Array[], { temperature, topP, topK, maxNewTokens, n, seed, seeds, stopIds,
+  //           topLogprobs, cancel, onStep }: every option required, seeds null or one per prompt)
+  // cancel: null or an Int32Array over a SharedArrayBuffer, one flag per sample (prompts x n), set
+  // by the caller (Atomics.store) while the call runs; onStep: null or a function called on the JS
+  // thread with { samples, tokens, logprobs, topIds, topLogprobs } (typed arrays) per decode step.
   Napi::Value Generate(const Napi::CallbackInfo& info) {
     return guarded(info, [&]() -> Napi::Value {
       if (!info[0].IsArray() || !info[1].IsObject()) throw Error("generate(prompts, options): prompts must be an array");
@@ -456,9 +485,47 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
         Napi::Array sa = st.As<Napi::Array>();
         for (uint32_t i = 0; i < sa.Length(); ++i) so.stop_ids.push_back(int32_t(to_number(sa.Get(i), "stopIds[]")));
       }
+      so.top_logprobs = req_int(o, "topLogprobs", 0, eng_->config().vocab);
+      // the flags stay referenced (and so alive) until the task is deleted on this thread
+      std::shared_ptr<Napi::Reference<Napi::Value>> cancel_ref;
+      Napi::Value cv = o.Get("cancel");
+      if (!cv.IsNull()) {
+        // a SharedArrayBuffer view: read directly (args.h's tensor() takes plain ArrayBuffers only)
+        napi_typedarray_type type;
+        size_t length = 0;
+        void* data = nullptr;
+        if (!cv.IsTypedArray() || napi_get_typedarray_info(info.Env(), cv, &type, &length, &data, nullptr, nullptr) != napi_ok ||
+            type != napi_int32_array)
+          throw Error("generate: 'cancel' must be an Int32Array over a SharedArrayBuffer");
+        if (int64_t(length) != int64_t(arr.Length()) * so.n)
+          throw Error("generate: 'cancel' has " + std::to_string(length) + " flags but there are " +
+                      std::to_string(int64_t(arr.Length()) * so.n) + " samples (prompts x n)");
+        so.cancel = static_cast<const int32_t*>(data);
+        cancel_ref = std::make_shared<Napi::Reference<Napi::Value>>(Napi::Persistent(cv));
+      }
+      std::shared_ptr<Napi::ThreadSafeFunction> step_fn;
+      Napi::Value os = o.Get("onStep");
+      if (os.IsFunction()) {
+        step_fn = std::make_shared<Napi::ThreadSafeFunction>(
+            Napi::ThreadSafeFunction::New(info.Env(), os.As<Napi::Function>(), "murphy-generate-step", 0, 1));
+        so.on_step = [step_fn](const std::vector<model::StepToken>& steps) {
+          auto* d = new std::vector<model::StepToken>(steps);
+          if (step_fn->NonBlockingCall(d, deliver_steps) != napi_ok) delete d;
+        };
+      } else if (!os.IsNull()) {
+        throw Error("generate: 'onStep' must be null or a function");
+      }
       auto res = std::make_shared<std::vector<model::GenResult>>();
       Engine* e = eng_.get();
-      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *res = e->generate(*prompts, so); },
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_,
+                   [=]() {
+                     (void)cancel_ref;
+                     struct Release {
+                       std::shared_ptr<Napi::ThreadSafeFunction> f;
+                       ~Release() { if (f) f->Release(); }
+                     } release{step_fn};
+                     *res = e->generate(*prompts, so);
+                   },
                    [=](Napi::Env env) -> Napi::Value {
                      Napi::Array out = Napi::Array::New(env, res->size());
                      for (size_t i = 0; i < res->size(); ++i) {
@@ -470,6 +537,14 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
                        std::memcpy(l.Data(), g.logp.data(), g.logp.size() * 4);
                        r.Set("tokens", t);
                        r.Set("logprobs", l);
+                       if (so.top_logprobs > 0) {
+                         Napi::Int32Array ti = Napi::Int32Array::New(env, g.top_ids.size());
+                         std::memcpy(ti.Data(), g.top_ids.data(), g.top_ids.size() * 4);
+                         Napi::Float32Array tl = Napi::Float32Array::New(env, g.top_logp.size());
+                         std::memcpy(tl.Data(), g.top_logp.data(), g.top_logp.size() * 4);
+                         r.Set("topIds", ti);
+                         r.Set("topLogprobs", tl);
+                       }
                        r.Set("finishReason", g.finish);
                        out.Set(uint32_t(i), r);
                      }

@@ -7,7 +7,10 @@
 //   otherwise:     z' = z / T;  top-k keeps the k largest z';  top-p keeps the smallest set of
 //                  the largest z' whose probability mass reaches p;  p = softmax over the kept
 //                  set;  token = inverse CDF of p at u;  logp = log p[token]
-//   (vLLM's "processed" log-probs). u comes from a counter-based hash of
+//   (vLLM's "processed" log-probs). Alternatives (top_logprobs > 0): the k tokens of largest z
+//   (lowest id on ties), each with its log-prob under the same processed distribution,
+//   log p_i = (z_i - max z) / T - log sum_kept exp((z - max z) / T), and -inf outside the kept set.
+//   u comes from a counter-based hash of
 //   (seed + prompt index, sample index, step), so a prompt's samples do not depend on the
 //   other prompts of the call (prompt p of a call with seed s = a call with [p] and s + p).
 #include <algorithm>
@@ -15,6 +18,10 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "../cpu/threads.h"
 #include "model_internal.h"
@@ -73,9 +80,18 @@ double uniform(uint64_t stream, int64_t step) {
   return (double((hi << 21) ^ (lo >> 11)) + 0.5) / 9007199254740992.0;  // 53 bits, in (0, 1)
 }
 
-// token and its log-prob under the processed distribution
-std::pair<int32_t, float> sample_row(const float* z, int64_t V, const SampleOptions& o, double u,
-                                     std::vector<int32_t>& idx, std::vector<double>& pr) {
+// A draw: the token, its log-prob under the processed distribution, and that distribution
+// (max logit m, temperature T, log of the kept mass, and how many of the largest logits it keeps).
+struct Draw {
+  int32_t token;
+  float logp;
+  float m;
+  double T, log_s;
+  int64_t keep;
+};
+
+Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, std::vector<int32_t>& idx,
+                std::vector<double>& pr) {
   float m = -std::numeric_limits<float>::infinity();
   int64_t am = 0;
   for (int64_t i = 0; i < V; ++i)
@@ -84,9 +100,10 @@ std::pair<int32_t, float> sample_row(const float* z, int64_t V, const SampleOpti
     throw Error("generate: the model produced NaN or -inf logits");
   const double T = o.temperature > 0 ? double(o.temperature) : 1.0;
   if (o.temperature <= 0.0f || o.top_k == 1) {
+    if (o.temperature > 0.0f) return {int32_t(am), 0.0f, m, T, 0.0, 1};  // top-k 1: one token kept
     double s = 0;
     for (int64_t i = 0; i < V; ++i) s += std::exp((double(z[i]) - m) / T);
-    return {int32_t(am), float(o.temperature <= 0.0f ? -std::log(s) : (o.top_k == 1 ? 0.0 : -std::log(s)))};
+    return {int32_t(am), float(-std::log(s)), m, T, std::log(s), V};
   }
   const bool filter = (o.top_k > 0 && o.top_k < V) || o.top_p < 1.0f;
   if (!filter) {  // full softmax in id order
@@ -102,7 +119,7 @@ std::pair<int32_t, float> sample_row(const float* z, int64_t V, const SampleOpti
         break;
       }
     }
-    return {int32_t(tok), float((double(z[tok]) - m) / T - std::log(s))};
+    return {int32_t(tok), float((double(z[tok]) - m) / T - std::log(s)), m, T, std::log(s), V};
   }
   idx.resize(static_cast<size_t>(V));
   std::iota(idx.begin(), idx.end(), 0);
@@ -139,12 +156,41 @@ std::pair<int32_t, float> sample_row(const float* z, int64_t V, const SampleOpti
       break;
     }
   }
-  return {idx[size_t(pick)], float(std::log(pr[size_t(pick)] / s))};
+  return {idx[size_t(pick)], float(std::log(pr[size_t(pick)] / s)), m, T, std::log(s), keep};
+}
+
+// The k most likely tokens of a draw's distribution (largest z first, lowest id on ties).
+void alternatives(const float* z, int64_t V, int64_t k, const Draw& d, std::vector<int32_t>& idx,
+                  std::vector<int32_t>& ids, std::vector<float>& logp) {
+  k = std::min(k, V);
+  idx.resize(static_cast<size_t>(V));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
+  for (int64_t r = 0; r < k; ++r) {
+    const int32_t t = idx[size_t(r)];
+    ids.push_back(t);
+    if (t == d.token) logp.push_back(d.logp);  // exactly the sampled token's reported value
+    else if (r < d.keep) logp.push_back(float((double(z[t]) - d.m) / d.T - d.log_s));
+    else logp.push_back(-std::numeric_limits<float>::infinity());
+  }
+}
+
+bool cancelled(const SampleOptions& o, int64_t sample) {
+  return o.cancel != nullptr && __atomic_load_n(o.cancel + sample, __ATOMIC_RELAXED) != 0;
 }
 
 }  // namespace
 
 std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o) {
+  std::vector<GenResult> out = generate_impl(prompts, o);
+#ifdef __GLIBC__
+  malloc_trim(0);  // the caches and logits just freed go back to the system
+#endif
+  return out;
+}
+
+std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o) {
   const ModelConfig& c = cfg_;
   const int64_t nP = int64_t(prompts.size()), H = c.hidden, V = c.vocab, kvd = c.n_kv * c.head_dim;
   if (nP == 0) return {};
@@ -153,6 +199,7 @@ std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>&
   if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) throw Error("generate: topP must be in (0, 1]");
   if (o.top_k < 0) throw Error("generate: topK must be >= 0");
   if (!(o.temperature >= 0.0f) || !std::isfinite(o.temperature)) throw Error("generate: temperature must be >= 0");
+  if (o.top_logprobs < 0) throw Error("generate: topLogprobs must be >= 0");
   // prefill: all prompts packed into one forward pass
   std::vector<int64_t> off(static_cast<size_t>(nP + 1), 0), plen(static_cast<size_t>(nP));
   for (int64_t p = 0; p < nP; ++p) {
@@ -203,11 +250,21 @@ std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>&
     }
   std::vector<int32_t> idx;
   std::vector<double> pr;
+  std::vector<StepToken> stepped;
   auto take = [&](Sample& s, const float* z, int64_t step) {
-    auto r = sample_row(z, V, o, uniform(s.stream, step), idx, pr);
-    s.res.tokens.push_back(r.first);
-    s.res.logp.push_back(r.second);
-    if (std::find(o.stop_ids.begin(), o.stop_ids.end(), r.first) != o.stop_ids.end()) {
+    const Draw r = sample_row(z, V, o, uniform(s.stream, step), idx, pr);
+    s.res.tokens.push_back(r.token);
+    s.res.logp.push_back(r.logp);
+    const size_t at = s.res.top_ids.size();
+    if (o.top_logprobs > 0) alternatives(z, V, o.top_logprobs, r, idx, s.res.top_ids, s.res.top_logp);
+    if (o.on_step) {
+      StepToken st;
+      st.sample = s.prompt * o.n + s.j, st.token = r.token, st.logp = r.logp;
+      st.top_ids.assign(s.res.top_ids.begin() + long(at), s.res.top_ids.end());
+      st.top_logp.assign(s.res.top_logp.begin() + long(at), s.res.top_logp.end());
+      stepped.push_back(std::move(st));
+    }
+    if (std::find(o.stop_ids.begin(), o.stop_ids.end(), r.token) != o.stop_ids.end()) {
       s.done = true;
       s.res.finish = "stop";
     } else if (int64_t(s.res.tokens.size()) >= s.cap) {
@@ -215,7 +272,20 @@ std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>&
       s.res.finish = "length";
     }
   };
-  for (Sample& s : samples) take(s, logits.data() + s.prompt * V, 0);
+  auto report = [&]() {
+    if (o.on_step && !stepped.empty()) o.on_step(stepped);
+    stepped.clear();
+  };
+  auto abort_if_cancelled = [&](Sample& s) {
+    if (s.done || !cancelled(o, s.prompt * o.n + s.j)) return false;
+    s.done = true;
+    s.res.finish = "abort";
+    s.k.clear(), s.v.clear();
+    return true;
+  };
+  for (Sample& s : samples)
+    if (!abort_if_cancelled(s)) take(s, logits.data() + s.prompt * V, 0);
+  report();
   std::vector<Sample*> live;
   for (Sample& s : samples)
     if (!s.done) {
@@ -229,6 +299,8 @@ std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>&
     }
   Acts A;
   for (int64_t step = 1; !live.empty(); ++step) {
+    live.erase(std::remove_if(live.begin(), live.end(), [&](Sample* s) { return abort_if_cancelled(*s); }), live.end());
+    if (live.empty()) break;
     const int64_t B = int64_t(live.size());
     std::vector<int32_t> t(static_cast<size_t>(B)), ps(static_cast<size_t>(B));
     for (int64_t i = 0; i < B; ++i) {
@@ -248,6 +320,7 @@ std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>&
       else s.k.clear(), s.v.clear();
     }
     live.swap(next);
+    report();
   }
   std::vector<GenResult> out;
   out.reserve(samples.size());

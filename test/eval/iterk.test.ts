@@ -6,8 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { runEval } from '../../lib/commands/eval.js';
-import { sampleDataDir, SAMPLE_FILES } from '../../lib/data/index.js';
+import { loadDataset, sampleDataDir, selectSplit, SAMPLE_FILES } from '../../lib/data/index.js';
 import { evaluateIterK, formatIterKTable } from '../../lib/eval/iterk.js';
+import { noRoomCompletions } from '../../lib/rollout/params.js';
 import { BUILTIN_VOCAB, initModel } from '../../lib/model/index.js';
 import type { Completion, ExecResult, FollowUpContext, PromptBuilder, SampleParams, Sampler } from '../../lib/murphy/index.js';
 
@@ -73,6 +74,39 @@ describe('Iter-k pass@1', () => {
     assert.match(table, /hard \(2\)/);
   });
 
+  it('a problem whose prompt does not fit the context is recorded as failed with the reason; the rest go on', async () => {
+    // problem c's turn-1 prompt is 11 tokens; the backend's context is 8 (prompts that fill it
+    // get no-room completions, as the embedded and vLLM backends return them)
+    class LongC extends Prompts {
+      override initial(p: P): number[] {
+        const ids = super.initial(p);
+        return p.id === 'c' ? [...ids, ...new Array<number>(10).fill(5)] : ids;
+      }
+    }
+    class Limited extends Script {
+      constructor(ps: P[], private readonly ctx: number) {
+        super(ps);
+      }
+      override generate(ids: number[], n: number, params: SampleParams): Completion[] {
+        if (ids.length >= this.ctx) return noRoomCompletions(n);
+        return super.generate(ids, n, params);
+      }
+    }
+    const r = await evaluateIterK(problems, { sampler: new Limited(problems, 8), executor: exec, prompts: new LongC(problems), extractCode: extract }, { k: 4, n: 2, temperature: 1 });
+    assert.equal(r.unfit, 1);
+    assert.deepEqual(r.perProblem.map((x) => x.id), ['a', 'b', 'c', 'd']);
+    assert.deepEqual(r.perProblem.map((x) => x.solvedAt), [[1, 1], [2, null], [null, null], [null, null]]);
+    assert.equal(r.perProblem[2]!.failure, "its prompt (11 tokens) does not fit the model's context");
+    assert.deepEqual(r.iterations.map((p) => p.pass1), [0.25, 0.375, 0.375, 0.375]);
+    assert.match(formatIterKTable({ dataset: 'scripted', model: 'script', ...r }), /1 of 4 problems did not fit the model's context and count as failed \(first: c: its prompt \(11 tokens\)/);
+    // a later turn that outgrows the context ends that conversation, unsolved, and is counted
+    const tight = await evaluateIterK(problems, { sampler: new Limited(problems, 5), executor: exec, prompts: new Prompts(problems), extractCode: extract }, { k: 4, n: 2, temperature: 1 });
+    assert.equal(tight.unfit, 0);
+    assert.ok(tight.noRoom > 0);
+    assert.match(formatIterKTable({ dataset: 'scripted', model: 'script', ...tight }), new RegExp(`${tight.noRoom} conversations ended at the model's context limit`));
+    assert.deepEqual(tight.perProblem.map((x) => x.solvedAt), [[1, 1], [2, null], [null, null], [null, null]]);
+  });
+
   it('greedy uses one conversation per problem and temperature 0', async () => {
     const s = new Script(problems);
     const r = await evaluateIterK(problems, { sampler: s, executor: exec, prompts: new Prompts(problems), extractCode: extract }, { k: 2, n: 8 });
@@ -99,8 +133,22 @@ describe('murphy-native eval', () => {
     assert.deepEqual(j.iterations.map((p) => p.k), [1, 2]);
     assert.ok(j.iterations.every((p) => p.pass1 >= 0 && p.pass1 <= 1 && typeof p.solved === 'number'));
     assert.equal(j.settings.k, 2);
+    // MBPP is scored on its test split by default (task ids 11-510)
+    assert.equal(j.settings.split, 'test');
+    assert.ok(j.perProblem.every((p) => Number(p.id.replace("mbpp/", "")) >= 11 && Number(p.id.replace("mbpp/", "")) <= 510), JSON.stringify(j.perProblem.map((p) => p.id)));
     assert.match(j.dataset, /mbpp-sample/);
     assert.match(j.model, /model$/);
+  });
+
+  it('--split picks other splits; an unknown split, or --split on a dataset without splits, is an error', async () => {
+    const mbpp = (await loadDataset(join(sampleDataDir(), SAMPLE_FILES.mbpp)));
+    const path = 'mbpp.jsonl';
+    assert.deepEqual(selectSplit(mbpp, path, { defaultSplit: 'test' }).problems.map((p) => p.split), ['test', 'test', 'test', 'test']);
+    assert.deepEqual(selectSplit(mbpp, path, { split: 'train,validation', defaultSplit: 'test' }).problems.map((p) => p.split).sort(), ['train', 'validation']);
+    assert.throws(() => selectSplit(mbpp, path, { split: 'dev' }), /mbpp\.jsonl has no split "dev" \(it has prompt, test, train, validation; --split\)/);
+    const he = await loadDataset(join(sampleDataDir(), SAMPLE_FILES.humaneval));
+    assert.equal(selectSplit(he, 'he', { defaultSplit: 'test' }).problems.length, he.length);
+    assert.throws(() => selectSplit(he, 'he', { split: 'test' }), /he has no splits; drop --split test/);
   });
 
   it('clear errors for a missing dataset and missing model', async () => {

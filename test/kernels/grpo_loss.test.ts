@@ -58,8 +58,9 @@ function check(c: Case, params: { epsLow: number; epsHigh: number; dualClip: num
   // bound c). A ratio within float rounding of a bound may take either branch in fp32 (the
   // kernel) and in float64 (the reference): MURPHY_SEED=1008240580 gives r = 0.88301528 in
   // float64, below 1 - epsLow = 0.88301530, but equal to it in fp32. Such tokens (at most a
-  // couple per case) are left out of the gradient comparison; the loss, which is continuous
-  // there, still covers them.
+  // couple per case; the 280K-token case may have a few more: MURPHY_SEED=1715768314 gives 3)
+  // are left out of the gradient comparison; the loss, which is continuous there, still covers
+  // them. The bound on their number keeps the exclusion from hiding a real fault.
   const got = Float32Array.from(out.gradLogp as Float32Array);
   const want = Float64Array.from(ref.grad);
   const bounds = [1 - params.epsLow, 1 + params.epsHigh, ...(params.dualClip > 0 ? [params.dualClip] : [])];
@@ -72,7 +73,7 @@ function check(c: Case, params: { epsLow: number; epsHigh: number; dualClip: num
     got[t] = 0;
     want[t] = 0;
   }
-  assert.ok(ambiguous <= 2, `${label}: ${ambiguous} tokens within float rounding of a clip bound`);
+  assert.ok(ambiguous <= 2 + want.length * 5e-5, `${label}: ${ambiguous} of ${want.length} tokens within float rounding of a clip bound`);
   const gr = worstRatio(got, want, 1e-7 * wmax + 1e-30, 1e-5);
   assert.ok(gr.ratio <= 1, `${label}: grad ${gr.index}: ${got[gr.index]} vs ${want[gr.index]}`);
   assert.equal(out.stats.nActive, ref.nActive);

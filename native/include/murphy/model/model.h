@@ -12,6 +12,7 @@
 // lm_head or (tied) the embedding.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +100,15 @@ struct AdamWOptions {
   float max_grad_norm = 0.0f;
 };
 
+// One token sampled in a decode step, for SampleOptions::on_step.
+struct StepToken {
+  int64_t sample = 0;  // prompt * n + j
+  int32_t token = 0;
+  float logp = 0.0f;
+  std::vector<int32_t> top_ids;  // top_logprobs entries
+  std::vector<float> top_logp;
+};
+
 struct SampleOptions {
   float temperature = 0.0f;  // 0 = greedy
   float top_p = 0.0f;
@@ -110,12 +120,23 @@ struct SampleOptions {
   // seed + p, so requests with their own seeds can share one call.
   std::vector<uint64_t> seeds;
   std::vector<int32_t> stop_ids;
+  // Alternatives reported per sampled token: the top_logprobs most likely tokens of the same
+  // processed distribution as logp (-inf outside the kept set). 0 = none.
+  int64_t top_logprobs = 0;
+  // Stop flags, one per sample (prompt-major: prompts x n), read between decode steps and
+  // possibly written by another thread meanwhile: a sample whose flag is nonzero ends there
+  // with finish "abort". nullptr = none.
+  const int32_t* cancel = nullptr;
+  // Called on the generating thread after every decode step with the tokens it sampled.
+  std::function<void(const std::vector<StepToken>&)> on_step;
 };
 
 struct GenResult {
   std::vector<int32_t> tokens;
   std::vector<float> logp;
-  std::string finish;  // "stop" | "length"
+  std::vector<int32_t> top_ids;  // [tokens x top_logprobs], most likely first
+  std::vector<float> top_logp;
+  std::string finish;  // "stop" | "length" | "abort"
 };
 
 struct Acts;  // saved activations of one forward pass (native/model/model_internal.h)
@@ -162,6 +183,7 @@ class Engine {
   Memory memory() const;
 
  private:
+  std::vector<GenResult> generate_impl(const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o);
   Engine() = default;
   void init_layout(const ModelConfig& c);
   void ensure_moments();
