@@ -1,6 +1,7 @@
 // Helpers shared by the kernel benchmarks (bench/run.ts, bench/gpu.bench.ts).
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import os from 'node:os';
 
 /** `--flag` and `--option VALUE` from this process's command line. */
 export function cliArgs(argv: string[] = process.argv.slice(2)): { flag(f: string): boolean; opt(f: string): string | undefined; argv: string[] } {
@@ -20,4 +21,17 @@ export function writeJsonAtomic(path: string, doc: unknown): void {
   const tmp = `${path}.tmp-${process.pid}`;
   writeFileSync(tmp, `${JSON.stringify(doc, null, 2)}\n`);
   renameSync(tmp, path);
+}
+
+/** The machine a result was measured on, for the results' JSON (load average included: a busy machine is not an idle one). */
+export function machineInfo(): Record<string, unknown> {
+  const cpus = os.cpus();
+  return {
+    cpu: cpus[0]?.model ?? 'unknown',
+    cores: os.availableParallelism(),
+    memory_gib: Math.round(os.totalmem() / 2 ** 30),
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    node: process.version,
+    load_average_1_5_15: os.loadavg().map((x) => Math.round(x * 100) / 100),
+  };
 }

@@ -7,6 +7,11 @@
 // PyTorch generates as transformers does without continuous batching: one sequence at a time
 // with its own KV cache (torch.cat per step); the native engine decodes all prompts in one batch.
 // Peak memory: the engine's own report plus the process's max RSS for each side.
+// The peer's BLAS and thread count are recorded (bench/torch_peer.py); a peer on the reference
+// BLAS or on fewer threads than the machine's cores is flagged unfair and gets no ratio. A GEMM
+// peer figure (torch.mm and numpy.matmul, float32) on each config's own matrix shapes (forward,
+// input gradient and weight gradient of the projections, the LM head, one decode step) is
+// measured in the same run.
 // Configs: "small" (4 layers, hidden 256, vocab 32768) and Qwen3-0.6B's layer shape
 // (hidden 1024, 16/8 heads of 128, intermediate 3072, vocab 151936) truncated to 2 layers.
 import { spawnSync } from 'node:child_process';
@@ -14,6 +19,8 @@ import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { packSequences, PolicyModel, presets, type ModelSizes } from '../lib/model/index.js';
 import { cpuInfo } from '../lib/native.js';
+import { machineInfo } from './common.js';
+import { describePeer, type TorchPeer } from './peer.js';
 
 const argv = process.argv.slice(2);
 const flag = (f: string) => argv.includes(f);
@@ -92,8 +99,45 @@ out['peak_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
 `;
 
-function runTorch(c: Case): { train_tps: number; gen_tps: number; peak_mb: number } | null {
+/** The model's own matrix products as (name, m, k, n): y[m,n] = x[m,k] w[k,n]. */
+function gemmShapes(c: Case): [string, number, number, number][] {
+  const s = c.sizes, T = c.seqs * c.seqLen, q = s.numHeads * s.headDim, kv = s.numKvHeads * s.headDim;
+  const H = s.hiddenSize, I = s.intermediateSize;
+  return [
+    [`${c.name} q fwd`, T, H, q], [`${c.name} k/v fwd`, T, H, kv], [`${c.name} o fwd`, T, q, H],
+    [`${c.name} gate/up fwd`, T, H, I], [`${c.name} gate/up dx`, T, I, H], [`${c.name} gate/up dw`, I, T, H],
+    [`${c.name} down fwd`, T, I, H], [`${c.name} down dx`, T, H, I], [`${c.name} down dw`, H, T, I],
+    [`${c.name} lm head fwd`, T, H, s.vocabSize], [`${c.name} decode gate/up`, c.prompts, H, I],
+  ];
+}
+
+const PEER = String.raw`
+import json, sys, torch_peer
+threads, shapes = int(sys.argv[1]), json.loads(sys.argv[2])
+info = torch_peer.peer_info(threads)
+print(json.dumps({'peer': info, 'gemm': torch_peer.gemm([tuple(x) for x in shapes], 3)}))
+`;
+
+/** The peer's configuration and GEMM figures on the configs' shapes; null without torch. */
+function runPeer(): { peer: TorchPeer; gemm: unknown } | null {
   if (flag('--no-torch')) return null;
+  const shapes = cases.flatMap(gemmShapes);
+  log(`PyTorch peer: configuration and GEMM on ${shapes.length} model shapes ...`);
+  const r = spawnSync('/usr/bin/python3', ['-c', PEER, String(threads), JSON.stringify(shapes)], {
+    encoding: 'utf8', maxBuffer: 1 << 24, env: { ...process.env, PYTHONPATH: new URL('.', import.meta.url).pathname },
+  });
+  if (r.status !== 0) {
+    log(`PyTorch peer unavailable (${(r.stderr || r.error?.message || '').trim().split('\n').pop()}); torch columns left empty`);
+    return null;
+  }
+  const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { peer: TorchPeer; gemm: unknown };
+  log(describePeer(out.peer, threads));
+  return out;
+}
+const peer = runPeer();
+
+function runTorch(c: Case): { train_tps: number; gen_tps: number; peak_mb: number } | null {
+  if (!peer) return null;
   const r = spawnSync('/usr/bin/python3', ['-c', TORCH, JSON.stringify(c.sizes), String(threads), String(c.seqs), String(c.seqLen),
     String(c.trainIters), String(c.prompts), String(c.promptLen), String(c.newTokens)], { encoding: 'utf8', maxBuffer: 1 << 24 });
   if (r.status !== 0) {
@@ -131,18 +175,20 @@ for (const c of cases) {
   log(`  native: train ${trainTps.toFixed(0)} tok/s, generate ${genTps.toFixed(1)} tok/s; engine memory: weights ${(mem.weights / 2 ** 20).toFixed(0)} MiB, grads ${(mem.grads / 2 ** 20).toFixed(0)}, AdamW ${(mem.optimizer / 2 ** 20).toFixed(0)}, activations peak ${(mem.activationsPeak / 2 ** 20).toFixed(0)}; process max RSS ${nativePeak.toFixed(0)} MiB`);
   const t = runTorch(c);
   if (t) log(`  torch:  train ${t.train_tps.toFixed(0)} tok/s, generate ${t.gen_tps.toFixed(1)} tok/s; max RSS ${t.peak_mb.toFixed(0)} MiB`);
-  rows.push({ name: c.name, metric: 'train_tokens_per_s', shape: `${shape}, ${c.seqs}x${c.seqLen} tokens`, native: trainTps, torch: t?.train_tps ?? null, unit: 'tok/s', torch_ratio: t ? trainTps / t.train_tps : null, native_peak_mb: nativePeak, torch_peak_mb: t?.peak_mb ?? null });
-  rows.push({ name: c.name, metric: 'generate_tokens_per_s', shape: `${shape}, ${c.prompts} prompts x ${c.promptLen} + ${c.newTokens} new (greedy)`, native: genTps, torch: t?.gen_tps ?? null, unit: 'tok/s', torch_ratio: t ? genTps / t.gen_tps : null, native_peak_mb: nativePeak, torch_peak_mb: t?.peak_mb ?? null });
+  rows.push({ name: c.name, metric: 'train_tokens_per_s', shape: `${shape}, ${c.seqs}x${c.seqLen} tokens`, native: trainTps, torch: t?.train_tps ?? null, unit: 'tok/s', torch_ratio: t && peer?.peer.fair ? trainTps / t.train_tps : null, native_peak_mb: nativePeak, torch_peak_mb: t?.peak_mb ?? null });
+  rows.push({ name: c.name, metric: 'generate_tokens_per_s', shape: `${shape}, ${c.prompts} prompts x ${c.promptLen} + ${c.newTokens} new (greedy)`, native: genTps, torch: t?.gen_tps ?? null, unit: 'tok/s', torch_ratio: t && peer?.peer.fair ? genTps / t.gen_tps : null, native_peak_mb: nativePeak, torch_peak_mb: t?.peak_mb ?? null });
 }
 
 console.log('case                 metric                  native      torch   torch_ratio');
+if (peer && !peer.peer.fair) console.log(`PyTorch peer not fair (${peer.peer.unfair_reason}): no torch ratios`);
 for (const r of rows) {
   console.log(`${r.name.padEnd(20)} ${r.metric.padEnd(22)} ${r.native.toFixed(1).padStart(9)} ${(r.torch?.toFixed(1) ?? '-').padStart(10)} ${(r.torch_ratio?.toFixed(2) ?? '-').padStart(12)}`);
 }
 const jsonPath = opt('--json');
 if (jsonPath) {
   mkdirSync(dirname(jsonPath), { recursive: true });
-  writeFileSync(`${jsonPath}.tmp`, JSON.stringify({ threads, rows }, null, 2) + '\n');
+  const doc = { date: new Date().toISOString(), machine: machineInfo(), threads, quick, torch_peer: peer?.peer ?? null, gemm_peer: peer?.gemm ?? null, rows };
+  writeFileSync(`${jsonPath}.tmp`, JSON.stringify(doc, null, 2) + '\n');
   renameSync(`${jsonPath}.tmp`, jsonPath);
   log(`model.bench: wrote ${jsonPath}`);
 }

@@ -1,13 +1,17 @@
 // Kernel benchmarks: `npm run bench [-- --json FILE] [--quick] [--no-torch] [--gpu]`.
 //
 // Each kernel runs at a realistic size under tinybench; the table shows the median time, the
-// bytes the kernel must move, the achieved GB/s, the ratio to this machine's copy bandwidth
-// measured in the same run (floor_ratio), the speedup over a plain TypeScript implementation
+// bytes the kernel must move, the achieved GB/s, the ratio to this machine's memory bandwidth
+// measured STREAM-style in the same run (floor_ratio = floor time / median time, where the floor
+// time is the kernel's bytes over the best of the probe's sum / copy / triad figures, with and
+// without non-temporal stores, and in-place update / nstream: bench/stream.ts), the speedup over a plain TypeScript implementation
 // (baseline_ratio) and over PyTorch CPU on the same shapes (torch_ratio, when Debian's
 // python3-torch is installed).
 import { spawnSync } from 'node:child_process';
 import { Bench } from 'tinybench';
-import { cliArgs, writeJsonAtomic } from './common.js';
+import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
+import { measureStreamFloor, mergeFloors } from './stream.js';
+import { describePeer, type TorchPeer } from './peer.js';
 import {
   adamw, copyBuffer, cpuInfo, grpoLoss, logprobBackward, logprobForward, setNumThreads, toBf16, type AdamWTensor,
 } from '../lib/native.js';
@@ -18,6 +22,7 @@ interface Row {
   median_ms: number;
   bytes: number;
   gbps: number;
+  floor_ms: number;
   floor_ratio: number;
   baseline_ratio: number | null;
   torch_ratio: number | null;
@@ -112,7 +117,7 @@ function tsAdamw(p: Float32Array, g: Float32Array, m: Float32Array, v: Float32Ar
 }
 
 // ---- PyTorch ----
-function runTorch(): Record<string, number> | null {
+function runTorch(): { cases: Record<string, number>; peer: TorchPeer } | null {
   if (flag('--no-torch')) return null;
   const py = process.env.MURPHY_TORCH_PYTHON ?? '/usr/bin/python3';
   const spec = {
@@ -128,9 +133,9 @@ function runTorch(): Record<string, number> | null {
     log(`PyTorch not available (${(r.stderr || r.error?.message || '').trim().split('\n').pop()}); torch_ratio left empty. apt-get install python3-torch adds it.`);
     return null;
   }
-  const out = JSON.parse(r.stdout) as { torch_version: string; threads: number; cases: Record<string, number> };
-  log(`PyTorch ${out.torch_version}, ${out.threads} threads`);
-  return out.cases;
+  const out = JSON.parse(r.stdout) as { peer: TorchPeer; cases: Record<string, number> };
+  log(describePeer(out.peer, threads));
+  return out;
 }
 
 async function main() {
@@ -138,23 +143,20 @@ async function main() {
   const its = quick ? 3 : 5;
   log(`murphy-native kernel benchmarks: ${threads} threads, SIMD ${cpuInfo().simd}${quick ? ' (quick sizes)' : ''}`);
 
-  // copy bandwidth (read + write of 4 * copy bytes each): the best of 10, as STREAM reports
-  // it, over one thread and all threads; the kernels' figures are medians
-  // with one thread and with all of them (on some machines one thread copies faster)
+  // the floor: memory bandwidth measured STREAM-style (see bench/stream.ts)
+  log('bandwidth probe (STREAM-style: sum, copy, triad, +non-temporal, in-place update/nstream; best of N) ...');
+  // measured before and after the kernels, best of both: a busy machine is less likely to disturb both
+  const floorBefore = measureStreamFloor(threads, quick ? 5 : 10);
+  log(`floor bandwidth (before the kernels): ${floorBefore.best.gbps.toFixed(1)} GB/s (${floorBefore.best.kernel}, ${floorBefore.best.threads} threads)`);
+  // the addon's own copy, timed like the other kernels (read + write counted, as STREAM does)
   const ca = filled(SIZES.copy, 1), cb = new Float32Array(SIZES.copy);
-  let copyMs = await timed('copy', () => copyBuffer(ca, cb), 10, 'min');
-  if (threads > 1) {
-    setNumThreads(1);
-    copyMs = Math.min(copyMs, await timed('copy-1t', () => copyBuffer(ca, cb), 10, 'min'));
-    setNumThreads(threads);
-  }
+  const copyMs = await median('copy', () => copyBuffer(ca, cb), 10);
   const copyBytes = 2 * 4 * SIZES.copy;
-  const copyGbps = copyBytes / copyMs / 1e6;
-  log(`copy bandwidth: ${copyGbps.toFixed(1)} GB/s (read + write)`);
-  const torch = runTorch();
-  const push = (r: Omit<Row, 'gbps' | 'floor_ratio'>) => {
-    const gbps = r.bytes / r.median_ms / 1e6;
-    rows.push({ ...r, gbps, floor_ratio: gbps / copyGbps });
+  const run = runTorch();
+  // a peer on the reference BLAS, or on fewer threads than ours, is not a fair one: no ratios
+  const torch = run && run.peer.fair ? run.cases : null;
+  const push = (r: Omit<Row, 'gbps' | 'floor_ms' | 'floor_ratio'>) => {
+    rows.push({ ...r, gbps: r.bytes / r.median_ms / 1e6, floor_ms: NaN, floor_ratio: NaN });
     log(`  ${r.name}: ${r.median_ms.toFixed(2)} ms`);
   };
   push({ name: 'copy', shape: `${SIZES.copy} f32`, median_ms: copyMs, bytes: copyBytes, baseline_ratio: null, torch_ratio: torch?.copy ? torch.copy / copyMs : null });
@@ -227,20 +229,34 @@ async function main() {
     push({ name: 'adamw_clip_bf16', shape: `${P} params`, median_ms: ms2, bytes: P * 34, baseline_ratio: null, torch_ratio: torch?.adamw_clip ? torch.adamw_clip / ms2 : null, note: 'global-norm clipping + bf16 weight copy; torch: clip_grad_norm_ + step (no bf16 copy)' });
   }
 
+  log('bandwidth probe again (after the kernels) ...');
+  const floor = mergeFloors(floorBefore, measureStreamFloor(threads, quick ? 5 : 10));
+  const floorGbps = floor.best.gbps;
+  for (const p of floor.parts) log(`  ${p.kernel.padEnd(8)} ${String(p.threads).padStart(2)} threads  ${p.gbps.toFixed(1)} GB/s`);
+  log(`floor bandwidth: ${floorGbps.toFixed(1)} GB/s (${floor.best.kernel}, ${floor.best.threads} threads)`);
+  for (const r of rows) {
+    r.floor_ms = r.bytes / floorGbps / 1e6;
+    r.floor_ratio = r.floor_ms / r.median_ms;
+  }
+
   // table
   const fmt = (x: number | null, d = 2) => (x === null ? '-' : x.toFixed(d));
-  const head = ['kernel', 'shape', 'median ms', 'GB moved', 'GB/s', 'of copy bw', 'vs TS', 'vs torch'];
+  const head = ['kernel', 'shape', 'median ms', 'GB moved', 'GB/s', 'of floor', 'vs TS', 'vs torch'];
   const lines = rows.map((r) => [r.name, r.shape, fmt(r.median_ms), fmt(r.bytes / 1e9, 3), fmt(r.gbps, 1), `${(r.floor_ratio * 100).toFixed(0)}%`, r.baseline_ratio === null ? '-' : `${fmt(r.baseline_ratio, 1)}x`, r.torch_ratio === null ? '-' : `${fmt(r.torch_ratio, 1)}x`]);
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   console.log(line(head));
   console.log(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const l of lines) console.log(line(l));
-  console.log(`copy bandwidth ${copyGbps.toFixed(1)} GB/s (best of 10; kernels: median); ${threads} threads; SIMD ${cpuInfo().simd}; targets: >= 70% of copy bandwidth and >= 2x PyTorch`);
+  console.log(`floor: ${floorGbps.toFixed(1)} GB/s (${floor.best.kernel}, ${floor.best.threads} threads, best of ${floor.reps / 2} before and ${floor.reps / 2} after the kernels; kernels: median); ${threads} threads; SIMD ${cpuInfo().simd}; targets: >= 70% of the floor and >= 2x PyTorch`);
+  if (run && !run.peer.fair) console.log(`PyTorch peer not fair (${run.peer.unfair_reason}): no torch ratios`);
 
   const jsonPath = opt('--json');
   if (jsonPath) {
-    writeJsonAtomic(jsonPath, { date: new Date().toISOString(), threads, simd: cpuInfo().simd, copy_gbps: copyGbps, quick, cases: rows });
+    writeJsonAtomic(jsonPath, {
+      date: new Date().toISOString(), machine: machineInfo(), threads, simd: cpuInfo().simd, quick,
+      floor_gbps: floorGbps, floor, torch_peer: run?.peer ?? null, torch_raw_ms: run?.cases ?? null, cases: rows,
+    });
     log(`wrote ${jsonPath}`);
   }
 }

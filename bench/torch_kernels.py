@@ -2,16 +2,20 @@
 """PyTorch CPU timings of the equivalents of murphy-native's kernels, for bench/run.ts.
 
 Usage: /usr/bin/python3 bench/torch_kernels.py '<json spec>'   (bench/run.ts builds the spec)
-Prints one JSON object: {"torch_version", "threads", "cases": {name: median_ms}}.
+Prints one JSON object: {"peer": torch_peer.peer_info(...), "cases": {name: median_ms}}; the peer
+runs on spec["threads"] threads (the machine's cores) and says which BLAS it really loaded.
 Each case is what a PyTorch user would write: log_softmax + gather (and its backward through
 autograd), the TRL GRPOTrainer loss, torch.optim.AdamW.step().
 """
 import json
+import os
 import statistics
 import sys
 import time
 
 import torch
+
+from torch_peer import peer_info
 
 
 def median_ms(fn, reps, warmup=1):
@@ -27,7 +31,7 @@ def median_ms(fn, reps, warmup=1):
 
 def main():
     spec = json.loads(sys.argv[1])
-    torch.set_num_threads(spec.get("threads", torch.get_num_threads()))
+    peer = peer_info(spec.get("threads", os.cpu_count() or 1))
     reps = spec.get("reps", 3)
     out = {}
     g = torch.Generator().manual_seed(0)
@@ -97,7 +101,7 @@ def main():
         b = torch.empty_like(a)
         out["copy"] = median_ms(lambda: b.copy_(a), reps)
 
-    print(json.dumps({"torch_version": torch.__version__, "threads": torch.get_num_threads(), "cases": out}))
+    print(json.dumps({"peer": peer, "cases": out}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+// The benchmarks' bandwidth floor: this machine's memory bandwidth measured the way STREAM
+// does (bench/stream.cc: all threads and one, pages first-touched by their thread, best of N,
+// read-only sum, copy and triad, with and without non-temporal stores, and the in-place update
+// and nstream that optimizer-style kernels resemble; STREAM's byte counts).
+// The helper is compiled here with the system C++ compiler (CXX, default c++) into
+// build/bench-stream, and rebuilt when bench/stream.cc is newer.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export interface StreamPart { kernel: string; threads: number; bytes: number; best_ms: number; gbps: number }
+export interface StreamFloor {
+  method: string;
+  floats_per_array: number;
+  reps: number;
+  /** the fastest of the parts: the floor of a kernel moving B bytes is B / best.gbps */
+  best: StreamPart;
+  parts: StreamPart[];
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+const source = join(here, 'stream.cc');
+const binary = join(here, '..', 'build', 'bench-stream');
+
+/** Last-level cache size in bytes from sysfs (0 when unknown). */
+function lastLevelCacheBytes(): number {
+  let best = 0;
+  for (let i = 0; i < 8; i++) {
+    const f = `/sys/devices/system/cpu/cpu0/cache/index${i}/size`;
+    if (!existsSync(f)) break;
+    const m = /^(\d+)([KMG]?)/.exec(readFileSync(f, 'utf8').trim());
+    if (m) best = Math.max(best, Number(m[1]) * ({ '': 1, K: 1024, M: 1 << 20, G: 1 << 30 } as Record<string, number>)[m[2]]);
+  }
+  return best;
+}
+
+function build(): void {
+  if (existsSync(binary) && statSync(binary).mtimeMs >= statSync(source).mtimeMs) return;
+  mkdirSync(dirname(binary), { recursive: true });
+  const cxx = process.env.CXX ?? 'c++';
+  const r = spawnSync(cxx, ['-O3', '-march=native', '-fopenmp-simd', '-pthread', '-std=c++17', source, '-o', binary], { encoding: 'utf8' });
+  if (r.status !== 0) {
+    throw new Error(`cannot compile the bandwidth probe bench/stream.cc with ${cxx} (${(r.stderr || r.error?.message || '').trim().split('\n')[0]}); install a C++ compiler (apt-get install g++) or set CXX`);
+  }
+}
+
+/** 512 MiB per array, or 4x the last-level cache when that is more (a VM may report less cache than the host has). */
+function defaultFloats(): number {
+  return Math.max(1 << 27, Math.ceil(lastLevelCacheBytes() / 16) * 16);
+}
+
+/**
+ * Measures the floor: `threads` threads (and one), best of `reps`, arrays of `floats` floats
+ * (default: >= 4x the last-level cache, as STREAM requires; tests pass a small size).
+ */
+export function measureStreamFloor(threads: number, reps: number, floats = defaultFloats()): StreamFloor {
+  build();
+  const r = spawnSync(binary, [String(threads), String(floats), String(reps)], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`bandwidth probe failed: ${(r.stderr || r.error?.message || '').trim()}`);
+  const out = JSON.parse(r.stdout) as { floats_per_array: number; reps: number; results: StreamPart[] };
+  const best = out.results.reduce((a, b) => (b.gbps > a.gbps ? b : a));
+  return {
+    method: 'STREAM-style (bench/stream.cc): sum, copy, triad, copy_nt, triad_nt, update, nstream; all threads and 1; first touch by the owning thread; best of reps; STREAM byte counts (no write-allocate)',
+    floats_per_array: out.floats_per_array, reps: out.reps, best, parts: out.results,
+  };
+}
+
+/** Two probes of the same machine as one: the best of each part, the best part overall. */
+export function mergeFloors(a: StreamFloor, b: StreamFloor): StreamFloor {
+  const key = (p: StreamPart) => `${p.kernel}/${p.threads}`;
+  const best = new Map<string, StreamPart>();
+  for (const p of [...a.parts, ...b.parts]) {
+    const q = best.get(key(p));
+    if (!q || p.gbps > q.gbps) best.set(key(p), p);
+  }
+  const parts = [...best.values()];
+  return { ...a, method: `${a.method}; best of two probes`, reps: a.reps + b.reps, parts, best: parts.reduce((x, y) => (y.gbps > x.gbps ? y : x)) };
+}

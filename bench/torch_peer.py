@@ -1,0 +1,117 @@
+"""The PyTorch peer's configuration, and a GEMM peer figure, for the benchmarks that compare with torch.
+
+A peer is only fair when it runs on an optimised BLAS with the machine's cores: Debian's torch
+falls back to the reference BLAS (libblas3, single-threaded and ~50x slower on GEMM) unless an
+optimised one is installed (apt-get install libopenblas0-pthread). peer_info() records what is
+really loaded (the BLAS library mapped into this process after a matrix product), torch's own
+build configuration and its thread count; gemm() times torch.mm and numpy.matmul on given shapes.
+"""
+import os
+import statistics
+import re
+import time
+
+FIX = "apt-get install libopenblas0-pthread"
+
+
+def _loaded_blas():
+    """Paths of the BLAS/LAPACK libraries mapped into this process."""
+    found = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                name = os.path.basename(path)
+                if any(k in name for k in ("blas", "mkl", "blis", "atlas")) or "openblas" in path:
+                    found.add(path)
+    except OSError:
+        pass
+    return sorted(found)
+
+
+def _kind(paths):
+    """Which BLAS serves sgemm: the libblas.so.3 torch links decides when one is mapped (Debian's
+    alternatives, or LD_LIBRARY_PATH, may pair it with another library's LAPACK)."""
+    def classify(text, allow_reference):
+        text = text.lower()
+        for k in ("mkl", "openblas", "blis", "atlas"):
+            if k in text:
+                return k
+        return "reference" if allow_reference else "unknown"
+
+    blas = [os.path.realpath(p) for p in paths if os.path.basename(p).startswith("libblas.so")]
+    if blas:
+        return classify(blas[0], allow_reference=True)
+    return classify(" ".join(paths + [os.path.realpath(p) for p in paths]), allow_reference=False)
+
+
+def peer_info(threads):
+    """Sets torch's threads to `threads` and describes the peer; `fair` is False on the reference BLAS or fewer threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a = torch.randn(64, 64)
+    (a @ a).sum().item()  # loads the BLAS
+    paths = _loaded_blas()
+    kind = _kind(paths)
+    config = torch.__config__.show()
+    blas_info = re.findall(r"(?:BLAS_INFO|LAPACK_INFO|USE_MKLDNN|USE_OPENMP)=[^,\s]+", config)
+    got = torch.get_num_threads()
+    reasons = []
+    if kind == "reference":
+        reasons.append(f"PyTorch runs on the reference BLAS ({', '.join(paths)}); {FIX} gives it OpenBLAS")
+    if got < threads:
+        reasons.append(f"PyTorch uses {got} threads, the machine has {threads}")
+    return {
+        "torch_version": torch.__version__,
+        "threads": got,
+        "requested_threads": threads,
+        "blas": kind,
+        "blas_libraries": [{"path": p, "real": os.path.realpath(p)} for p in paths],
+        "config_blas": blas_info,
+        "fair": not reasons,
+        "unfair_reason": "; ".join(reasons) or None,
+    }
+
+
+def _best_ms(fn, reps):
+    fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return min(ts), statistics.median(ts)
+
+
+def gemm(shapes, reps=5):
+    """torch.mm and numpy.matmul (float32) on [(name, m, k, n)]: best and median ms and GFLOP/s (2mkn flops)."""
+    import torch
+
+    out = []
+    g = torch.Generator().manual_seed(0)
+    try:
+        import numpy as np
+    except ImportError:
+        np = None
+    for name, m, k, n in shapes:
+        a = torch.randn(m, k, generator=g)
+        b = torch.randn(k, n, generator=g)
+        flops = 2.0 * m * k * n
+        best, med = _best_ms(lambda: torch.mm(a, b), reps)
+        row = {"name": name, "m": m, "k": k, "n": n, "torch_best_ms": best, "torch_median_ms": med, "torch_gflops": flops / best / 1e6}
+        if np is not None:
+            an, bn = a.numpy(), b.numpy()
+            best, med = _best_ms(lambda: an @ bn, reps)
+            row.update({"numpy_best_ms": best, "numpy_median_ms": med, "numpy_gflops": flops / best / 1e6})
+        out.append(row)
+    if np is not None:
+        try:
+            cfg = np.show_config(mode="dicts")  # numpy >= 1.25
+            blas = cfg.get("Build Dependencies", {}).get("blas", {}).get("name")
+        except TypeError:
+            blas = None
+        out_meta = {"numpy_version": np.__version__, "numpy_blas_build": blas}
+    else:
+        out_meta = {"numpy_version": None}
+    return {"shapes": out, **out_meta, "note": "float32, one product per call, best of reps (median also given); GFLOP/s = 2mkn / best"}
