@@ -15,22 +15,8 @@ import types
 
 import pytest_shim
 from checks import MARSHAL_CAP, OP_FUNCS, WORLD_REF, _AssertRewriter, _cls_name, make_valuer
-from common import SOL_FILE, TEST_FILE
+from common import LCB_PRELUDE, SOL_FILE, TEST_FILE
 from messages import Msg
-
-# LiveCodeBench's harness runs programs after these imports (lcb_runner's import header).
-LCB_PRELUDE = compile(
-    "from string import *\nfrom re import *\nfrom datetime import *\nfrom collections import *\n"
-    "from heapq import *\nfrom bisect import *\nfrom copy import *\nfrom math import *\n"
-    "from random import *\nfrom statistics import *\nfrom itertools import *\nfrom functools import *\n"
-    "from operator import *\nfrom io import *\nfrom sys import *\nfrom json import *\n"
-    "from builtins import *\nfrom typing import *\nimport string\nimport re\nimport datetime\n"
-    "import collections\nimport heapq\nimport bisect\nimport copy\nimport math\nimport random\n"
-    "import statistics\nimport itertools\nimport functools\nimport operator\nimport io\nimport sys\n"
-    "import json\nsys.setrecursionlimit(50000)\n",
-    "<prelude>",
-    "exec",
-)
 
 
 class _Capped(io.TextIOBase):
