@@ -4,7 +4,7 @@
 // and KV-cache generation. Every long call runs off the event loop.
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { checkModelConfigText, ModelEngine, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type GrpoLossOptions } from '../native.js';
+import { checkModelConfigText, ModelEngine, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineTrainStats, type GrpoLossOptions } from '../native.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
 import { builtinTokenizerFiles, BUILTIN_SPECIALS, BUILTIN_VOCAB } from './tokenizer.js';
 
@@ -56,17 +56,8 @@ export interface LossOptions extends GrpoLossOptions {
   chunkTokens?: number;
 }
 
-export interface TrainStats {
-  loss: number;
-  nTokens: number;
-  nActive: number;
-  meanLogp: number;
-  clipLowFrac: number;
-  clipHighFrac: number;
-  dualClipFrac: number;
-  meanRatio: number;
-  meanKl: number;
-}
+/** One micro-batch's loss and GRPO statistics, as the engine returns them. */
+export type TrainStats = EngineTrainStats;
 
 /** AdamW's hyper-parameters: the same type and defaults as the kernel's (lib/native.ts). Weight decay applies to matrices only (norm gains are not decayed). */
 export type { AdamWHyper };
