@@ -245,7 +245,9 @@ export class PolicyModel {
     const dtype = opts.dtype ?? this.info.dtype;
     mkdirSync(dirname(out), { recursive: true });
     const tmp = join(dirname(out), `.${basename(out)}.tmp-${process.pid}-${Date.now()}`);
-    mkdirSync(tmp, { recursive: true });
+    // Not recursive: the parent exists, and Node 20's recursive mkdir loops forever on ENOENT
+    // from a parent that refuses new entries (e.g. /proc).
+    mkdirSync(tmp);
     try {
       await this.e.save(tmp, dtype, opts.maxShardBytes ?? 0);
       writeFileSync(join(tmp, 'config.json'), JSON.stringify({ ...this.hfConfig, torch_dtype: dtype }, null, 2) + '\n');
@@ -357,7 +359,8 @@ export async function initModel(o: InitModelOptions): Promise<{ dir: string; inf
   let tmpTok: string | undefined;
   if (tokDir === undefined) {
     tmpTok = join(dirname(resolve(o.out)), `.tokenizer-${process.pid}-${Date.now()}`);
-    mkdirSync(tmpTok, { recursive: true });
+    mkdirSync(dirname(tmpTok), { recursive: true });
+    mkdirSync(tmpTok); // not recursive: see save()
     for (const [f, text] of Object.entries(builtinTokenizerFiles())) writeFileSync(join(tmpTok, f), text);
     tokDir = tmpTok;
   }

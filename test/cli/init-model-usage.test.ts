@@ -18,6 +18,14 @@ describe('init-model usage', () => {
     assert.equal(r.stdout, '');
     assert.equal(r.stderr, 'murphy-native init-model: --out DIR is required (the directory to write the model to)\n');
   });
+  it('an --out where no directory can be made (under /proc) fails with one line, never hangs', { skip: process.platform !== 'linux' && 'needs /proc' }, () => {
+    // Node 20's recursive mkdir looped forever on /proc's ENOENT; the kill timeout only turns
+    // such a hang into a failure.
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'lib/cli.ts', 'init-model', '--preset', 'tiny', '--out', '/proc/murphy-init-model-test'], { cwd: REPO, encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.signal, null, 'init-model hung');
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /^murphy-native init-model: .*\/proc\/.*\n$/);
+  });
   it('--help gives the presets\' contexts against the shipped datasets\' prompt lengths', () => {
     const r = cli('--help');
     assert.equal(r.status, 0);
