@@ -9,24 +9,15 @@ autograd), the TRL GRPOTrainer loss, torch.optim.AdamW.step().
 """
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 
-from torch_peer import peer_info
+from torch_peer import peer_info, time_ms
 
 
 def median_ms(fn, reps, warmup=1):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
+    return time_ms(fn, reps, warmup)[1]
 
 
 def main():

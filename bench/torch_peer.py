@@ -74,8 +74,10 @@ def peer_info(threads):
     }
 
 
-def _best_ms(fn, reps):
-    fn()
+def time_ms(fn, reps, warmup=1):
+    """Best and median wall time of fn() in ms over `reps` runs, after `warmup` untimed runs."""
+    for _ in range(warmup):
+        fn()
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -98,11 +100,11 @@ def gemm(shapes, reps=5):
         a = torch.randn(m, k, generator=g)
         b = torch.randn(k, n, generator=g)
         flops = 2.0 * m * k * n
-        best, med = _best_ms(lambda: torch.mm(a, b), reps)
+        best, med = time_ms(lambda: torch.mm(a, b), reps)
         row = {"name": name, "m": m, "k": k, "n": n, "torch_best_ms": best, "torch_median_ms": med, "torch_gflops": flops / best / 1e6}
         if np is not None:
             an, bn = a.numpy(), b.numpy()
-            best, med = _best_ms(lambda: an @ bn, reps)
+            best, med = time_ms(lambda: an @ bn, reps)
             row.update({"numpy_best_ms": best, "numpy_median_ms": med, "numpy_gflops": flops / best / 1e6})
         out.append(row)
     if np is not None:

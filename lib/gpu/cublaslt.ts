@@ -11,7 +11,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { cublasLtLoader } from '../native.js';
+import { cublasLtLoader, type CublasLtLoader } from '../native.js';
 
 export const CUBLASLT_SONAMES = ['libcublasLt.so.13', 'libcublasLt.so.12'] as const;
 export const WHEEL_LIB_DIRS = ['nvidia/cu13/lib', 'nvidia/cu12/lib', 'nvidia/cublas/lib'] as const;
@@ -144,21 +144,10 @@ export interface CublasLtReport {
   attempts: CublasLtAttempt[];
 }
 
-interface RawLoad {
-  ok: boolean;
-  path: string;
-  origin: string;
-  version: number;
-  versionText: string;
-  reason: string;
-  attempts: CublasLtAttempt[];
-}
-type RawLoader = (candidates: CublasLtCandidate[], install: boolean) => RawLoad;
-
 const FIX = 'install the nvidia-cublas Python wheel (pip install nvidia-cublas, or nvidia-cublas-cu12) or set MURPHY_CUBLASLT to the libcublasLt.so.13 or .so.12 file';
 
 /** Opens the candidates in order through the addon; install keeps the first that works for the GPU engine. */
-export function loadCublasLt(list: CandidateList, opts: { install?: boolean; loader?: RawLoader } = {}): CublasLtReport {
+export function loadCublasLt(list: CandidateList, opts: { install?: boolean; loader?: CublasLtLoader } = {}): CublasLtReport {
   const loader = opts.loader ?? cublasLtLoader();
   if (typeof loader !== 'function') {
     return {
