@@ -18,9 +18,14 @@ export function writeFrame(sock: Socket, kind: number, seq: number, payload: Uin
   h.writeUInt32LE(seq >>> 0, 4);
   h.writeUInt32LE(payload.length % 0x100000000, 8);
   h.writeUInt32LE(Math.floor(payload.length / 0x100000000), 12);
+  // One write for small payloads; never a zero-length write (its callback may not come).
   return new Promise((resolve, reject) => {
-    sock.write(h);
-    sock.write(payload, (err) => (err ? reject(err) : resolve()));
+    const done = (err?: Error | null): void => (err ? reject(err) : resolve());
+    if (payload.length <= 65536) sock.write(Buffer.concat([h, payload]), done);
+    else {
+      sock.write(h);
+      sock.write(payload, done);
+    }
   });
 }
 
@@ -98,3 +103,4 @@ export function withDeadline<T>(p: Promise<T>, ms: number, message: () => string
   });
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
+
