@@ -21,6 +21,8 @@ import { assembleRange, intersect, planShards, rangeCounts, type Range, type Sha
 export interface GradientAccess {
   getGrad(name: string): Float32Array;
   zeroGrad(): void;
+  /** The model's own AdamW state (e.g. after the demo's warm-up), taken over by the shards. */
+  optimizerState?(): { step: number; tensors: Record<string, Float32Array> };
 }
 
 /** A Policy whose weights can be set (NativePolicy). */
@@ -92,8 +94,9 @@ export class DistributedPolicy implements Policy {
   }
 
   /**
-   * Wraps `inner` (collective: every rank calls it): rank 0's weights are broadcast to every
-   * rank, and each rank takes its shard of them as its master weights (moments zero).
+   * Wraps `inner` (collective: every rank calls it): rank 0's weights, and its model's AdamW
+   * moments and step count when it has taken steps (the demo's warm-up), are broadcast to
+   * every rank, and each rank keeps its shard of them.
    */
   static async create(coll: Collective, inner: SettablePolicy, grads: GradientAccess, opts: ZeroOptions = {}): Promise<DistributedPolicy> {
     const d = new DistributedPolicy(coll, inner, grads, opts);
@@ -101,6 +104,18 @@ export class DistributedPolicy implements Policy {
     for (const b of d.buckets) await coll.broadcast(flat.subarray(b.begin, b.end), 0);
     if (coll.rank !== 0) d.setFlatWeights(flat);
     d.master = flat.slice(d.range.begin, d.range.end);
+    const st = coll.rank === 0 && grads.optimizerState ? grads.optimizerState() : null;
+    const step = new Float64Array([st?.step ?? 0]);
+    await coll.broadcast(step, 0);
+    if (step[0]! > 0) {
+      for (const [suffix, into] of [['exp_avg', 'm'], ['exp_avg_sq', 'v']] as const) {
+        const full = new Float32Array(d.total);
+        if (st) for (const p of d.layout) full.set(st.tensors[`${p.name}.${suffix}`]!, p.offset);
+        for (const b of d.buckets) await coll.broadcast(full.subarray(b.begin, b.end), 0);
+        d[into] = full.slice(d.range.begin, d.range.end);
+      }
+      d.steps = step[0]!;
+    }
     return d;
   }
 
