@@ -18,6 +18,8 @@ export interface LaunchOptions {
   env?: NodeJS.ProcessEnv;
   /** Lines of the launcher itself (default: stderr). */
   log?: (line: string) => void;
+  /** The script each rank runs (default: this process's, i.e. the murphy-native CLI). */
+  script?: string;
   /** Seconds between SIGTERM and SIGKILL when stopping the other ranks after a failure. Default 10. */
   killAfterSeconds?: number;
 }
@@ -110,7 +112,7 @@ export async function launchLocal(o: LaunchOptions): Promise<number> {
   try {
     for (let local = 0; local < o.nprocPerNode; local++) {
       const rank = layout.nodeRank * o.nprocPerNode + local;
-      const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, ...o.args], {
+      const child = spawn(process.execPath, [...process.execArgv, o.script ?? process.argv[1]!, ...o.args], {
         env: rankEnv(env, { nproc: o.nprocPerNode, local, layout, port, device: o.device, cores }),
         stdio: rank === 0 ? ['ignore', 'inherit', 'inherit'] : ['ignore', 'pipe', 'pipe'],
         detached: true,
