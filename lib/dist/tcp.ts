@@ -234,9 +234,9 @@ export class TcpCollective implements Collective {
     });
   }
 
+  /** Closes every connection; a call still in flight fails (it does not wait for it). */
   async close(): Promise<void> {
     if (this.closed) return;
-    await this.chain;
     this.closed = true;
     for (let p = 0; p < this.worldSize; p++) {
       this.readers[p]?.fail(new CollectiveError('closed'));

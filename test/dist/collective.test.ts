@@ -2,16 +2,18 @@
 // max, reduce-scatter and all-gather with uneven counts, broadcast, bit-identical results on
 // every rank, out-of-order calls and a closed peer reported as errors.
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { allGatherJson, allReduceNumbers, broadcastJson, partOffsets, splitCounts } from '../../lib/dist/collective.js';
 import { Rng, testSeed } from '../helpers/random.js';
-import { localWorld } from './helpers.js';
+import { closeWorlds, localWorld } from './helpers.js';
 
 const seed = testSeed('dist/collective');
 
 function inputs(n: number, len: number, rng: Rng, Arr: Float32ArrayConstructor | Float64ArrayConstructor) {
   return Array.from({ length: n }, () => Arr.from({ length: len }, () => rng.uniform(-1, 1) * 10 ** Math.floor(rng.uniform(-3, 3))));
 }
+
+after(closeWorlds);
 
 describe('CPU collective (loopback TCP)', () => {
   it('all-reduce sum/max equals the host reference (rank-order sum) bit for bit on every rank', async () => {

@@ -13,7 +13,7 @@ import { DistributedPolicy } from '../../lib/dist/zero.js';
 import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng, testSeed } from '../helpers/random.js';
-import { localWorld } from './helpers.js';
+import { closeWorlds, localWorld } from './helpers.js';
 
 const seed = testSeed('dist/zero');
 const root = mkdtempSync(join(tmpdir(), 'murphy-zero-'));
@@ -35,6 +35,8 @@ function batch(rng: Rng, seqs: number, vocab: number): TrainBatch {
 const hyper = { lr: 1e-2, maxGradNorm: 0.01, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
 const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
 
+after(closeWorlds);
+
 describe('ZeRO-1 on the CPU engine', () => {
   it('two ranks with half a batch each step like one process with the whole batch; checkpoints re-shard', async () => {
     const rng = new Rng(seed);
@@ -47,7 +49,6 @@ describe('ZeRO-1 on the CPU engine', () => {
     const V = ref.info.vocabSize;
     const names = ref.params().map((p) => p.name);
     let worst = 0;
-    try {
     for (let step = 0; step < 3; step++) {
       const a = batch(rng, 3, V), b = batch(rng, 2, V);
       await ref.accumulate(a, loss, 0.5);
@@ -67,10 +68,6 @@ describe('ZeRO-1 on the CPU engine', () => {
     }
     // Adam's update is at most ~lr per element per step; summation order moves it far less.
     assert.ok(worst <= 1e-4, `max |w - w_ref| = ${worst}`);
-    } catch (e) {
-      await Promise.all(world.map((c) => c.close()));
-      throw e;
-    }
 
     const dir = join(root, 'ck');
     const [info] = await Promise.all([dps[0]!.saveState(dir), dps[1]!.joinSave()]);
