@@ -11,11 +11,14 @@ import { after, describe, it } from 'node:test';
 import { SoloCollective } from '../../lib/dist/collective.js';
 import { DistributedPolicy } from '../../lib/dist/zero.js';
 import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
+import { setNumThreads } from '../../lib/native.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { closeWorlds, localWorld } from './helpers.js';
 
 const seed = testSeed('dist/zero');
+// Two ranks share this process (and the CPU with other test files): one kernel thread.
+setNumThreads(1);
 const root = mkdtempSync(join(tmpdir(), 'murphy-zero-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
@@ -32,7 +35,7 @@ function batch(rng: Rng, seqs: number, vocab: number): TrainBatch {
   return { tokens, seqOffsets, mask, advantages: adv, oldLogp };
 }
 
-const hyper = { lr: 1e-2, maxGradNorm: 0.01, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
+const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
 const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
 
 after(closeWorlds);
@@ -49,7 +52,7 @@ describe('ZeRO-1 on the CPU engine', () => {
     const V = ref.info.vocabSize;
     const names = ref.params().map((p) => p.name);
     let worst = 0;
-    for (let step = 0; step < 3; step++) {
+    for (let step = 0; step < 2; step++) {
       const a = batch(rng, 3, V), b = batch(rng, 2, V);
       await ref.accumulate(a, loss, 0.5);
       await ref.accumulate(b, loss, 0.5);
@@ -85,7 +88,7 @@ describe('ZeRO-1 on the CPU engine', () => {
     assert.deepEqual(cat(after3.map((s) => s.m)), cat(before.map((s) => s.m)));
     assert.deepEqual(cat(after3.map((s) => s.v)), cat(before.map((s) => s.v)));
     assert.deepEqual(cat(after3.map((s) => s.master)), cat(before.map((s) => s.master)));
-    assert.ok(after3.every((s) => s.step === 3));
+    assert.ok(after3.every((s) => s.step === 2));
     for (const n of names) assert.deepEqual(m3[2]!.getParam(n), models[0]!.getParam(n));
     await Promise.all(w3.map((c) => c.close()));
 
