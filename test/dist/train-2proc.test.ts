@@ -81,4 +81,30 @@ describe('train --nproc-per-node 2 --device cpu (demo)', () => {
     assert.ok(existsSync(join(again, 'checkpoints/step-000002/optimizer-shard-00000-of-00001.safetensors')));
     assertSameRun(one, again);
   });
+
+  it('SIGINT to the launcher reaches every rank once: they agree on a step, checkpoint it, and the job exits 130', async () => {
+    const out = join(root, 'sig');
+    const c = spawn(process.execPath, ['--import', 'tsx', cli, 'train', ...ARGS.slice(4), '--max-steps', '50', '--save-steps', '50', '--verbose', '--out', out, '--nproc-per-node', '2'], {
+      env: { ...process.env, MURPHY_NUM_THREADS: '1', MASTER_PORT: '' }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let text = '';
+    let sent = false;
+    const onData = (d: Buffer): void => {
+      text += d.toString();
+      if (!sent && /step +1\/50/.test(text)) {
+        sent = true;
+        c.kill('SIGINT'); // after the first step line: the ranks are training
+      }
+    };
+    c.stdout.on('data', onData);
+    c.stderr.on('data', onData);
+    const code = await new Promise<number | null>((r) => c.on('exit', (k) => r(k)));
+    assert.equal(code, 130, text);
+    assert.doesNotMatch(text, /second SIGINT|rank \d failed/);
+    const steps = metrics(out).length;
+    assert.ok(steps >= 1 && steps < 50);
+    const ck = join(out, 'checkpoints', `step-${String(steps).padStart(6, '0')}`);
+    assert.deepEqual(readdirSync(ck).filter((f) => f.startsWith('optimizer')).length, 2);
+    assert.equal(JSON.parse(readFileSync(join(ck, 'state.json'), 'utf8')).step, steps);
+  });
 });
