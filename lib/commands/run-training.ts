@@ -34,8 +34,7 @@ import { checkOutputDir, fileSize, RunDir, writeFileAtomic } from '../train/rund
 import { StopSignal } from '../train/signals.js';
 import { broadcastJson, type Collective } from '../dist/collective.js';
 import { DataParallel } from '../dist/data-parallel.js';
-import { DistributedPolicy } from '../dist/zero.js';
-import { checkpointShards } from '../dist/zero.js';
+import { checkpointShards, DistributedPolicy } from '../dist/zero.js';
 
 export interface RunTrainingOptions {
   /** Continue the run in this directory (its config.json is used; see RESUMABLE_KEYS). */
@@ -379,7 +378,8 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
 
   let summary: TrainSummary;
   try {
-    if (parts.demo && !o.resume && c.sftSteps > 0) {
+    // With several ranks only rank 0 warms up: its weights and AdamW state are broadcast below.
+    if (parts.demo && !o.resume && c.sftSteps > 0 && writer) {
       progress.start('warm-up', c.sftSteps);
       const losses = await supervisedWarmup(policy, parts.problems, prompts as ChatPromptBuilder<Problem>, tok, {
         steps: c.sftSteps,
