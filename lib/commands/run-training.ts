@@ -142,6 +142,13 @@ function removeHalfMadeRun(run: RunDir, existed: boolean, before: ReadonlySet<st
   return true;
 }
 
+/** Several ranks need a collective backend for the device: the CPU one exists, NCCL not yet. */
+export function checkRanksDevice(c: TrainConfig, worldSize: number): void {
+  if (worldSize > 1 && c.device === 'cuda') {
+    throw new ConfigError(`--device cuda with ${worldSize} ranks needs the NCCL backend, which this build does not have yet; use --device cpu (docs/distributed.md)`);
+  }
+}
+
 export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {}): Promise<RunTrainingResult> {
   const log = o.log ?? (() => undefined);
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
@@ -186,9 +193,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   const progress = o.progress ?? silentProgress;
   const coll = o.dist?.collective;
   const writer = !coll || coll.rank === 0;
-  if (coll && coll.worldSize > 1 && c.device === 'cuda') {
-    throw new ConfigError(`--device cuda with ${coll.worldSize} ranks needs the NCCL backend, which this build does not have yet; use --device cpu (docs/distributed.md)`);
-  }
+  if (coll) checkRanksDevice(c, coll.worldSize);
   let point: ResumePoint | null = null;
   if (o.resume) {
     // Rank 0 chooses (and may set damaged checkpoints aside); the others take its choice.

@@ -5,7 +5,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { configOptions, flagsFromArgv, resolveConfig } from '../config/index.js';
 import { StderrProgress } from '../train/progress.js';
 import { exitCodeForSignal } from '../train/signals.js';
-import { resumeConfig, runTraining } from './run-training.js';
+import { checkRanksDevice, resumeConfig, runTraining } from './run-training.js';
 import { SoloCollective, type Collective } from '../dist/collective.js';
 import { readDistEnv } from '../dist/env.js';
 import { launchLocal } from '../dist/launch.js';
@@ -63,6 +63,7 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
     delete flags.nprocPerNode;
     const cfg = argv.resume ? resumeConfig(argv.resume, flags) : resolveConfig({ file: argv.config ?? null, flags });
     if (argv.nprocPerNode !== undefined) {
+      checkRanksDevice(cfg, argv.nprocPerNode);
       process.exitCode = await launchLocal({ nprocPerNode: argv.nprocPerNode, args: withoutLauncherFlags(process.argv.slice(2)), device: cfg.device });
       return;
     }

@@ -7,6 +7,9 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { launchLocal, nodeLayout, rankEnv } from '../../lib/dist/launch.js';
 import { withoutLauncherFlags } from '../../lib/commands/train.js';
+import { checkRanksDevice } from '../../lib/commands/run-training.js';
+import { checkFlags } from '../../lib/commands/flags.js';
+import { defaultConfig } from '../../lib/config/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-launch-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -23,6 +26,13 @@ describe('launcher', () => {
     assert.deepEqual(nodeLayout({ SLURM_NNODES: '3', SLURM_NODEID: '2', MASTER_ADDR: 'n0' }), { nnodes: 3, nodeRank: 2, masterAddr: 'n0', masterPort: 29500 });
     assert.throws(() => nodeLayout({ NNODES: '2', NODE_RANK: '0' }), /2 nodes: set MASTER_ADDR/);
     assert.deepEqual(withoutLauncherFlags(['train', '--nproc-per-node', '2', '--max-steps', '3', '--nproc-per-node=4']), ['train', '--max-steps', '3']);
+  });
+
+  it('refuses --nproc-per-node 0 and several ranks on --device cuda (no NCCL yet) with one line', () => {
+    assert.throws(() => checkFlags('train', { nprocPerNode: 0 }), /^UsageError: --nproc-per-node must be an integer >= 1, got 0$/);
+    assert.throws(() => checkRanksDevice({ ...defaultConfig(), device: 'cuda' }, 2), /--device cuda with 2 ranks needs the NCCL backend, which this build does not have yet; use --device cpu/);
+    checkRanksDevice({ ...defaultConfig(), device: 'cuda' }, 1);
+    checkRanksDevice({ ...defaultConfig(), device: 'cpu' }, 8);
   });
 
   it('a rank that fails ends the job with its exit code and line; the others are stopped', async () => {
