@@ -2,7 +2,7 @@
 // of a batch and step their shards match one model that accumulates the whole batch (within
 // float tolerance: the gradient sums run in another order), with clipping and weight decay, in
 // small buckets; both ranks hold bit-identical weights; a checkpoint written by 2 ranks loads
-// on 3 ranks and on 1 (re-sharding) with the same moments, bit for bit.
+// on 2 ranks (each its own shard), on 3 and on 1 (re-sharding) with the same moments, bit for bit.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -79,6 +79,14 @@ describe('ZeRO-1 on the CPU engine', () => {
     const cat = (xs: Float32Array[]) => Float32Array.from(xs.flatMap((x) => Array.from(x)));
     const before = dps.map((d) => d.shardState());
     await Promise.all(world.map((c) => c.close()));
+
+    // the same world size: each rank reads its own shard back, bit for bit
+    const w2 = await localWorld(2);
+    const m2 = await Promise.all(w2.map(() => PolicyModel.random('tiny', { seed: 5 })));
+    const d2 = await Promise.all(w2.map((c, r) => DistributedPolicy.create(c, new NativePolicy(m2[r]!), m2[r]!)));
+    await Promise.all(d2.map((d) => d.loadState(dir)));
+    assert.deepEqual(d2.map((d) => d.shardState()), before);
+    await Promise.all(w2.map((c) => c.close()));
 
     const w3 = await localWorld(3);
     const m3 = await Promise.all(w3.map(() => PolicyModel.random('tiny', { seed: 7 })));
