@@ -2,8 +2,8 @@
 // `node --import tsx bench/collectives.bench.ts [--ranks N] [--quick] [--json FILE]`.
 //
 // For each bucket size, every op (all-reduce, reduce-scatter, all-gather, broadcast) runs on N
-// rank processes of this script; the time is the median over iterations (a barrier before each),
-// as rank 0 sees it. Bandwidths follow nccl-tests: algbw = bytes / time with bytes the full
+// rank processes of this script; the time is the median over 5-30 iterations after 2 untimed
+// ones (a barrier before each), as rank 0 sees it. Bandwidths follow nccl-tests: algbw = bytes / time with bytes the full
 // buffer; busbw = algbw x 2(N-1)/N for all-reduce, x (N-1)/N for reduce-scatter and all-gather,
 // x 1 for broadcast. From the largest bucket's figures: the estimated time to move 1.7B and 7B
 // bf16 weights (a broadcast, as a weight sync does) and a ZeRO-1 step's traffic (fp32
@@ -42,17 +42,19 @@ async function rankMain(): Promise<void> {
     const n = bytes / 4;
     const buf = new Float32Array(n).fill(rank + 1);
     const part = new Float32Array(n / world);
-    const iters = Math.max(3, Math.min(30, Math.floor((quick ? 2 ** 26 : 2 ** 28) / bytes)));
+    const iters = Math.max(5, Math.min(30, Math.floor((quick ? 2 ** 26 : 2 ** 28) / bytes)));
+    const warm = 2;
     for (const op of OPS) {
       const times: number[] = [];
-      for (let i = 0; i <= iters; i++) {
+      for (let i = 0; i < warm + iters; i++) {
         await c.barrier();
         const t0 = performance.now();
         if (op === 'allReduce') await c.allReduce(buf);
         else if (op === 'reduceScatter') await c.reduceScatter(buf, part);
         else if (op === 'allGather') await c.allGather(part, buf);
         else await c.broadcast(buf, 0);
-        if (i > 0) times.push(performance.now() - t0); // the first run warms up
+        if (i >= warm) times.push(performance.now() - t0); // the first runs warm up
+        if (op === 'allReduce') buf.fill(rank + 1); // keep the sums finite
       }
       const ms = median(times);
       const alg = bytes / (ms / 1000) / 1e9;
