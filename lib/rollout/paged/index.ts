@@ -11,3 +11,4 @@ export {
 } from './scheduler.js';
 export { drain, type StepExecutor } from './drive.js';
 export { ReferenceModel, referenceToken, rollKv, runAlone, type ReferenceModelOptions } from './reference-model.js';
+export { TREE_WORKLOAD_DEFAULTS, TreeWorkload, runTreeWorkload, runTurn, type TreeRun, type TreeWorkloadOptions, type TurnResult } from './tree-workload.js';
