@@ -12,3 +12,4 @@ export {
 export { drain, type StepExecutor } from './drive.js';
 export { ReferenceModel, referenceToken, rollKv, runAlone, type ReferenceModelOptions } from './reference-model.js';
 export { TREE_WORKLOAD_DEFAULTS, TreeWorkload, runTreeWorkload, runTurn, type TreeRun, type TreeWorkloadOptions, type TurnResult } from './tree-workload.js';
+export { planArrays, type PlanArrays } from './plan-arrays.js';

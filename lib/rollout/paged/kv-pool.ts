@@ -4,6 +4,7 @@
 import { RolloutError } from '../types.js';
 import { BlockAllocator } from './block-allocator.js';
 import { blocksFor, type BlockCopy } from './block-table.js';
+import { kvBlocksForMemory, type KvBudgetOptions } from './memory.js';
 import { PrefixCache, type CacheEntry } from './prefix-cache.js';
 
 export interface KvPoolOptions {
@@ -33,6 +34,12 @@ export class KvPool {
     this.alloc = new BlockAllocator(o.blocks, this.blockSize);
     this.cache = new PrefixCache(this.alloc);
     this.bytesPerBlock = o.bytesPerBlock ?? 0;
+  }
+
+  /** A pool of the blocks that fit in a device memory budget (kvBlocksForMemory). */
+  static forMemory(o: KvBudgetOptions): KvPool {
+    const b = kvBlocksForMemory(o);
+    return new KvPool({ blocks: b.blocks, blockSize: o.blockSize, bytesPerBlock: b.bytesPerBlock });
   }
 
   get capacity(): number { return this.alloc.capacity; }
