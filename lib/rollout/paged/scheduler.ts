@@ -49,7 +49,8 @@ export interface SchedulerOptions {
 
 export const SCHEDULER_DEFAULTS = { tokenBudget: 2048, maxRunning: 256, prefixSharing: true } as const;
 
-export type FinishReason = 'stop' | 'length';
+/** 'abort': ended by Scheduler.abort() (its tokens so far are kept). */
+export type FinishReason = 'stop' | 'length' | 'abort';
 
 export interface SampleResult {
   tokenIds: number[];
@@ -130,6 +131,8 @@ interface Seq {
   /** KV is complete up to its last sampled token: it decodes. */
   decoding: boolean;
   state: 'waiting' | 'running' | 'done';
+  /** Its full blocks go into the prefix cache (false when the cache was released while it ran: its KV may be stale). */
+  cacheable: boolean;
 }
 
 function positiveInt(name: string, v: number): number {
@@ -151,6 +154,8 @@ export class Scheduler {
   private nextSeq = 0;
   private stepNo = 0;
   private pendingPlan: StepPlan | null = null;
+  /** Sequences aborted since the last schedule(): complete() skips them. */
+  private readonly aborted = new Set<number>();
   readonly metrics: SchedulerMetrics = { steps: 0, prefillTokens: 0, decodeTokens: 0, prefillSaved: 0, preemptions: 0, copies: 0, maxBatch: 0 };
 
   constructor(pool: KvPool, o: SchedulerOptions) {
@@ -216,6 +221,7 @@ export class Scheduler {
   /** Plans the next step. Call complete() with its sampled tokens before planning another. */
   schedule(): StepPlan {
     if (this.pendingPlan !== null) throw new RolloutError(`step ${this.pendingPlan.step} was planned but not completed`);
+    this.aborted.clear();
     const counts: StepCounts = { prefillTokens: 0, decodeTokens: 0, prefillSaved: 0, preemptions: 0, copies: 0 };
     const plan: StepPlan = { step: this.stepNo++, copies: [], seqs: [], preempted: [], counts };
     let budget = this.tokenBudget;
@@ -292,7 +298,11 @@ export class Scheduler {
     const finishedReqs: number[] = [];
     for (let i = 0; i < plan.seqs.length; i++) {
       const p = plan.seqs[i];
-      const s = byId.get(p.seqId)!;
+      const s = byId.get(p.seqId);
+      if (s === undefined) {
+        if (this.aborted.has(p.seqId)) continue;
+        throw new RolloutError(`internal: sequence ${p.seqId} of step ${plan.step} is not running`);
+      }
       s.numComputed += p.tokenIds.length;
       if (this.prefixSharing) this.cacheFullBlocks(s);
       if (p.sampleIndices.length === 0) continue;
@@ -308,6 +318,7 @@ export class Scheduler {
           c.cachedBlocks = s.cachedBlocks;
           c.last = s.last;
           c.state = 'running';
+          c.cacheable = s.cacheable;
           family.push(c);
         }
         this.running.splice(at + 1, 0, ...family.slice(1));
@@ -337,7 +348,34 @@ export class Scheduler {
    * Running sequences keep their blocks. Returns the blocks and bytes given back.
    */
   releaseCached(): { blocks: number; bytes: number } {
+    // what running sequences compute from now on extends KV that may predate new weights: not cached
+    for (const s of this.running) s.cacheable = false;
     return this.pool.releaseCached();
+  }
+
+  /**
+   * Ends a request now: its waiting sequences leave the queue, its running ones free their
+   * blocks, and every unfinished sample ends with 'abort' and the tokens it had. Allowed
+   * between schedule() and complete(): the aborted sequences' results in that step are ignored.
+   */
+  abort(id: number): void {
+    const r = this.req(id);
+    if (r.left === 0) return;
+    const end = (s: Seq) => {
+      const js = s.fork > 1 ? Array.from({ length: s.fork }, (_, q) => s.j + q) : [s.j];
+      for (const j of js) r.samples[j] = { tokenIds: s.tokens.slice(r.promptLen), finishReason: 'abort' };
+      // a plan in flight may still read this table: release its blocks (not reused before the
+      // next schedule()) and leave the array as it is
+      for (let i = s.table.length - 1; i >= 0; i--) this.pool.release(s.table[i]);
+      s.table = [];
+      s.state = 'done';
+      this.aborted.add(s.id);
+    };
+    for (const s of this.waiting) if (s.r === r) end(s);
+    for (const s of this.running) if (s.r === r) end(s);
+    this.waiting.splice(0, this.waiting.length, ...this.waiting.filter((s) => s.r !== r));
+    this.running = this.running.filter((s) => s.r !== r);
+    r.left = 0;
   }
 
   /** Re-sizes the pool between phases; nothing may be waiting or running. */
@@ -365,7 +403,7 @@ export class Scheduler {
   }
 
   private newSeq(r: ReqState, j: number, fork: number, tokens: number[]): Seq {
-    return { id: this.nextSeq++, r, j, fork, tokens, numComputed: 0, table: [], cachedBlocks: 0, last: null, decoding: false, state: 'waiting' };
+    return { id: this.nextSeq++, r, j, fork, tokens, numComputed: 0, table: [], cachedBlocks: 0, last: null, decoding: false, state: 'waiting', cacheable: true };
   }
 
   /** The most recently admitted running sequence not yet given work this step. */
@@ -380,6 +418,7 @@ export class Scheduler {
     s.cachedBlocks = 0;
     s.last = null;
     s.decoding = false;
+    s.cacheable = true; // recomputed from its tokens with the current weights
     this.running.splice(this.running.indexOf(s), 1);
     this.waiting.unshift(s);
     plan.preempted.push(s.id);
@@ -406,6 +445,7 @@ export class Scheduler {
   }
 
   private cacheFullBlocks(s: Seq): void {
+    if (!s.cacheable) return;
     const full = Math.floor(s.numComputed / this.pool.blockSize);
     while (s.cachedBlocks < full) {
       s.last = this.pool.register(s.last, s.tokens, s.table, s.cachedBlocks);

@@ -51,17 +51,32 @@ function workload(rng: Rng): Workload {
   return { blockSize, maxModelLen, tokenBudget: 1 + rng.int(48), maxRunning: 1 + rng.int(12), blocks, arrivals };
 }
 
-async function run(w: Workload, prefixSharing: boolean): Promise<{ results: SampleResult[][]; s: Scheduler; pool: KvPool }> {
+/**
+ * Runs a workload; with `chaos`, also aborts random requests (some while a step is in flight)
+ * and releases the prefix cache at random points (returned: the aborted request indices).
+ */
+async function run(w: Workload, prefixSharing: boolean, chaos?: Rng): Promise<{ results: SampleResult[][]; s: Scheduler; pool: KvPool; aborted: Set<number> }> {
   const pool = new KvPool({ blocks: w.blocks, blockSize: w.blockSize });
   const s = new Scheduler(pool, { maxModelLen: w.maxModelLen, tokenBudget: w.tokenBudget, maxRunning: w.maxRunning, prefixSharing });
   const model = new ReferenceModel(w.blockSize, { vocab: VOCAB, verify: true });
   const ids: number[] = [];
+  const aborted = new Set<number>();
   let next = 0;
+  const mayAbort = () => {
+    if (chaos === undefined || ids.length === 0 || chaos.next() > 0.04) return;
+    const k = chaos.int(ids.length);
+    if (!s.isDone(ids[k])) aborted.add(k);
+    s.abort(ids[k]);
+  };
   for (let stepNo = 0; next < w.arrivals.length || s.hasWork; stepNo++) {
     while (next < w.arrivals.length && w.arrivals[next].at <= stepNo) ids.push(s.submit(w.arrivals[next++].req));
     if (!s.hasWork) continue;
+    if (chaos !== undefined && chaos.next() < 0.03) s.releaseCached();
+    mayAbort();
+    if (!s.hasWork) continue;
     const plan = s.schedule();
     s.audit();
+    mayAbort();
     const tokens = plan.seqs.reduce((a, q) => a + q.tokenIds.length, 0);
     assert.ok(tokens >= 1 && tokens <= w.tokenBudget, `step ${plan.step}: ${tokens} tokens, budget ${w.tokenBudget}`);
     assert.equal(new Set(plan.seqs.map((q) => q.seqId)).size, plan.seqs.length, 'a sequence at most once per step');
@@ -70,7 +85,7 @@ async function run(w: Workload, prefixSharing: boolean): Promise<{ results: Samp
     assert.ok(pool.alloc.free + pool.alloc.used === pool.capacity);
     assert.ok(plan.step < 20_000, 'no progress');
   }
-  return { results: ids.map((id) => s.result(id)), s, pool };
+  return { results: ids.map((id) => s.result(id)), s, pool, aborted };
 }
 
 it('random tree workloads: invariants after every step, outputs equal to running each request alone, shared or not', async () => {
@@ -119,4 +134,30 @@ it('a tiny pool forces preemptions and still gives the same outputs', async () =
       assert.deepEqual(r.results, alone, `block ${blockSize}, sharing ${sharing} (seed ${seed})`);
     }
   }
+});
+
+it('random aborts (also mid-step) and cache releases: invariants hold, aborted samples are prefixes, the rest unchanged', async () => {
+  const seed = testSeed('paged KV aborts and releases');
+  const rng = new Rng(seed);
+  let abortedSamples = 0;
+  for (let round = 0; round < 8; round++) {
+    const w = workload(rng);
+    const alone = w.arrivals.map(({ req }) => runAlone(req, VOCAB, w.maxModelLen));
+    for (const sharing of [true, false]) {
+      const where = `seed ${seed}, round ${round}, sharing ${sharing}`;
+      const r = await run(w, sharing, new Rng(rng.int(2 ** 31)));
+      r.results.forEach((samples, k) => {
+        if (!r.aborted.has(k)) return assert.deepEqual(samples, alone[k], `request ${k} (${where})`);
+        samples.forEach((x, j) => {
+          if (x.finishReason !== 'abort') return assert.deepEqual(x, alone[k][j], `request ${k} sample ${j} (${where})`);
+          abortedSamples++;
+          assert.deepEqual(x.tokenIds, alone[k][j].tokenIds.slice(0, x.tokenIds.length), `aborted request ${k} sample ${j} (${where})`);
+        });
+      });
+      assert.equal(r.pool.alloc.used, r.pool.cache.size, `only the cache holds blocks at the end (${where})`);
+      r.s.releaseCached();
+      assert.equal(r.pool.alloc.free, r.pool.capacity, `no leaks (${where})`);
+    }
+  }
+  console.log(`# ${abortedSamples} samples aborted`);
 });

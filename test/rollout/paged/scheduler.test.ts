@@ -156,3 +156,53 @@ describe('Scheduler', () => {
     assert.throws(() => s.complete(p, [[1]]), /complete\(\) got step 0, which is not the step planned last/);
   });
 });
+
+describe('Scheduler.abort and releaseCached while running', () => {
+  it('aborts waiting and running requests, mid-step too, keeping their tokens so far; the others are unchanged', async () => {
+    const { s, model, pool } = setup(64, 4, { maxModelLen: 200, tokenBudget: 16 });
+    const reqs = [
+      { promptIds: range(0, 10), n: 3, maxTokens: 30, seed: 1 },
+      { promptIds: range(5, 30), n: 2, maxTokens: 30, seed: 2 },
+      { promptIds: range(40, 50), maxTokens: 30, seed: 3 },
+    ];
+    const ids = reqs.map((r) => s.submit(r));
+    step(s, model); step(s, model); step(s, model);
+    const waitingOne = s.submit({ promptIds: range(60, 99), maxTokens: 4 });
+    s.abort(waitingOne);
+    assert.deepEqual(s.result(waitingOne), [{ tokenIds: [], finishReason: 'abort' }]);
+    const plan = s.schedule();
+    s.abort(ids[0]); // in flight
+    s.audit();
+    s.complete(plan, model.execute(plan));
+    s.audit();
+    const r0 = s.result(ids[0]);
+    const alone0 = runAlone(reqs[0], VOCAB, 200);
+    r0.forEach((x, j) => {
+      assert.equal(x.finishReason, 'abort');
+      assert.ok(x.tokenIds.length >= 1);
+      assert.deepEqual(x.tokenIds, alone0[j].tokenIds.slice(0, x.tokenIds.length));
+    });
+    await drain(s, model, () => s.audit());
+    assert.deepEqual(s.result(ids[1]), runAlone(reqs[1], VOCAB, 200));
+    assert.deepEqual(s.result(ids[2]), runAlone(reqs[2], VOCAB, 200));
+    s.abort(ids[2]); // finished: nothing happens
+    assert.deepEqual(s.result(ids[2]), runAlone(reqs[2], VOCAB, 200));
+    s.releaseCached();
+    assert.equal(pool.alloc.free, 64);
+  });
+
+  it('after releaseCached, running sequences stop caching (their KV may predate new weights); new ones cache again', async () => {
+    const { s, model, pool } = setup(64, 4, { maxModelLen: 200, tokenBudget: 64 });
+    const a = s.submit({ promptIds: range(0, 9), maxTokens: 20, seed: 1 });
+    step(s, model);
+    assert.equal(pool.cache.size, 2);
+    s.releaseCached();
+    assert.equal(pool.cache.size, 0);
+    await drain(s, model, () => s.audit());
+    assert.equal(pool.cache.size, 0, 'the running sequence cached nothing more');
+    assert.deepEqual(s.result(a), runAlone({ promptIds: range(0, 9), maxTokens: 20, seed: 1 }, VOCAB, 200));
+    s.submit({ promptIds: range(0, 9), maxTokens: 2, seed: 1 });
+    await drain(s, model, () => s.audit());
+    assert.equal(pool.cache.size, 2);
+  });
+});
