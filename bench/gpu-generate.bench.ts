@@ -11,13 +11,15 @@
 // whole workload (no preemption: what the workload itself asks for) and with the pool a
 // Qwen3-0.6B bf16 KV cache gets in --kv-gib GiB (preemptions recompute, which adds prefill).
 // Token counts are exact for the scheduler's decisions; they do not depend on the machine.
+// Also timed (on this machine, median over the run's steps): the host's work per step that a
+// device step would wait for, schedule() + planArrays() + complete().
 //
 // Not built: the device part (decode tokens/s at batch 1, 32, 256 with 1k-token prompts for
 // Qwen3-0.6B and 1.7B shapes, the bandwidth bound and its fraction, HF generate as
 // torch_ratio): it needs the device engine, which does not execute these plans yet.
 import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
 import {
-  KvPool, ReferenceModel, Scheduler, TreeWorkload, kvBlockBytes, runTreeWorkload, type SchedulerMetrics,
+  KvPool, ReferenceModel, Scheduler, TreeWorkload, kvBlockBytes, planArrays, runTreeWorkload, type SchedulerMetrics, type StepExecutor,
 } from '../lib/rollout/paged/index.js';
 
 const { opt } = cliArgs();
@@ -46,17 +48,50 @@ interface Side {
   cow_copies: number;
   steps: number;
   max_batch: number;
+  /** Host time per step: schedule() + planArrays() + complete(), median and 99th percentile, microseconds. */
+  host_us_median: number;
+  host_us_p99: number;
 }
 
-function side(m: SchedulerMetrics): Side {
-  return { prefill_tokens: m.prefillTokens, prefill_saved: m.prefillSaved, decode_tokens: m.decodeTokens, preemptions: m.preemptions, cow_copies: m.copies, steps: m.steps, max_batch: m.maxBatch };
+function quantile(xs: number[], q: number): number {
+  const a = [...xs].sort((x, y) => x - y);
+  return a[Math.min(a.length - 1, Math.floor(q * a.length))];
+}
+
+function side(m: SchedulerMetrics, hostMs: number[]): Side {
+  return {
+    prefill_tokens: m.prefillTokens, prefill_saved: m.prefillSaved, decode_tokens: m.decodeTokens, preemptions: m.preemptions, cow_copies: m.copies,
+    steps: m.steps, max_batch: m.maxBatch, host_us_median: Math.round(1000 * quantile(hostMs, 0.5)), host_us_p99: Math.round(1000 * quantile(hostMs, 0.99)),
+  };
+}
+
+/** Wraps a scheduler so that its schedule() and complete() calls, and planArrays of each plan, are timed. */
+function timed(s: Scheduler, hostMs: number[]): void {
+  const schedule = s.schedule.bind(s), complete = s.complete.bind(s);
+  let t = 0;
+  s.schedule = () => {
+    const t0 = performance.now();
+    const plan = schedule();
+    planArrays(plan);
+    t = performance.now() - t0;
+    return plan;
+  };
+  s.complete = (plan, sampled) => {
+    const t0 = performance.now();
+    const r = complete(plan, sampled);
+    hostMs.push(t + performance.now() - t0);
+    return r;
+  };
 }
 
 async function run(blocks: number, prefixSharing: boolean): Promise<{ m: Side; samples: number[][] }> {
   const pool = new KvPool({ blocks, blockSize });
   const s = new Scheduler(pool, { maxModelLen: MAX_MODEL_LEN, tokenBudget, maxRunning, prefixSharing });
-  const r = await runTreeWorkload(workload, s, new ReferenceModel(blockSize, { vocab: workload.o.vocab }));
-  return { m: side(r.metrics), samples: [...r.first.samples, ...r.repair.samples].flat().map((x) => x.tokenIds) };
+  const hostMs: number[] = [];
+  timed(s, hostMs);
+  const exec: StepExecutor = new ReferenceModel(blockSize, { vocab: workload.o.vocab });
+  const r = await runTreeWorkload(workload, s, exec);
+  return { m: side(r.metrics, hostMs), samples: [...r.first.samples, ...r.repair.samples].flat().map((x) => x.tokenIds) };
 }
 
 const o = workload.o;
@@ -77,8 +112,9 @@ for (const p of pools) {
 }
 
 console.log(`MURPHY tree workload: ${o.problems} problems x G = ${o.groupSize} first attempts (prompt ${o.promptTokens}) + G' = ${o.repairs} repairs of each (feedback ${o.feedbackTokens[0]}-${o.feedbackTokens[1]} tokens), ${o.completionTokens}-token completions; block ${blockSize}, token budget ${tokenBudget}`);
-const head = ['pool', 'blocks', 'prefill (shared)', 'prefill (not)', 'saved', 'preemptions (shared / not)'];
-const lines = rows.map((r) => [r.pool, String(r.blocks), String(r.sharing.prefill_tokens), String(r.no_sharing.prefill_tokens), `${(100 * r.prefill_saved_fraction).toFixed(1)}%`, `${r.sharing.preemptions} / ${r.no_sharing.preemptions}`]);
+const head = ['pool', 'blocks', 'prefill (shared)', 'prefill (not)', 'saved', 'preemptions (shared / not)', 'host us/step median (p99), shared'];
+const lines = rows.map((r) => [r.pool, String(r.blocks), String(r.sharing.prefill_tokens), String(r.no_sharing.prefill_tokens), `${(100 * r.prefill_saved_fraction).toFixed(1)}%`,
+  `${r.sharing.preemptions} / ${r.no_sharing.preemptions}`, `${r.sharing.host_us_median} (${r.sharing.host_us_p99})`]);
 const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
 for (const l of [head, widths.map((w) => '-'.repeat(w)), ...lines]) console.log(l.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '));
 console.log('goal: prefix sharing cuts the tree workload\'s prefill tokens by >= 70%. Device decode throughput: not built (needs the device engine).');
