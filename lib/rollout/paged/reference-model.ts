@@ -4,12 +4,13 @@
 // written to the pool slot the plan gives for p and computed from the slot of p - 1 read
 // through the sequence's block table, so like real KV it depends on the whole prefix and is
 // wrong whenever a block table, a slot mapping, a shared block or a copy-on-write is wrong.
-// Sample j of a request with seed s after position p is  mix(kv(p), s, j) mod vocab.
+// Sample j of a request with seed s after position p is  mix(kv(p), s, j) mod vocab, with a
+// made-up log-prob that is as deterministic (so that log-probs are checked through the plumbing).
 // runAlone() computes the same tokens with no cache at all: the outputs any schedule must give.
 import { mix32 } from '../../murphy/rng.js';
 import { RolloutError } from '../types.js';
 import { slotOf } from './block-table.js';
-import type { FinishReason, PagedRequest, SampleResult, StepPlan } from './scheduler.js';
+import type { FinishReason, PagedRequest, SampleResult, StepOutput, StepPlan } from './scheduler.js';
 
 const ROOT = 0x6a09e667;
 
@@ -33,6 +34,11 @@ export interface ReferenceModelOptions {
   verify?: boolean;
 }
 
+/** The log-prob the reference model reports for that token: in (-10, 0]. */
+export function referenceLogprob(kv: number, seed: number, j: number): number {
+  return -(mix32(kv, seed, j, 0x51ed) % 10_000) / 1000;
+}
+
 /** Executes StepPlans on a simulated KV pool of blockSize-token blocks (grows with the pool). */
 export class ReferenceModel {
   private kv = new Uint32Array(0);
@@ -48,7 +54,7 @@ export class ReferenceModel {
     this.verify = o.verify ?? false;
   }
 
-  execute(plan: StepPlan): number[][] {
+  execute(plan: StepPlan): StepOutput {
     const bs = this.blockSize;
     let maxSlot = 0;
     for (const c of plan.copies) maxSlot = Math.max(maxSlot, (Math.max(c.src, c.dst) + 1) * bs);
@@ -60,7 +66,8 @@ export class ReferenceModel {
       this.tok.copyWithin(c.dst * bs, c.src * bs, (c.src + 1) * bs);
       this.pos.copyWithin(c.dst * bs, c.src * bs, (c.src + 1) * bs);
     }
-    return plan.seqs.map((p) => {
+    const logprobs: number[][] = [];
+    const tokens = plan.seqs.map((p) => {
       for (let i = 0; i < p.tokenIds.length; i++) {
         const at = p.start + i;
         const s = p.slots[i];
@@ -76,13 +83,15 @@ export class ReferenceModel {
         this.pos[s] = at;
         this.counts.written++;
       }
-      if (p.sampleIndices.length === 0) return [];
+      if (p.sampleIndices.length === 0) { logprobs.push([]); return []; }
       const last = p.start + p.tokenIds.length - 1;
       const kv = this.kv[slotOf(p.blockTable, last, bs)];
       if (this.verify) this.check(p.seqId, p.blockTable, last, kv);
       this.counts.sampled += p.sampleIndices.length;
+      logprobs.push(p.sampleIndices.map((j) => referenceLogprob(kv, p.request.seed ?? 0, j)));
       return p.sampleIndices.map((j) => referenceToken(kv, p.request.seed ?? 0, j, this.vocab));
     });
+    return { tokens, logprobs };
   }
 
   private check(seq: number, table: readonly number[], last: number, kv: number): void {
@@ -113,21 +122,23 @@ export class ReferenceModel {
 export function runAlone(req: PagedRequest, vocab: number, maxModelLen: number): SampleResult[] {
   const n = req.n ?? 1;
   const maxTokens = Math.min(req.maxTokens, maxModelLen - req.promptIds.length);
-  if (maxTokens <= 0) return Array.from({ length: n }, () => ({ tokenIds: [], finishReason: 'length' as const, noRoom: true as const }));
+  if (maxTokens <= 0) return Array.from({ length: n }, () => ({ tokenIds: [], logprobs: [], finishReason: 'length' as const, noRoom: true as const }));
   let base = ROOT;
   for (const t of req.promptIds) base = rollKv(base, t);
   const stop = new Set(req.stopTokenIds ?? []);
   return Array.from({ length: n }, (_, j) => {
     let kv = base;
     const out: number[] = [];
+    const lps: number[] = [];
     let reason: FinishReason = 'length';
     for (;;) {
       const t = referenceToken(kv, req.seed ?? 0, j, vocab);
       out.push(t);
+      lps.push(referenceLogprob(kv, req.seed ?? 0, j));
       if (stop.has(t)) { reason = 'stop'; break; }
       if (out.length >= maxTokens) break;
       kv = rollKv(kv, t);
     }
-    return { tokenIds: out, finishReason: reason };
+    return { tokenIds: out, logprobs: lps, finishReason: reason };
   });
 }

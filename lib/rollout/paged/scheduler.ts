@@ -54,6 +54,8 @@ export type FinishReason = 'stop' | 'length' | 'abort';
 
 export interface SampleResult {
   tokenIds: number[];
+  /** Log-prob of each token under the distribution it was sampled from, when the executor reports them. */
+  logprobs?: number[];
   finishReason: FinishReason;
   /** The prompt left no room in the context: no token was sampled. */
   noRoom?: true;
@@ -85,6 +87,16 @@ export interface StepCounts {
   prefillSaved: number;
   preemptions: number;
   copies: number;
+}
+
+/**
+ * What executing a step gives back, per plan.seqs[i]: the tokens drawn (its
+ * sampleIndices.length of them, in that order; none mid-prefill) and, optionally, their
+ * log-probs under the distribution actually sampled from.
+ */
+export interface StepOutput {
+  tokens: readonly (readonly number[])[];
+  logprobs?: readonly (readonly number[])[];
 }
 
 /** What the device runs in one step. */
@@ -123,6 +135,8 @@ interface Seq {
   j: number;
   fork: number;
   tokens: number[];
+  /** Log-probs of its sampled tokens (kept through preemption: recompute does not resample). */
+  logprobs: number[];
   numComputed: number;
   table: number[];
   /** Leading full blocks in the prefix cache, and the entry of the last of them. */
@@ -192,7 +206,7 @@ export class Scheduler {
     const r: ReqState = { id, req, n, promptLen, maxTokens, stop: new Set(req.stopTokenIds ?? []), samples: new Array(n).fill(undefined), left: n };
     this.requests.set(id, r);
     if (maxTokens <= 0) {
-      r.samples = Array.from({ length: n }, () => ({ tokenIds: [], finishReason: 'length', noRoom: true }));
+      r.samples = Array.from({ length: n }, () => ({ tokenIds: [], logprobs: [], finishReason: 'length', noRoom: true }));
       r.left = 0;
       return id;
     }
@@ -286,12 +300,18 @@ export class Scheduler {
   }
 
   /**
-   * Applies a step's results: `sampled[i]` holds the tokens drawn for plan.seqs[i]
-   * (sampleIndices.length of them, in that order). Returns the requests that finished.
+   * Applies a step's results (StepOutput). Returns the requests that finished.
    */
-  complete(plan: StepPlan, sampled: readonly (readonly number[])[]): number[] {
+  complete(plan: StepPlan, out: StepOutput): number[] {
     if (this.pendingPlan !== plan) throw new RolloutError(`complete() got step ${plan.step}, which is not the step planned last`);
+    const sampled = out.tokens, lps = out.logprobs;
     if (sampled.length !== plan.seqs.length) throw new RolloutError(`complete(): ${sampled.length} sample lists for ${plan.seqs.length} sequences`);
+    if (lps !== undefined && lps.length !== plan.seqs.length) throw new RolloutError(`complete(): ${lps.length} log-prob lists for ${plan.seqs.length} sequences`);
+    plan.seqs.forEach((p, i) => {
+      const n = p.sampleIndices.length, got = sampled[i].length, lp = lps?.[i];
+      if (got !== n) throw new RolloutError(`complete(): sequence ${p.seqId} needs ${n} sampled tokens, got ${got}`);
+      if (lp !== undefined && lp.length !== n) throw new RolloutError(`complete(): sequence ${p.seqId} has ${n} sampled tokens but ${lp.length} log-probs`);
+    });
     this.pendingPlan = null;
     const byId = new Map(this.running.map((s) => [s.id, s]));
     const done: Seq[] = [];
@@ -306,13 +326,13 @@ export class Scheduler {
       s.numComputed += p.tokenIds.length;
       if (this.prefixSharing) this.cacheFullBlocks(s);
       if (p.sampleIndices.length === 0) continue;
-      const toks = sampled[i];
-      if (toks.length !== p.sampleIndices.length) throw new RolloutError(`complete(): sequence ${s.id} needs ${p.sampleIndices.length} sampled tokens, got ${toks.length}`);
+      const toks = sampled[i], lp = lps?.[i];
       const family = [s];
       if (s.fork > 1) {
         const at = this.running.indexOf(s);
         for (let j = 1; j < s.fork; j++) {
           const c = this.newSeq(s.r, j, 1, [...s.tokens]);
+          c.logprobs = [...s.logprobs];
           c.table = this.pool.fork(s.table);
           c.numComputed = s.numComputed;
           c.cachedBlocks = s.cachedBlocks;
@@ -329,6 +349,7 @@ export class Scheduler {
       family.forEach((f, q) => {
         const t = toks[q];
         f.tokens.push(t);
+        if (lp !== undefined) f.logprobs.push(lp[q]);
         f.decoding = true;
         const produced = f.tokens.length - f.r.promptLen;
         if (f.r.stop.has(t)) this.finish(f, 'stop', done);
@@ -363,7 +384,7 @@ export class Scheduler {
     if (r.left === 0) return;
     const end = (s: Seq) => {
       const js = s.fork > 1 ? Array.from({ length: s.fork }, (_, q) => s.j + q) : [s.j];
-      for (const j of js) r.samples[j] = { tokenIds: s.tokens.slice(r.promptLen), finishReason: 'abort' };
+      for (const j of js) r.samples[j] = this.sample(s, 'abort');
       // a plan in flight may still read this table: release its blocks (not reused before the
       // next schedule()) and leave the array as it is
       for (let i = s.table.length - 1; i >= 0; i--) this.pool.release(s.table[i]);
@@ -403,7 +424,7 @@ export class Scheduler {
   }
 
   private newSeq(r: ReqState, j: number, fork: number, tokens: number[]): Seq {
-    return { id: this.nextSeq++, r, j, fork, tokens, numComputed: 0, table: [], cachedBlocks: 0, last: null, decoding: false, state: 'waiting', cacheable: true };
+    return { id: this.nextSeq++, r, j, fork, tokens, logprobs: [], numComputed: 0, table: [], cachedBlocks: 0, last: null, decoding: false, state: 'waiting', cacheable: true };
   }
 
   /** The most recently admitted running sequence not yet given work this step. */
@@ -453,8 +474,13 @@ export class Scheduler {
     }
   }
 
+  private sample(s: Seq, reason: FinishReason): SampleResult {
+    const tokenIds = s.tokens.slice(s.r.promptLen);
+    return s.logprobs.length === tokenIds.length ? { tokenIds, logprobs: [...s.logprobs], finishReason: reason } : { tokenIds, finishReason: reason };
+  }
+
   private finish(s: Seq, reason: FinishReason, done: Seq[]): void {
-    s.r.samples[s.j] = { tokenIds: s.tokens.slice(s.r.promptLen), finishReason: reason };
+    s.r.samples[s.j] = this.sample(s, reason);
     s.r.left--;
     s.state = 'done';
     this.pool.freeTable(s.table);

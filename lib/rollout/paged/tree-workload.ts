@@ -83,7 +83,9 @@ export class TreeWorkload {
 export async function runTurn(s: Scheduler, exec: StepExecutor, requests: PagedRequest[]): Promise<TurnResult> {
   const ids = requests.map((r) => s.submit(r));
   await drain(s, exec);
-  return { requests, ids, samples: ids.map((id) => s.result(id)) };
+  const samples = ids.map((id) => s.result(id));
+  for (const id of ids) s.forget(id);
+  return { requests, ids, samples };
 }
 
 export interface TreeRun {

@@ -54,7 +54,7 @@ describe('Scheduler', () => {
     const b = s.submit({ promptIds: range(0, 30), maxTokens: 100, seed: 3 });
     const c = s.submit({ promptIds: range(0, 40), maxTokens: 5 });
     const d = s.submit({ promptIds: range(0, 45), maxTokens: 5, n: 2 });
-    assert.deepEqual(s.result(c), [{ tokenIds: [], finishReason: 'length', noRoom: true }]);
+    assert.deepEqual(s.result(c), [{ tokenIds: [], logprobs: [], finishReason: 'length', noRoom: true }]);
     assert.equal(s.result(d).length, 2);
     await drain(s, model, () => s.audit());
     const ra = s.result(a);
@@ -146,14 +146,16 @@ describe('Scheduler', () => {
     assert.deepEqual(s.result(id), runAlone({ promptIds: range(0, 30), maxTokens: 5 }, VOCAB, 200));
   });
 
-  it('refuses to plan twice without completing, and a completion of another step', () => {
+  it('refuses to plan twice without completing, completions of the wrong shape (changing nothing), and a completion of another step', () => {
     const { s, model } = setup(8, 4, { maxModelLen: 50 });
     s.submit({ promptIds: [1, 2, 3], maxTokens: 3 });
     const p = s.schedule();
     assert.throws(() => s.schedule(), /step 0 was planned but not completed/);
-    assert.throws(() => s.complete(p, []), /complete\(\): 0 sample lists for 1 sequences/);
+    assert.throws(() => s.complete(p, { tokens: [] }), /complete\(\): 0 sample lists for 1 sequences/);
+    assert.throws(() => s.complete(p, { tokens: [[1, 2]] }), /complete\(\): sequence 0 needs 1 sampled tokens, got 2/);
+    assert.throws(() => s.complete(p, { tokens: [[1]], logprobs: [[]] }), /complete\(\): sequence 0 has 1 sampled tokens but 0 log-probs/);
     s.complete(p, model.execute(p));
-    assert.throws(() => s.complete(p, [[1]]), /complete\(\) got step 0, which is not the step planned last/);
+    assert.throws(() => s.complete(p, { tokens: [[1]] }), /complete\(\) got step 0, which is not the step planned last/);
   });
 });
 
@@ -169,7 +171,7 @@ describe('Scheduler.abort and releaseCached while running', () => {
     step(s, model); step(s, model); step(s, model);
     const waitingOne = s.submit({ promptIds: range(60, 99), maxTokens: 4 });
     s.abort(waitingOne);
-    assert.deepEqual(s.result(waitingOne), [{ tokenIds: [], finishReason: 'abort' }]);
+    assert.deepEqual(s.result(waitingOne), [{ tokenIds: [], logprobs: [], finishReason: 'abort' }]);
     const plan = s.schedule();
     s.abort(ids[0]); // in flight
     s.audit();
@@ -181,6 +183,7 @@ describe('Scheduler.abort and releaseCached while running', () => {
       assert.equal(x.finishReason, 'abort');
       assert.ok(x.tokenIds.length >= 1);
       assert.deepEqual(x.tokenIds, alone0[j].tokenIds.slice(0, x.tokenIds.length));
+      assert.deepEqual(x.logprobs, alone0[j].logprobs!.slice(0, x.tokenIds.length));
     });
     await drain(s, model, () => s.audit());
     assert.deepEqual(s.result(ids[1]), runAlone(reqs[1], VOCAB, 200));
@@ -204,5 +207,22 @@ describe('Scheduler.abort and releaseCached while running', () => {
     s.submit({ promptIds: range(0, 9), maxTokens: 2, seed: 1 });
     await drain(s, model, () => s.audit());
     assert.equal(pool.cache.size, 2);
+  });
+});
+
+it('samples without log-probs when the executor reports none; with them, each token keeps its own through forks and preemption', async () => {
+  const { s, model } = setup(9, 4, { maxModelLen: 100, tokenBudget: 64 });
+  const bare = { execute: (p: Parameters<typeof model.execute>[0]) => ({ tokens: model.execute(p).tokens }) };
+  const a = s.submit({ promptIds: range(0, 6), n: 2, maxTokens: 5, seed: 1 });
+  await drain(s, bare);
+  assert.deepEqual(s.result(a).map((x) => Object.keys(x).sort()), [['finishReason', 'tokenIds'], ['finishReason', 'tokenIds']]);
+  const reqs = [0, 1, 2].map((k) => ({ promptIds: range(10 * k, 10 * k + 6), n: 2, maxTokens: 10, seed: k }));
+  const ids = reqs.map((r) => s.submit(r));
+  await drain(s, model, () => s.audit());
+  assert.ok(s.metrics.preemptions > 0);
+  reqs.forEach((r, k) => {
+    const got = s.result(ids[k]), want = runAlone(r, VOCAB, 100);
+    assert.deepEqual(got, want);
+    assert.notDeepEqual(got[0].logprobs, got[1].logprobs);
   });
 });
