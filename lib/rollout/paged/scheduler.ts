@@ -34,6 +34,8 @@ export interface PagedRequest {
   stopTokenIds?: readonly number[];
   /** Sampling seed, passed through to the plan (sample j draws from the stream (seed, j)). */
   seed?: number;
+  /** Sampling options for the executor (0 = greedy / off), passed through untouched. */
+  sampling?: Readonly<{ temperature?: number; topP?: number; topK?: number; minP?: number }>;
 }
 
 export interface SchedulerOptions {
