@@ -43,6 +43,8 @@ const MAX_MODEL_LEN = 40_960;
 interface Side {
   prefill_tokens: number;
   prefill_saved: number;
+  /** Of prefill_saved: prefix-cache hits (the rest: the n samples of a prompt forked after computing it once). */
+  cache_hit_tokens: number;
   decode_tokens: number;
   preemptions: number;
   cow_copies: number;
@@ -60,7 +62,7 @@ function quantile(xs: number[], q: number): number {
 
 function side(m: SchedulerMetrics, hostMs: number[]): Side {
   return {
-    prefill_tokens: m.prefillTokens, prefill_saved: m.prefillSaved, decode_tokens: m.decodeTokens, preemptions: m.preemptions, cow_copies: m.copies,
+    prefill_tokens: m.prefillTokens, prefill_saved: m.prefillSaved, cache_hit_tokens: m.cacheHitTokens, decode_tokens: m.decodeTokens, preemptions: m.preemptions, cow_copies: m.copies,
     steps: m.steps, max_batch: m.maxBatch, host_us_median: Math.round(1000 * quantile(hostMs, 0.5)), host_us_p99: Math.round(1000 * quantile(hostMs, 0.99)),
   };
 }

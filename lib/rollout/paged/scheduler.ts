@@ -87,6 +87,8 @@ export interface StepCounts {
   decodeTokens: number;
   /** Prompt tokens not computed thanks to sharing: prefix-cache hits plus (n - 1) x prompt at each fork. */
   prefillSaved: number;
+  /** The part of prefillSaved that prefix-cache hits gave (the rest: forks). */
+  cacheHitTokens: number;
   preemptions: number;
   copies: number;
 }
@@ -172,7 +174,7 @@ export class Scheduler {
   private pendingPlan: StepPlan | null = null;
   /** Sequences aborted since the last schedule(): complete() skips them. */
   private readonly aborted = new Set<number>();
-  readonly metrics: SchedulerMetrics = { steps: 0, prefillTokens: 0, decodeTokens: 0, prefillSaved: 0, preemptions: 0, copies: 0, maxBatch: 0 };
+  readonly metrics: SchedulerMetrics = { steps: 0, prefillTokens: 0, decodeTokens: 0, prefillSaved: 0, cacheHitTokens: 0, preemptions: 0, copies: 0, maxBatch: 0 };
 
   constructor(pool: KvPool, o: SchedulerOptions) {
     this.pool = pool;
@@ -238,7 +240,7 @@ export class Scheduler {
   schedule(): StepPlan {
     if (this.pendingPlan !== null) throw new RolloutError(`step ${this.pendingPlan.step} was planned but not completed`);
     this.aborted.clear();
-    const counts: StepCounts = { prefillTokens: 0, decodeTokens: 0, prefillSaved: 0, preemptions: 0, copies: 0 };
+    const counts: StepCounts = { prefillTokens: 0, decodeTokens: 0, prefillSaved: 0, cacheHitTokens: 0, preemptions: 0, copies: 0 };
     const plan: StepPlan = { step: this.stepNo++, copies: [], seqs: [], preempted: [], counts };
     let budget = this.tokenBudget;
     const given = new Set<Seq>();
@@ -281,6 +283,7 @@ export class Scheduler {
       s.cachedBlocks = hits.length;
       s.last = hits.length > 0 ? hits[hits.length - 1] : null;
       counts.prefillSaved += hitTokens;
+      counts.cacheHitTokens += hitTokens;
       s.state = 'running';
       this.running.push(s);
       this.give(s, k, plan, given);
@@ -295,6 +298,7 @@ export class Scheduler {
     m.prefillTokens += counts.prefillTokens;
     m.decodeTokens += counts.decodeTokens;
     m.prefillSaved += counts.prefillSaved;
+    m.cacheHitTokens += counts.cacheHitTokens;
     m.preemptions += counts.preemptions;
     m.copies += counts.copies;
     this.pendingPlan = plan;

@@ -30,7 +30,7 @@ describe('Scheduler', () => {
     s.submit({ promptIds: range(100, 130), maxTokens: 4, seed: 2 });
     const p = step(s, model);
     assert.deepEqual(p.seqs.map((q) => [q.kind, q.tokenIds.length]), [['decode', 1], ['decode', 1], ['decode', 1], ['prefill', 5]]);
-    assert.deepEqual(p.counts, { prefillTokens: 5, decodeTokens: 3, prefillSaved: 0, preemptions: 0, copies: 2 });
+    assert.deepEqual(p.counts, { prefillTokens: 5, decodeTokens: 3, prefillSaved: 0, cacheHitTokens: 0, preemptions: 0, copies: 2 });
     const q = step(s, model);
     assert.deepEqual(q.seqs.map((x) => [x.kind, x.start, x.tokenIds.length]), [['decode', 3, 1], ['decode', 3, 1], ['decode', 3, 1], ['prefill', 5, 5]]);
   });
@@ -114,6 +114,8 @@ describe('Scheduler', () => {
     // was never computed; then the fork of 2 saves one more prompt
     assert.equal(q.counts.prefillTokens, follow.length - 24);
     assert.equal(q.counts.prefillSaved, 24 + follow.length);
+    assert.equal(q.counts.cacheHitTokens, 24);
+    assert.equal(p.counts.cacheHitTokens, 0);
     await drain(s, model, () => s.audit());
     assert.deepEqual(s.result(b), runAlone({ promptIds: follow, n: 2, maxTokens: 4, seed: 6 }, VOCAB, 200));
     assert.equal(s.metrics.prefillSaved - before, 24 + follow.length);
