@@ -1,6 +1,6 @@
 // Paged KV cache, prefix sharing and continuous batching: the host-side units that decide
 // what the device computes each step (docs/rollout.md, "Paged KV and prefix sharing").
-export { kvBlockBytes, kvBlocksForMemory, kvBytesPerToken, type KvBudget, type KvBudgetOptions, type KvShape } from './memory.js';
+export { kvBlockBytes, kvBlocksForMemory, kvBytesPerToken, kvShapeOf, type KvBudget, type KvBudgetOptions, type KvShape } from './memory.js';
 export { BlockAllocator } from './block-allocator.js';
 export { blocksFor, slotMapping, slotOf, type BlockCopy } from './block-table.js';
 export { PrefixCache, type CacheEntry } from './prefix-cache.js';

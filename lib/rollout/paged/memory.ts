@@ -1,5 +1,6 @@
 // How many KV blocks fit in a byte budget: the size of one token's keys and values for a model
 // shape, and the pool a device can give the rollout phase after the training state.
+import type { ModelShape } from '../../gpu/memory-plan.js';
 import { RolloutError } from '../types.js';
 
 /** What sizes a token's KV: the model's attention shape and the cache's element type. */
@@ -10,6 +11,11 @@ export interface KvShape {
   headDim: number;
   /** Bytes per cached element: 2 for bf16/fp16, 4 for fp32. */
   dtypeBytes: number;
+}
+
+/** The KV shape of a model as lib/gpu/memory-plan describes it (config.json's fields); bf16 cache by default. */
+export function kvShapeOf(s: Pick<ModelShape, 'layers' | 'kvHeads' | 'headDim'>, dtypeBytes = 2): KvShape {
+  return { numLayers: s.layers, numKvHeads: s.kvHeads, headDim: s.headDim, dtypeBytes };
 }
 
 function positiveInt(name: string, v: number): number {

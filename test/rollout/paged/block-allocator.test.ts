@@ -1,7 +1,8 @@
 // The KV block allocator, the memory-budget helpers and block-table operations (fork, copy-on-write).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BlockAllocator, KvPool, kvBlockBytes, kvBlocksForMemory, kvBytesPerToken, slotMapping, type BlockCopy } from '../../../lib/rollout/paged/index.js';
+import { modelShapeFromHfConfig } from '../../../lib/gpu/memory-plan.js';
+import { BlockAllocator, KvPool, kvBlockBytes, kvBlocksForMemory, kvBytesPerToken, kvShapeOf, slotMapping, type BlockCopy } from '../../../lib/rollout/paged/index.js';
 
 const QWEN3_06B = { numLayers: 28, numKvHeads: 8, headDim: 128, dtypeBytes: 2 };
 
@@ -68,6 +69,13 @@ describe('KV memory budget', () => {
     assert.equal(kvBytesPerToken(QWEN3_06B), 2 * 8 * 128 * 28 * 2);
     assert.equal(kvBytesPerToken(QWEN3_06B), 114_688);
     assert.equal(kvBlockBytes(QWEN3_06B, 16), 16 * 114_688);
+  });
+
+  it('takes the shape from config.json through the GPU memory plan\'s reader', () => {
+    const cfg = { model_type: 'qwen3', vocab_size: 151936, hidden_size: 1024, intermediate_size: 3072, num_hidden_layers: 28,
+      num_attention_heads: 16, num_key_value_heads: 8, head_dim: 128, tie_word_embeddings: true };
+    assert.deepEqual(kvShapeOf(modelShapeFromHfConfig(cfg)), QWEN3_06B);
+    assert.equal(kvBytesPerToken(kvShapeOf(modelShapeFromHfConfig(cfg), 4)), 2 * 114_688);
   });
 
   it('turns free memory after the training state into a block count', () => {
