@@ -17,9 +17,10 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { packSequences, PolicyModel, presets, type ModelSizes } from '../lib/model/index.js';
+import { packSequences, PolicyModel } from '../lib/model/index.js';
 import { cpuInfo } from '../lib/native.js';
 import { machineInfo } from './common.js';
+import { gemmShapes, modelCases, type ModelCase } from './model-shapes.js';
 import { describePeer, type TorchPeer } from './peer.js';
 
 const argv = process.argv.slice(2);
@@ -28,11 +29,8 @@ const opt = (f: string) => { const i = argv.indexOf(f); return i >= 0 ? argv[i +
 const quick = flag('--quick');
 const log = (s: string) => process.stderr.write(s + '\n');
 
-interface Case { name: string; sizes: ModelSizes; seqs: number; seqLen: number; trainIters: number; prompts: number; promptLen: number; newTokens: number }
-const cases: Case[] = [
-  { name: 'small', sizes: { ...presets.small, dtype: 'float32' }, seqs: 4, seqLen: 128, trainIters: quick ? 1 : 3, prompts: 4, promptLen: 32, newTokens: quick ? 8 : 32 },
-  { name: 'qwen3-0.6b-2layers', sizes: { ...presets['qwen3-0.6b'], numLayers: 2, dtype: 'float32' }, seqs: 2, seqLen: 128, trainIters: quick ? 1 : 2, prompts: 4, promptLen: 32, newTokens: quick ? 4 : 16 },
-];
+type Case = ModelCase;
+const cases: Case[] = modelCases(quick);
 
 interface Row { name: string; metric: string; shape: string; native: number; torch: number | null; unit: string; torch_ratio: number | null; native_peak_mb: number; torch_peak_mb: number | null }
 const rows: Row[] = [];
@@ -99,18 +97,6 @@ out['peak_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
 `;
 
-/** The model's own matrix products as (name, m, k, n): y[m,n] = x[m,k] w[k,n]. */
-function gemmShapes(c: Case): [string, number, number, number][] {
-  const s = c.sizes, T = c.seqs * c.seqLen, q = s.numHeads * s.headDim, kv = s.numKvHeads * s.headDim;
-  const H = s.hiddenSize, I = s.intermediateSize;
-  return [
-    [`${c.name} q fwd`, T, H, q], [`${c.name} k/v fwd`, T, H, kv], [`${c.name} o fwd`, T, q, H],
-    [`${c.name} gate/up fwd`, T, H, I], [`${c.name} gate/up dx`, T, I, H], [`${c.name} gate/up dw`, I, T, H],
-    [`${c.name} down fwd`, T, I, H], [`${c.name} down dx`, T, H, I], [`${c.name} down dw`, H, T, I],
-    [`${c.name} lm head fwd`, T, H, s.vocabSize], [`${c.name} decode gate/up`, c.prompts, H, I],
-  ];
-}
-
 const PEER = String.raw`
 import json, sys, torch_peer
 threads, shapes = int(sys.argv[1]), json.loads(sys.argv[2])
@@ -121,7 +107,7 @@ print(json.dumps({'peer': info, 'gemm': torch_peer.gemm([tuple(x) for x in shape
 /** The peer's configuration and GEMM figures on the configs' shapes; null without torch. */
 function runPeer(): { peer: TorchPeer; gemm: unknown } | null {
   if (flag('--no-torch')) return null;
-  const shapes = cases.flatMap(gemmShapes);
+  const shapes = cases.flatMap((c) => gemmShapes(c).map(([name, m, k, n]) => [name, m, k, n]));
   log(`PyTorch peer: configuration and GEMM on ${shapes.length} model shapes ...`);
   const r = spawnSync('/usr/bin/python3', ['-c', PEER, String(threads), JSON.stringify(shapes)], {
     encoding: 'utf8', maxBuffer: 1 << 24, env: { ...process.env, PYTHONPATH: new URL('.', import.meta.url).pathname },

@@ -117,3 +117,33 @@ def gemm(shapes, reps=5):
     else:
         out_meta = {"numpy_version": None}
     return {"shapes": out, **out_meta, "note": "float32, one product per call, best of reps (median also given); GFLOP/s = 2mkn / best"}
+
+
+def serve_gemm(threads, stdin=None, stdout=None):
+    """Answers GEMM timing requests, one JSON line each, so that a benchmark can interleave the peer
+    with its own runs in one session: {"m", "k", "n", "reps"} -> {"torch_best_ms", "numpy_best_ms"}
+    (float32, row-major (m x k) @ (k x n), best of reps after one warm-up). Stops at end of input."""
+    import json
+    import sys
+
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(threads)
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    g = torch.Generator().manual_seed(0)
+    cache = {}
+    for line in stdin:
+        req = json.loads(line)
+        m, k, n, reps = req["m"], req["k"], req["n"], req["reps"]
+        if (m, k, n) not in cache:
+            cache.clear()
+            a = torch.randn(m, k, generator=g)
+            b = torch.randn(k, n, generator=g)
+            cache[(m, k, n)] = (a, b, a.numpy(), b.numpy())
+        a, b, an, bn = cache[(m, k, n)]
+        tb, _ = time_ms(lambda: torch.mm(a, b), reps)
+        nb, _ = time_ms(lambda: an @ bn, reps)
+        stdout.write(json.dumps({"torch_best_ms": tb, "numpy_best_ms": nb}) + "\n")
+        stdout.flush()
