@@ -533,6 +533,12 @@ export class ModelEngine {
   zeroGrad(): void { this.e.zeroGrad(); }
   makeReference(): void { this.e.makeReference(); }
   memory(): ReturnType<RawEngine['memory']> { return this.e.memory(); }
+  /** bf16 weights for generation and/or the layers' forward (docs/model.md, "bf16 weights"). */
+  setBf16(use: { generate: boolean; forward: boolean }): void {
+    if (!this.e.setBf16) throw new MurphyNativeError('setBf16: this native binary predates bf16 weights; rebuild it (npm run build:native)', 'ENOLIB');
+    this.e.setBf16(use);
+  }
+  bf16(): { generate: boolean; forward: boolean } { return this.e.bf16?.() ?? { generate: false, forward: false }; }
 
   save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<void> {
     return withCallerStack(this.e.save(dir, dtype, maxShardBytes), callSite(this.save));

@@ -123,6 +123,9 @@ export interface RawEngine {
   makeReference(): void;
   generate(prompts: Int32Array[], opts: ResolvedGenerateOptions): Promise<RawGeneration[]>;
   memory(): RawMemoryReport;
+  /** Which calls use the bf16 copy of the weights; absent from binaries that predate it. */
+  setBf16?: (use: { generate: boolean; forward: boolean }) => void;
+  bf16?: () => { generate: boolean; forward: boolean };
 }
 
 export interface RawCpuInfo {
