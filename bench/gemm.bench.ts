@@ -1,4 +1,4 @@
-// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N]`
+// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N] [--only TEXT]`
 // (also `npm run bench -- --gemm ...`).
 //
 // Each matrix product of the model benchmark's configs (bench/model-shapes.ts: the projections'
@@ -101,6 +101,7 @@ const loadStart = os.loadavg();
 const rows: Row[] = [];
 for (const c of modelCases(quick)) {
   for (const [name, m, k, n, product] of gemmShapes(c)) {
+    if (opt('--only') && !name.includes(opt('--only')!)) continue;
     // The linear layer's sizes (tokens, out, in) behind the plain (m x k) (k x n) product.
     const L = product === 'forward' ? { m, n, k } : product === 'backwardInput' ? { m, n: k, k: n } : { m: k, n: m, k: n };
     const aLen = product === 'forward' ? L.m * L.k : L.m * L.n;

@@ -160,17 +160,23 @@ void pack_a(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int mr, int6
 // Panels of NR columns: dst[p NR kc + k NR + j] = B(k0 + k, j0 + p NR + j), 0 past ncols.
 void pack_b(const float* B, int64_t b_rs, int64_t b_cs, int64_t k0, int64_t kc, int64_t j0, int64_t ncols,
             float* dst) {
+  if (b_cs == 1) {  // rows of B contiguous: read each row's segment front to back (one stream per row)
+    const int64_t np = (ncols + NR - 1) / NR;
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = B + (k0 + k) * b_rs + j0;
+      for (int64_t p = 0; p < np; ++p) {
+        const int64_t nr = imin(NR, ncols - p * NR);
+        float* d = dst + p * NR * kc + k * NR;
+        _mm512_store_ps(d, _mm512_maskz_loadu_ps(lanes(nr), src + p * NR));
+        _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(lanes(nr - 16), src + p * NR + 16));
+      }
+    }
+    return;
+  }
   for (int64_t p = 0; p * NR < ncols; ++p) {
     const int64_t jp = j0 + p * NR, nr = imin(NR, ncols - p * NR);
     float* d = dst + p * NR * kc;
-    const __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
-    if (b_cs == 1) {
-      const float* src = B + k0 * b_rs + jp;
-      for (int64_t k = 0; k < kc; ++k) {
-        _mm512_store_ps(d + k * NR, _mm512_maskz_loadu_ps(m0, src + k * b_rs));
-        _mm512_store_ps(d + k * NR + 16, _mm512_maskz_loadu_ps(m1, src + k * b_rs + 16));
-      }
-    } else if (b_rs == 1) {
+    if (b_rs == 1) {
       const float* src = B + k0 + jp * b_cs;
       transpose_pack(src, b_cs, int(imin(16, nr)), kc, d, NR, 0xffff);
       transpose_pack(src + 16 * b_cs, b_cs, int(nr > 16 ? nr - 16 : 0), kc, d + 16, NR, 0xffff);
@@ -396,6 +402,12 @@ using Strip = void (*)(int64_t, const float*, const float*, int64_t, float*, int
 // Packs the B block of a task: rows [k0, k0 + kc) x columns [j0, j0 + ncols) into NR-panels.
 using PackB = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t ncols, float* dst)>;
 
+// Products below this many flops run on the calling thread: waking the pool costs more (~10 us)
+// than the product itself.
+constexpr double kSerialFlops = 2e6;
+// parallel_for's grain for n items of a product of `flops`: everything in one chunk when small.
+int64_t grain_for(int64_t n, double flops, int64_t grain) { return flops < kSerialFlops ? (n > 0 ? n : 1) : grain; }
+
 struct Grid {
   int64_t mcb, ncb, tm, tn;
 };
@@ -426,7 +438,7 @@ void drive(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_
            const PackB& pack_b, Strip strip, float* C, int64_t ldc, float beta) {
   const Grid g = plan(M, N);
   const int base_mode = beta == 0.0f ? 0 : (beta == 1.0f ? 1 : 2);
-  parallel_for(g.tm * g.tn, 1, [&](int64_t t0, int64_t t1) {
+  parallel_for(g.tm * g.tn, grain_for(g.tm * g.tn, 2.0 * double(M) * double(N) * double(K), 1), [&](int64_t t0, int64_t t1) {
     float* bbuf = t_bpack.get(size_t(KC * round_up(g.ncb, NR)));
     float* abuf = t_apack.get(size_t(MR * KC + 16));
     for (int64_t t = t0; t < t1; ++t) {
@@ -456,7 +468,7 @@ void gemm_f32(const GemmArgs& a) {
 }
 
 void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
-  parallel_for((N + 3) / 4, 8, [&](int64_t b0, int64_t b1) {
+  parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
     v4::skinny_f32(X, W, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
   });
 }
@@ -467,9 +479,9 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
   if (!dpbf16) {
     // X rounded to bf16 (kept as f32), W widened while packing: the f32 kernels.
     CallBuf xr(size_t(M * K));
-    parallel_for(M, 16, [&](int64_t r0, int64_t r1) { v4::round_rows_bf16(X + r0 * K, xr.p + r0 * K, (r1 - r0) * K); });
+    parallel_for(M, grain_for(M, 100.0 * double(M) * double(K), 16), [&](int64_t r0, int64_t r1) { v4::round_rows_bf16(X + r0 * K, xr.p + r0 * K, (r1 - r0) * K); });
     if (M <= kSkinnyRows) {
-      parallel_for((N + 3) / 4, 8, [&](int64_t b0, int64_t b1) {
+      parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
         v4::skinny_widen(xr.p, Wb, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
       });
       return;
@@ -484,11 +496,11 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
   const int64_t Kp = (K + 1) / 2, ldx = round_up(Kp, 16);
   CallBuf xp(size_t(M * ldx));
   uint32_t* Xp = reinterpret_cast<uint32_t*>(xp.p);
-  parallel_for(M, 16, [&](int64_t r0, int64_t r1) {
+  parallel_for(M, grain_for(M, 100.0 * double(M) * double(K), 16), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) v4::pair_row_bf16(X + r * K, Xp + r * ldx, K, ldx);
   });
   if (M <= kSkinnyRows) {
-    parallel_for((N + 3) / 4, 8, [&](int64_t b0, int64_t b1) {
+    parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
       v4bf::skinny_dp(Xp, ldx, Wb, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
     });
     return;
