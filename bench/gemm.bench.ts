@@ -1,4 +1,4 @@
-// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N] [--only TEXT]`
+// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N] [--only TEXT] [--cpu-time]`
 // (also `npm run bench -- --gemm ...`).
 //
 // Each matrix product of the model benchmark's configs (bench/model-shapes.ts: the projections'
@@ -10,10 +10,14 @@
 // all rounds of a best-of-reps, so that a busy machine's slow moments fall out of all sides alike.
 // Ratios: native fp32 / the faster of torch and numpy (the OpenBLAS peer); bf16 / native fp32.
 // The 1-minute load average is recorded per shape: on a shared machine absolute figures mean little.
+// --cpu-time: one thread on both sides (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)) and
+// CPU time instead of wall time (process.cpuUsage(), time.process_time()): a per-core comparison
+// that time-slicing by other processes on a busy machine does not distort (their cache traffic
+// still does).
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import os from 'node:os';
-import { cpuInfo, gemmInfo, linearProduct, type LinearProductKind } from '../lib/native.js';
+import { cpuInfo, gemmInfo, linearProduct, setNumThreads, type LinearProductKind } from '../lib/native.js';
 import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
 import { gemmShapes, modelCases } from './model-shapes.js';
 import { describePeer, type TorchPeer } from './peer.js';
@@ -21,6 +25,8 @@ import { describePeer, type TorchPeer } from './peer.js';
 const { flag, opt } = cliArgs();
 const quick = flag('--quick');
 const rounds = Number(opt('--rounds') ?? (quick ? 1 : 3));
+const cpuTime = flag('--cpu-time');
+if (cpuTime) setNumThreads(1);
 const threads = cpuInfo().threads;
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const load1 = () => Math.round(os.loadavg()[0] * 100) / 100;
@@ -32,8 +38,9 @@ async function startPeer(): Promise<PeerProc | null> {
   if (flag('--no-torch')) return null;
   const code = 'import json, sys, torch_peer\n'
     + `print(json.dumps(torch_peer.peer_info(${threads})), flush=True)\n`
-    + `torch_peer.serve_gemm(${threads})\n`;
-  const p = spawn('/usr/bin/python3', ['-c', code], { env: { ...process.env, PYTHONPATH: new URL('.', import.meta.url).pathname }, stdio: ['pipe', 'pipe', 'pipe'] });
+    + `torch_peer.serve_gemm(${threads}, cpu_time=${cpuTime ? 'True' : 'False'})\n`;
+  const env = { ...process.env, PYTHONPATH: new URL('.', import.meta.url).pathname, ...(cpuTime ? { OPENBLAS_NUM_THREADS: '1' } : {}) };
+  const p = spawn('/usr/bin/python3', ['-c', code], { env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   p.stderr.on('data', (d) => { stderr += String(d); });
   const lines = createInterface({ input: p.stdout })[Symbol.asyncIterator]();
@@ -76,12 +83,20 @@ function toBf16Bits(a: Float32Array): Uint16Array {
   return out;
 }
 
+/** Best of reps in ms: wall time, or with --cpu-time this process's CPU time (user + system). */
 function bestMs(fn: () => void, reps: number): number {
   let best = Infinity;
   for (let r = 0; r < reps; r++) {
-    const t0 = performance.now();
-    fn();
-    best = Math.min(best, performance.now() - t0);
+    if (cpuTime) {
+      const c0 = process.cpuUsage();
+      fn();
+      const c = process.cpuUsage(c0);
+      best = Math.min(best, (c.user + c.system) / 1000);
+    } else {
+      const t0 = performance.now();
+      fn();
+      best = Math.min(best, performance.now() - t0);
+    }
   }
   return best;
 }
@@ -150,7 +165,7 @@ const jsonPath = opt('--json');
 if (jsonPath) {
   writeJsonAtomic(jsonPath, {
     date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
-    threads, native_path: gemm.best, rounds, quick, torch_peer: peer?.info ?? null,
+    threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: gemm.best, rounds, quick, torch_peer: peer?.info ?? null,
     note: 'float32 GEMM (and bf16-weight forward); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms',
     rows,
   });

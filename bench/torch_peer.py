@@ -74,15 +74,16 @@ def peer_info(threads):
     }
 
 
-def time_ms(fn, reps, warmup=1):
-    """Best and median wall time of fn() in ms over `reps` runs, after `warmup` untimed runs."""
+def time_ms(fn, reps, warmup=1, clock=time.perf_counter):
+    """Best and median time of fn() in ms over `reps` runs, after `warmup` untimed runs (wall
+    time; clock=time.process_time for this process's CPU time)."""
     for _ in range(warmup):
         fn()
     ts = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
+        ts.append((clock() - t0) * 1e3)
     return min(ts), statistics.median(ts)
 
 
@@ -119,10 +120,11 @@ def gemm(shapes, reps=5):
     return {"shapes": out, **out_meta, "note": "float32, one product per call, best of reps (median also given); GFLOP/s = 2mkn / best"}
 
 
-def serve_gemm(threads, stdin=None, stdout=None):
+def serve_gemm(threads, stdin=None, stdout=None, cpu_time=False):
     """Answers GEMM timing requests, one JSON line each, so that a benchmark can interleave the peer
     with its own runs in one session: {"m", "k", "n", "reps"} -> {"torch_best_ms", "numpy_best_ms"}
-    (float32, row-major (m x k) @ (k x n), best of reps after one warm-up). Stops at end of input."""
+    (float32, row-major (m x k) @ (k x n), best of reps after one warm-up; wall time, or this
+    process's CPU time with cpu_time=True). Stops at end of input."""
     import json
     import sys
 
@@ -143,7 +145,8 @@ def serve_gemm(threads, stdin=None, stdout=None):
             b = torch.randn(k, n, generator=g)
             cache[(m, k, n)] = (a, b, a.numpy(), b.numpy())
         a, b, an, bn = cache[(m, k, n)]
-        tb, _ = time_ms(lambda: torch.mm(a, b), reps)
-        nb, _ = time_ms(lambda: an @ bn, reps)
+        clock = time.process_time if cpu_time else time.perf_counter
+        tb, _ = time_ms(lambda: torch.mm(a, b), reps, clock=clock)
+        nb, _ = time_ms(lambda: an @ bn, reps, clock=clock)
         stdout.write(json.dumps({"torch_best_ms": tb, "numpy_best_ms": nb}) + "\n")
         stdout.flush()

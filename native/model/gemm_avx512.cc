@@ -6,8 +6,9 @@
 // Tiles: the output is cut into row blocks (<= MCB rows) x column blocks (<= NCB columns), one
 // task each, run by parallel_for (so the 2D tile space is shared by the threads). A task walks
 // K in slices of KC: it packs its B block (KC x NCB, NR-column panels, k-major: 512 KiB, kept in
-// L2) and, for each MR-row strip, packs the A micro-panel (MR x KC, k-major: 12 KiB, kept in
-// L1) and runs the MR x NR micro-kernel across the block's panels (B streamed from L2).
+// L2) and its rows of A (MR-row strips, k-major), then runs each strip: the MR x NR
+// micro-kernel across the block's panels, the strip's A micro-panel (MR x KC = 12 KiB) staying
+// in L1 while B streams from L2.
 // Micro-kernel: MR = 12 rows x NR = 32 columns = 24 zmm accumulators; per k two B vectors and
 // 12 broadcast A values (24 FMAs per 14 loads). The first K slice writes C (beta 0), adds to it
 // (beta 1) or scales it (other beta); later slices add.
@@ -155,6 +156,25 @@ void pack_a(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int mr, int6
   if (a_cs == 1) return transpose_pack(A + i0 * a_rs + k0, a_rs, mr, kc, dst, MR, mMR);
   for (int64_t k = 0; k < kc; ++k)
     for (int r = 0; r < MR; ++r) dst[k * MR + r] = r < mr ? A[(i0 + r) * a_rs + (k0 + k) * a_cs] : 0.0f;
+}
+
+// pack_a for every MR-row strip of rows [i0, i0 + rows): strip s at dst + s MR kc. Columns of A
+// contiguous (a_rs = 1, dY^T in the weight gradient): each k-row segment is read front to back.
+void pack_a_block(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
+                  float* dst) {
+  const int64_t ns = (rows + MR - 1) / MR;
+  if (a_rs == 1) {
+    const __mmask16 mMR = lanes(MR);
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = A + i0 + (k0 + k) * a_cs;
+      for (int64_t st = 0; st < ns; ++st)
+        _mm512_mask_storeu_ps(dst + st * MR * kc + k * MR, mMR,
+                              _mm512_maskz_loadu_ps(lanes(imin(MR, rows - st * MR)), src + st * MR));
+    }
+    return;
+  }
+  for (int64_t st = 0; st < ns; ++st)
+    pack_a(A, a_rs, a_cs, i0 + st * MR, int(imin(MR, rows - st * MR)), k0, kc, dst + st * MR * kc);
 }
 
 // Panels of NR columns: dst[p NR kc + k NR + j] = B(k0 + k, j0 + p NR + j), 0 past ncols.
@@ -397,7 +417,7 @@ void skinny_dp(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y, int
 
 namespace {
 
-using PackA = void (*)(const float*, int64_t, int64_t, int64_t, int, int64_t, int64_t, float*);
+using PackA = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
 using Strip = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, int, float);
 // Packs the B block of a task: rows [k0, k0 + kc) x columns [j0, j0 + ncols) into NR-panels.
 using PackB = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t ncols, float* dst)>;
@@ -440,19 +460,17 @@ void drive(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_
   const int base_mode = beta == 0.0f ? 0 : (beta == 1.0f ? 1 : 2);
   parallel_for(g.tm * g.tn, grain_for(g.tm * g.tn, 2.0 * double(M) * double(N) * double(K), 1), [&](int64_t t0, int64_t t1) {
     float* bbuf = t_bpack.get(size_t(KC * round_up(g.ncb, NR)));
-    float* abuf = t_apack.get(size_t(MR * KC + 16));
+    float* abuf = t_apack.get(size_t(round_up(g.mcb, MR) * KC + 16));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = (t / g.tn) * g.mcb, i1 = imin(M, i0 + g.mcb);
       const int64_t j0 = (t % g.tn) * g.ncb, nc = imin(N, j0 + g.ncb) - j0;
       for (int64_t k0 = 0; k0 < K; k0 += KC) {
         const int64_t kc = imin(KC, K - k0);
         pack_b(k0, kc, j0, nc, bbuf);
+        pack_a(A, a_rs, a_cs, i0, i1 - i0, k0, kc, abuf);
         const int mode = k0 == 0 ? base_mode : 1;
-        for (int64_t i = i0; i < i1; i += MR) {
-          const int mr = int(imin(MR, i1 - i));
-          pack_a(A, a_rs, a_cs, i, mr, k0, kc, abuf);
-          strip(kc, abuf, bbuf, nc, C + i * ldc + j0, ldc, mr, mode, beta);
-        }
+        for (int64_t i = i0; i < i1; i += MR)
+          strip(kc, abuf + (i - i0) * kc, bbuf, nc, C + i * ldc + j0, ldc, int(imin(MR, i1 - i)), mode, beta);
       }
     }
   });
@@ -464,7 +482,7 @@ void gemm_f32(const GemmArgs& a) {
   const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
     v4::pack_b(a.B, a.b_rs, a.b_cs, k0, kc, j0, nc, dst);
   };
-  drive(a.M, a.N, a.K, a.A, a.a_rs, a.a_cs, v4::pack_a, pb, v4::strip_f32, a.C, a.ldc, a.beta);
+  drive(a.M, a.N, a.K, a.A, a.a_rs, a.a_cs, v4::pack_a_block, pb, v4::strip_f32, a.C, a.ldc, a.beta);
 }
 
 void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
@@ -489,7 +507,7 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
       v4::pack_b_widen(Wb, K, k0, kc, j0, nc, dst);
     };
-    drive(M, N, K, xr.p, K, 1, v4::pack_a, pb, v4::strip_f32, Y, N, beta);
+    drive(M, N, K, xr.p, K, 1, v4::pack_a_block, pb, v4::strip_f32, Y, N, beta);
     return;
   }
   // vdpbf16ps: X as bf16 pairs [M, Kp] (zero past K), padded to whole zmm for the skinny path.
@@ -525,7 +543,7 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
       v4::pack_b(Wp, 1, Kp, k0, kc, j0, nc, dst);
     };
-    drive(M, N, Kp, xp.p, ldx, 1, v4::pack_a, pb, v4bf::strip_bf16, Y, N, beta);
+    drive(M, N, Kp, xp.p, ldx, 1, v4::pack_a_block, pb, v4bf::strip_bf16, Y, N, beta);
   } catch (...) {
     delete pad;
     throw;
