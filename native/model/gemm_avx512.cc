@@ -261,13 +261,7 @@ MURPHY_AI void skinny_block(const float* X, int64_t ldx, const WT* W, float* Y, 
     }
   }
 #pragma GCC unroll 6
-  for (int m = 0; m < MB; ++m)
-#pragma GCC unroll 4
-    for (int q = 0; q < JB; ++q) {
-      float* y = Y + (m0 + m) * N + j + q;
-      const float v = hsum(s[m][q]);
-      *y = acc ? *y + v : v;
-    }
+  for (int m = 0; m < MB; ++m) store_sums<JB>(s[m], Y + (m0 + m) * N + j, acc);
 }
 
 template <int JB, typename WT>
@@ -378,13 +372,7 @@ inline __attribute__((always_inline)) void block(const uint32_t* Xp, int64_t ldx
     }
   }
 #pragma GCC unroll 6
-  for (int m = 0; m < MB; ++m)
-#pragma GCC unroll 4
-    for (int q = 0; q < JB; ++q) {
-      float* y = Y + (m0 + m) * N + j + q;
-      const float v = hsum(s[m][q]);
-      *y = acc ? *y + v : v;
-    }
+  for (int m = 0; m < MB; ++m) store_sums<JB>(s[m], Y + (m0 + m) * N + j, acc);
 }
 
 template <int JB>
