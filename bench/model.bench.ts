@@ -154,7 +154,8 @@ for (const c of cases) {
   const prompts = Array.from({ length: c.prompts }, (_, k) => rand(c.promptLen).map((x) => (x + 3 * k) % s.vocabSize));
   // fp32 and bf16-weight generation (PolicyModel.setBf16), interleaved, best of `rounds`
   const genRate = async (bf16: boolean) => {
-    m.setBf16({ generate: bf16 });
+    m.setBf16({ generate: bf16 });  // switching off frees the bf16 copy: the warm-up rebuilds it, untimed
+    await m.generate(prompts.slice(0, 1), { maxNewTokens: 1, temperature: 0 });
     t0 = performance.now();
     const gens = await m.generate(prompts, { maxNewTokens: c.newTokens, temperature: 0 });
     return gens.reduce((a, g) => a + g.tokens.length, 0) / ((performance.now() - t0) / 1000);
