@@ -54,6 +54,8 @@ export interface TrainConfig {
   // model
   model: string | null;
   modelPreset: 'tiny' | 'small';
+  bf16Generate: boolean;
+  bf16Forward: boolean;
   // data
   dataset: string | null;
   datasetFormat: (typeof DATASET_FORMAT_VALUES)[number];
@@ -128,6 +130,8 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
 
   model: { type: 'string', default: null, group: 'model', doc: 'Hugging Face model directory (config.json + safetensors). Unset: a tiny random model (the CPU demo).' },
   modelPreset: { type: 'enum', values: ['tiny', 'small'], default: 'tiny', group: 'model', doc: 'Size of the random model created when no model is given.' },
+  bf16Generate: { type: 'boolean', default: false, group: 'model', doc: 'CPU engine: generate (rollouts, evaluations) on a bf16 copy of the weights (vdpbf16ps where the CPU has AVX512_BF16). Off by default: generation\'s log-probs are the loss\'s old log-probs, so every PPO ratio would start away from 1 by the bf16 error. docs/model.md, "bf16 weights".' },
+  bf16Forward: { type: 'boolean', default: false, group: 'model', doc: 'CPU engine: run the layers\' projections of the training forward pass (and scoring) on the bf16 copy; the backward products and the loss\'s LM head stay fp32. Off by default: the gradient is then no longer the fp32 policy\'s. docs/model.md, "bf16 weights".' },
 
   dataset: { type: 'string', default: null, group: 'data', doc: 'Training problems (HumanEval/MBPP/KodCode/LiveCodeBench/JSONL file). Unset: the built-in synthetic task.' },
   datasetFormat: { type: 'enum', values: DATASET_FORMAT_VALUES, default: 'auto', group: 'data', doc: 'Format of --dataset (auto: detected from the records).' },

@@ -30,8 +30,8 @@ export class EmbeddedBackend implements RolloutBackend {
   }
 
   /** An embedded backend over a model directory (its tokenizer files are used when present). */
-  static async fromDir(dir: string, o: Omit<EmbeddedOptions, 'engine'> = {}): Promise<EmbeddedBackend> {
-    return new EmbeddedBackend({ ...o, engine: await NativeEngine.load(dir) });
+  static async fromDir(dir: string, o: Omit<EmbeddedOptions, 'engine'> & { bf16Generate?: boolean } = {}): Promise<EmbeddedBackend> {
+    return new EmbeddedBackend({ ...o, engine: await NativeEngine.load(dir, { bf16Generate: o.bf16Generate }) });
   }
 
   get stats(): BatcherStats { return this.batcher.stats; }
