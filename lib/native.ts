@@ -19,7 +19,7 @@ import {
   resolveTrainOptions,
 } from './native/options.js';
 import type {
-  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawTensor,
+  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawTensor,
 } from './native/raw.js';
 
 export { MurphyNativeError, NATIVE_ERROR_CODES, type NativeErrorCode } from './native/errors.js';
@@ -476,7 +476,7 @@ export const cuda = {
 // user-facing PolicyModel on this; every option is resolved here and every async call keeps
 // its caller's stack.
 
-export type { RawBatch as EngineBatch, RawModelConfig as EngineConfig, RawParamMeta as EngineParam } from './native/raw.js';
+export type { RawBatch as EngineBatch, RawModelConfig as EngineConfig, RawParamMeta as EngineParam, RawEngineChoice as EngineChoice } from './native/raw.js';
 export type { RawTrainStats as EngineTrainStats, RawGeneration as EngineGeneration, RawMemoryReport as EngineMemory } from './native/raw.js';
 
 /** One native model: weights, gradients, AdamW state, KV-cache generation. */
@@ -484,18 +484,19 @@ export class ModelEngine {
   private constructor(private readonly e: RawEngine) {}
 
   /** Loads a Hugging Face directory (config.json + safetensors). */
-  static async load(dir: string): Promise<ModelEngine> {
+  static async load(dir: string, engine?: RawEngineChoice): Promise<ModelEngine> {
     const site = callSite(ModelEngine.load);
-    return new ModelEngine(await withCallerStack(addon().loadModel(dir), site));
+    return new ModelEngine(await withCallerStack(addon().loadModel(dir, engine), site));
   }
 
   /** A random model of a config.json text, normal(0, initStd) matrices, seeded. */
-  static async random(configJson: string, seed: number, initStd: number): Promise<ModelEngine> {
+  static async random(configJson: string, seed: number, initStd: number, engine?: RawEngineChoice): Promise<ModelEngine> {
     const site = callSite(ModelEngine.random);
-    return new ModelEngine(await withCallerStack(addon().randomModel(configJson, seed, initStd), site));
+    return new ModelEngine(await withCallerStack(addon().randomModel(configJson, seed, initStd, engine), site));
   }
 
   config(): ReturnType<RawEngine['config']> { return this.e.config(); }
+  engine(): ReturnType<RawEngine['engine']> { return this.e.engine(); }
   params(): ReturnType<RawEngine['params']> { return this.e.params(); }
   getParam(name: string): Float32Array { return this.e.getParam(name); }
   setParam(name: string, values: Float32Array): void { this.e.setParam(name, values); }
