@@ -12,7 +12,7 @@ import { repairSplit, RepairExecutor } from '../demo/repair.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
 import { createExecutor } from '../exec/create.js';
 import { timeoutLimits } from '../exec/types.js';
-import { builtinTokenizerFiles, PolicyModel } from '../model/index.js';
+import { builtinTokenizerFiles, PolicyModel, type EngineOptions } from '../model/index.js';
 import { mix32 } from '../murphy/rng.js';
 import type { CodeExtractor, Executor, PromptBuilder } from '../murphy/types.js';
 import { ChatPromptBuilder } from '../prompt/chat.js';
@@ -22,7 +22,7 @@ import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
-import { selectTrainingDevice } from '../gpu/device.js';
+import { policyEngine, selectTrainingDevice } from '../gpu/device.js';
 import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
@@ -143,8 +143,9 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
     // Its lines (a memory plan, the choice) are printed with the run header, or at once on failure.
     const deviceLines: string[] = [];
+    let engine: EngineOptions;
     try {
-      selectTrainingDevice(c, (l) => deviceLines.push(l));
+      engine = policyEngine(selectTrainingDevice(c, (l) => deviceLines.push(l)));
     } catch (e) {
       for (const l of deviceLines) log(l);
       throw e;
@@ -158,7 +159,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     // The lock comes first: nothing else is written to the directory before it is held.
     const lock = RunLock.acquire(run.root, log);
     try {
-      return await runLocked(c, o, parts, run, stopSignal, deviceLines);
+      return await runLocked(c, o, parts, run, stopSignal, deviceLines, engine);
     } catch (e) {
       if (!o.resume && removeHalfMadeRun(run, existed, before)) {
         log(`${run.root}: stopped before the first checkpoint; removed what this run wrote, so the directory can be used again`);
@@ -172,7 +173,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   }
 }
 
-async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, run: RunDir, stopSignal: StopSignal, deviceLines: string[]): Promise<RunTrainingResult> {
+async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, run: RunDir, stopSignal: StopSignal, deviceLines: string[], engine: EngineOptions): Promise<RunTrainingResult> {
   const log = o.log ?? (() => undefined);
   const progress = o.progress ?? silentProgress;
   let point: ResumePoint | null = null;
@@ -204,9 +205,9 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   }
   let backend: RolloutBackend | null = null;
   let model: PolicyModel;
-  if (point) model = await PolicyModel.load(join(point.dir, 'policy'));
-  else if (c.model) model = await PolicyModel.load(c.model);
-  else model = await createDemoModel(c.seed, c.modelPreset);
+  if (point) model = await PolicyModel.load(join(point.dir, 'policy'), engine);
+  else if (c.model) model = await PolicyModel.load(c.model, engine);
+  else model = await createDemoModel(c.seed, c.modelPreset, engine);
   const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
   if (c.backend === 'vllm') {
     backend = await VllmBackend.connect({
