@@ -48,6 +48,8 @@ export interface RunTrainingOptions {
   overrideConfig?: boolean;
   /** Log the full configuration and one line per step (default: a short header and a bar per phase). */
   verbose?: boolean;
+  /** Tests: the policy's engine instead of the one --device selects (e.g. the GPU engine emulated on the CPU). */
+  engine?: EngineOptions;
 }
 
 export interface RunTrainingResult {
@@ -145,7 +147,8 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     const deviceLines: string[] = [];
     let engine: EngineOptions;
     try {
-      engine = policyEngine(selectTrainingDevice(c, (l) => deviceLines.push(l)));
+      const sel = selectTrainingDevice(c, (l) => deviceLines.push(l));
+      engine = o.engine ?? policyEngine(sel);
     } catch (e) {
       for (const l of deviceLines) log(l);
       throw e;

@@ -4,7 +4,8 @@
 // and KV-cache generation. Every long call runs off the event loop.
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { checkModelConfigText, ModelEngine, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions } from '../native.js';
+import { findCublasLt } from '../gpu/cublaslt.js';
+import { checkModelConfigText, cuda, ModelEngine, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions } from '../native.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
 import { builtinTokenizerFiles, BUILTIN_SPECIALS, BUILTIN_VOCAB } from './tokenizer.js';
 
@@ -192,6 +193,11 @@ function engineChoice(o: EngineOptions): EngineChoice {
   if (device !== 'cpu' && device !== 'cuda' && device !== 'emulate') throw new Error(`device must be 'cpu', 'cuda' or 'emulate', got '${String(device)}'`);
   const storage = o.storage ?? 'bf16';
   if (storage !== 'bf16' && storage !== 'f32') throw new Error(`storage must be 'bf16' or 'f32', got '${String(storage)}'`);
+  if (device === 'cuda' && cuda.status().built) {
+    // the GEMMs need cuBLASLt opened for the process first (a CPU-only binary says so natively)
+    const lt = findCublasLt({ install: true });
+    if (!lt.found) throw new Error(`device 'cuda': ${lt.reason ?? 'cuBLASLt not found'}`);
+  }
   return { device, storage, gradientCheckpointing: o.gradientCheckpointing ?? false };
 }
 

@@ -535,51 +535,55 @@ class DeviceEngine final : public model::PolicyEngine {
     }
   }
 
-  // rmsnorm backward: dx (=, or += when accumulate via tmp) and dw +=
-  void norm_backward(const S* dy, const S* x, const S* w, const float* rstd, S* dx, float* dw, int64_t rows, int64_t n,
-                     bool accumulate, S* tmp) {
-    S* out = accumulate ? tmp : dx;
+  // rmsnorm backward: out = the input gradient (storage S), dw += the gain's gradient
+  void norm_backward(const S* dy, const S* x, const S* w, const float* rstd, S* out, float* dw, int64_t rows, int64_t n) {
     b_->launch(RmsNormBackwardInput<S>{dy, x, w, rstd, out, rows, n});
     b_->launch(RmsNormBackwardWeight<S>{dy, x, rstd, dw, rows, n, kEngineBlock});
-    if (accumulate) b_->launch(AddKernel<S>{dx, dx, tmp, rows * n});
   }
 
-  // model.cc's Engine::backward, op for op. dxf: dL/d(final normed states) [T, H].
+  // model.cc's Engine::backward, op for op. dxf: dL/d(final normed states) [T, H]. The residual
+  // stream's gradient (dx, dh: every contribution adds into it) is fp32 in both storage modes,
+  // as are the sums of several GEMMs' input gradients; the operands of the kernels and GEMMs
+  // are S (converted once per use).
   void backward(const S* dxf, int64_t T) {
     const model::ModelConfig& c = cfg_;
     const int64_t H = c.hidden, HD = c.head_dim, qd = c.n_heads * HD, kd = c.n_kv * HD, I = c.intermediate;
+    const int64_t TH = T * H;
     const bool qwen = c.arch == model::Arch::Qwen3;
     const S* w = wc();
-    S* dx = scratch_h(1).data();
-    S* dh = scratch_h(2).data();
-    S* tmpH = scratch_h(3).data();
-    Buf<S> tmp2, dact, dg, du, datt, dq, dk, dv, dqr, dkr;
+    S* tmpH = scratch_h(1).data();
+    S* resT = scratch_h(2).data();  // the residual gradient rounded to S, as a GEMM / kernel operand
+    S* recompute = scratch_h(3).data();
+    Buf<float> dx, dh, acc;
+    Buf<S> dact, dg, du, datt, dq, dk, dv, dqr, dkr;
     const char* what = "activation gradients";
-    tmp2.ensure(b(), T * H, what);
+    dx.ensure(b(), TH, what), dh.ensure(b(), TH, what), acc.ensure(b(), TH, what);
     dact.ensure(b(), T * I, what), dg.ensure(b(), T * I, what), du.ensure(b(), T * I, what);
     datt.ensure(b(), T * qd, what), dq.ensure(b(), T * qd, what), dqr.ensure(b(), T * qd, what);
     dk.ensure(b(), T * kd, what), dv.ensure(b(), T * kd, what), dkr.ensure(b(), T * kd, what);
-    note_peak(tmp2.bytes() + dact.bytes() * 3 + datt.bytes() * 3 + dk.bytes() * 3);
-    norm_backward(dxf, xs_[size_t(c.n_layers)].data(), P(w, L_.final_norm), rf_.data(), dx, G(L_.final_norm), T, H,
-                  false, nullptr);
-    const size_t tsz = sizeof(S);
+    note_peak(dx.bytes() * 3 + dact.bytes() * 3 + datt.bytes() * 3 + dk.bytes() * 3);
+    const size_t f4 = 4;
+    auto to_s = [&](const float* src, S* dst, int64_t n) { b_->launch(ToStorage<S>{src, dst, n}); };
+    auto add_into = [&](float* y, const S* x, int64_t n, bool assign) { b_->launch(AccumulateF32<S>{y, x, n, assign}); };
+    norm_backward(dxf, xs_[size_t(c.n_layers)].data(), P(w, L_.final_norm), rf_.data(), tmpH, G(L_.final_norm), T, H);
+    add_into(dx.data(), tmpH, TH, true);
     for (int64_t l = c.n_layers - 1; l >= 0; --l) {
       const model::LayerParams& lp = L_.layers[size_t(l)];
       const S* xin = xs_[size_t(l)].data();
       LayerBufs* ap;
       if (ckpt_) {  // recompute this layer's activations from its saved input
         ap = &acts_[0];
-        layer_forward(w, l, T, *ap, xin, tmpH);
+        layer_forward(w, l, T, *ap, xin, recompute);
       } else {
         ap = &acts_[size_t(l)];
       }
       LayerBufs& a = *ap;
       // x_out = h + [norm](m):  dh = dx (+ the MLP input gradient below)
-      b_->copy(dh, dx, size_t(T * H) * tsz);
-      const S* dm = dx;
+      b_->copy(dh.data(), dx.data(), size_t(TH) * f4);
+      to_s(dx.data(), resT, TH);
+      const S* dm = resT;
       if (!qwen) {
-        norm_backward(dx, a.m.data(), P(w, lp.post_ff_norm), a.rm.data(), tmpH, G(lp.post_ff_norm), T, H, false,
-                      nullptr);
+        norm_backward(resT, a.m.data(), P(w, lp.post_ff_norm), a.rm.data(), tmpH, G(lp.post_ff_norm), T, H);
         dm = tmpH;
       }
       b_->linear(LinearProduct::BackwardWeight, dm, a.act.data(), G(lp.down), true, T, H, I, true);
@@ -588,21 +592,22 @@ class DeviceEngine final : public model::PolicyEngine {
       const S* min = qwen ? a.n2.data() : a.h.data();
       b_->linear(LinearProduct::BackwardWeight, dg.data(), min, G(lp.gate), true, T, I, H, true);
       b_->linear(LinearProduct::BackwardWeight, du.data(), min, G(lp.up), true, T, I, H, true);
-      if (qwen) {
-        b_->linear(LinearProduct::BackwardInput, dg.data(), P(w, lp.gate), tmpH, false, T, I, H, false);
-        b_->linear(LinearProduct::BackwardInput, du.data(), P(w, lp.up), tmpH, false, T, I, H, true);
-        norm_backward(tmpH, a.h.data(), P(w, lp.post_attn_norm), a.r2.data(), dh, G(lp.post_attn_norm), T, H, true,
-                      tmp2.data());
+      if (qwen) {  // the MLP's input gradient (fp32 sum), back through norm2 into dh
+        b_->linear(LinearProduct::BackwardInput, dg.data(), P(w, lp.gate), acc.data(), true, T, I, H, false);
+        b_->linear(LinearProduct::BackwardInput, du.data(), P(w, lp.up), acc.data(), true, T, I, H, true);
+        to_s(acc.data(), resT, TH);
+        norm_backward(resT, a.h.data(), P(w, lp.post_attn_norm), a.r2.data(), tmpH, G(lp.post_attn_norm), T, H);
+        add_into(dh.data(), tmpH, TH, false);
       } else {
-        b_->linear(LinearProduct::BackwardInput, dg.data(), P(w, lp.gate), dh, false, T, I, H, true);
-        b_->linear(LinearProduct::BackwardInput, du.data(), P(w, lp.up), dh, false, T, I, H, true);
+        b_->linear(LinearProduct::BackwardInput, dg.data(), P(w, lp.gate), dh.data(), true, T, I, H, true);
+        b_->linear(LinearProduct::BackwardInput, du.data(), P(w, lp.up), dh.data(), true, T, I, H, true);
       }
       // h = xin + [norm](a):  dxin = dh (+ the attention input gradient below)
-      b_->copy(dx, dh, size_t(T * H) * tsz);
-      const S* da = dh;
+      b_->copy(dx.data(), dh.data(), size_t(TH) * f4);
+      to_s(dh.data(), resT, TH);
+      const S* da = resT;
       if (!qwen) {
-        norm_backward(dh, a.a.data(), P(w, lp.post_attn_norm), a.ra.data(), tmpH, G(lp.post_attn_norm), T, H, false,
-                      nullptr);
+        norm_backward(resT, a.a.data(), P(w, lp.post_attn_norm), a.ra.data(), tmpH, G(lp.post_attn_norm), T, H);
         da = tmpH;
       }
       b_->linear(LinearProduct::BackwardWeight, da, a.att.data(), G(lp.o), true, T, H, qd, true);
@@ -612,28 +617,27 @@ class DeviceEngine final : public model::PolicyEngine {
       b_->launch(Rope<S>{dq.data(), pos_.data(), cos_.data(), sin_.data(), T, c.n_heads, HD, true, kEngineBlock});
       b_->launch(Rope<S>{dk.data(), pos_.data(), cos_.data(), sin_.data(), T, c.n_kv, HD, true, kEngineBlock});
       if (qwen) {
-        norm_backward(dq.data(), a.qraw.data(), P(w, lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T * c.n_heads,
-                      HD, false, nullptr);
-        norm_backward(dk.data(), a.kraw.data(), P(w, lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T * c.n_kv, HD,
-                      false, nullptr);
+        norm_backward(dq.data(), a.qraw.data(), P(w, lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T * c.n_heads, HD);
+        norm_backward(dk.data(), a.kraw.data(), P(w, lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T * c.n_kv, HD);
       } else {
-        norm_backward(dq.data(), a.qraw.data(), P(w, lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T, qd, false,
-                      nullptr);
-        norm_backward(dk.data(), a.kraw.data(), P(w, lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T, kd, false,
-                      nullptr);
+        norm_backward(dq.data(), a.qraw.data(), P(w, lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T, qd);
+        norm_backward(dk.data(), a.kraw.data(), P(w, lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T, kd);
       }
       const S* src = qwen ? a.n1.data() : xin;
       b_->linear(LinearProduct::BackwardWeight, dqr.data(), src, G(lp.q), true, T, qd, H, true);
       b_->linear(LinearProduct::BackwardWeight, dkr.data(), src, G(lp.k), true, T, kd, H, true);
       b_->linear(LinearProduct::BackwardWeight, dv.data(), src, G(lp.v), true, T, kd, H, true);
-      S* dsrc = qwen ? tmpH : dx;
-      b_->linear(LinearProduct::BackwardInput, dqr.data(), P(w, lp.q), dsrc, false, T, qd, H, !qwen);
-      b_->linear(LinearProduct::BackwardInput, dkr.data(), P(w, lp.k), dsrc, false, T, kd, H, true);
-      b_->linear(LinearProduct::BackwardInput, dv.data(), P(w, lp.v), dsrc, false, T, kd, H, true);
-      if (qwen)
-        norm_backward(tmpH, xin, P(w, lp.in_norm), a.r1.data(), dx, G(lp.in_norm), T, H, true, tmp2.data());
+      float* dsrc = qwen ? acc.data() : dx.data();  // fp32: q, k, v input gradients summed
+      b_->linear(LinearProduct::BackwardInput, dqr.data(), P(w, lp.q), dsrc, true, T, qd, H, !qwen);
+      b_->linear(LinearProduct::BackwardInput, dkr.data(), P(w, lp.k), dsrc, true, T, kd, H, true);
+      b_->linear(LinearProduct::BackwardInput, dv.data(), P(w, lp.v), dsrc, true, T, kd, H, true);
+      if (qwen) {
+        to_s(acc.data(), resT, TH);
+        norm_backward(resT, xin, P(w, lp.in_norm), a.r1.data(), tmpH, G(lp.in_norm), T, H);
+        add_into(dx.data(), tmpH, TH, false);
+      }
     }
-    b_->launch(EmbeddingScatter<S>{dx, tok_.data(), G(L_.embed), T, H, kEngineBlock});
+    b_->launch(EmbeddingScatter<float>{dx.data(), tok_.data(), G(L_.embed), T, H, kEngineBlock});
   }
 
   std::unique_ptr<B> b_;

@@ -27,6 +27,22 @@ struct AddKernel {
   }
 };
 
+// ---- y_i = (assign ? 0 : y_i) + x_i  (fp32 accumulator += a storage-typed contribution)
+template <typename T>
+struct AccumulateF32 {
+  float* y;
+  const T* x;
+  int64_t n;
+  bool assign;
+  static constexpr int kPhases = 1;
+  static size_t shared_floats(int) { return 0; }
+  int64_t grid() const { return blocks_for(n, kEngineBlock); }
+  MURPHY_HD void operator()(int, const Thread& t, float*) const {
+    const int64_t i = t.block * t.block_dim + t.thread;
+    if (i < n) y[i] = (assign ? 0.0f : y[i]) + ld(x, i);
+  }
+};
+
 // ---- dst[i, j] = src[idx[i], j]  (rows of the final hidden states for one lm-head chunk)
 template <typename T>
 struct GatherRows {

@@ -1,0 +1,155 @@
+// CudaBackend: the device engine on a GPU (CUDA build). Memory is cudaMalloc'd (an allocation
+// that fails is a one-line ENOMEM naming what was being allocated); uploads and downloads go
+// through one pinned staging buffer in 64 MiB pieces; kernels are the harness-form structs
+// launched by launch_phased; GEMMs are cuBLASLt (linear_lt: bf16 operands, fp32 accumulation;
+// linear_lt_f32 in the f32 mode); log-probs, GRPO loss and AdamW are native/cuda's kernels.
+// Everything runs on the legacy default stream, in order; every CUDA call is checked.
+//
+// Attention: until the flash-style kernels of native/gpu/attention.h land (attn branch), the
+// packed attention runs on the host: q, k, v are downloaded, HostBackend's attention (the CPU
+// op) runs, and its output uploaded. Correct, and slow at scale: docs/gpu.md says so.
+//
+// Written and compiled without a GPU; not yet run on one (docs/gpu.md).
+#include <cstring>
+#include <vector>
+
+#include "../../cuda/check.cuh"
+#include "../cublaslt.h"
+#include "../kernels/launch.cuh"
+#include "../lt_gemm.h"
+#include "cuda_engine.h"
+#include "device_engine.h"
+#include "murphy/device.h"
+
+namespace murphy {
+namespace gpu {
+
+namespace {
+
+class CudaBackend {
+ public:
+  static const char* name() { return "cuda"; }
+  static constexpr size_t kStageBytes = size_t(64) << 20;
+
+  CudaBackend() { CUDA_CHECK(cudaMallocHost(&stage_, kStageBytes)); }
+  ~CudaBackend() {
+    if (stage_) (void)cudaFreeHost(stage_);
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  void* alloc(size_t bytes, const char* what) {
+    try {
+      return cuda_alloc(bytes ? bytes : 1);
+    } catch (const Error& e) {
+      throw Error(std::string("out of device memory allocating ") + what + ": " + e.what() +
+                      "; lower --micro-batch-tokens or turn on --gradient-checkpointing (`murphy-native memory-plan` shows the sizes)",
+                  ErrorCode::NoMem);
+    }
+  }
+  void free(void* p) noexcept { cuda_free(p); }
+  void upload(void* dst, const void* src, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += kStageBytes) {
+      const size_t n = bytes - o < kStageBytes ? bytes - o : kStageBytes;
+      std::memcpy(stage_, static_cast<const char*>(src) + o, n);
+      CUDA_CHECK(cudaMemcpy(static_cast<char*>(dst) + o, stage_, n, cudaMemcpyHostToDevice));
+    }
+  }
+  void download(void* dst, const void* src, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += kStageBytes) {
+      const size_t n = bytes - o < kStageBytes ? bytes - o : kStageBytes;
+      CUDA_CHECK(cudaMemcpy(stage_, static_cast<const char*>(src) + o, n, cudaMemcpyDeviceToHost));
+      std::memcpy(static_cast<char*>(dst) + o, stage_, n);
+    }
+  }
+  void copy(void* dst, const void* src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nullptr));
+  }
+  void zero(void* dst, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, nullptr));
+  }
+
+  template <class K>
+  void launch(const K& k) {
+    launch_phased(k, kEngineBlock, nullptr);
+  }
+
+  template <typename T>
+  void linear(LinearProduct which, const T* first, const T* second, void* out, bool out_f32, int64_t M, int64_t N,
+              int64_t K, bool accumulate) {
+    if constexpr (sizeof(T) == 4) {
+      linear_lt_f32(which, first, second, static_cast<float*>(out), M, N, K, accumulate, nullptr);
+    } else {
+      linear_lt(which, first, second, out, out_f32 ? LtOut::F32 : LtOut::BF16, M, N, K, accumulate, nullptr);
+    }
+  }
+
+  // Host attention (see the file comment): download, HostBackend's attention, upload.
+  template <typename T>
+  void attention_forward(const AttnShape& s, const T* q, const T* k, const T* v, T* out, float* lse) {
+    const int64_t nq = s.T * s.n_heads * s.head_dim, nk = s.T * s.n_kv * s.head_dim, nl = s.T * s.n_heads;
+    std::vector<T> hq(size_t(nq)), hk(size_t(nk)), hv(size_t(nk)), ho(size_t(nq));
+    std::vector<float> hl(size_t(nl));
+    download(hq.data(), q, hq.size() * sizeof(T));
+    download(hk.data(), k, hk.size() * sizeof(T));
+    download(hv.data(), v, hv.size() * sizeof(T));
+    host_.attention_forward(s, hq.data(), hk.data(), hv.data(), ho.data(), hl.data());
+    upload(out, ho.data(), ho.size() * sizeof(T));
+    upload(lse, hl.data(), hl.size() * 4);
+  }
+  template <typename T>
+  void attention_backward(const AttnShape& s, const T* q, const T* k, const T* v, const T* out, const float* lse,
+                          const T* dout, T* dq, T* dk, T* dv) {
+    const int64_t nq = s.T * s.n_heads * s.head_dim, nk = s.T * s.n_kv * s.head_dim, nl = s.T * s.n_heads;
+    std::vector<T> hq(size_t(nq)), hk(size_t(nk)), hv(size_t(nk)), ho(size_t(nq)), hd(size_t(nq)), gq(size_t(nq)),
+        gk(size_t(nk)), gv(size_t(nk));
+    std::vector<float> hl(size_t(nl));
+    download(hq.data(), q, hq.size() * sizeof(T));
+    download(hk.data(), k, hk.size() * sizeof(T));
+    download(hv.data(), v, hv.size() * sizeof(T));
+    download(ho.data(), out, ho.size() * sizeof(T));
+    download(hd.data(), dout, hd.size() * sizeof(T));
+    download(hl.data(), lse, hl.size() * 4);
+    host_.attention_backward(s, hq.data(), hk.data(), hv.data(), ho.data(), hl.data(), hd.data(), gq.data(), gk.data(),
+                             gv.data());
+    upload(dq, gq.data(), gq.size() * sizeof(T));
+    upload(dk, gk.data(), gk.size() * sizeof(T));
+    upload(dv, gv.data(), gv.size() * sizeof(T));
+  }
+
+  void logprob_forward(const LogprobForwardArgs& a) { logprob_forward_cuda(a); }
+  void logprob_backward(const LogprobBackwardArgs& a) { logprob_backward_cuda(a); }
+  GrpoLossStats grpo_loss(const GrpoLossArgs& a) { return grpo_loss_cuda(a); }
+  AdamWResult adamw(const AdamWArgs& a) { return adamw_cuda(a); }
+  void sync() { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+ private:
+  void* stage_ = nullptr;
+  HostBackend host_;
+};
+
+}  // namespace
+
+void check_cuda_engine_available() {
+  const CudaStatus st = cuda_status();
+  if (!st.available) throw Error("device 'cuda': " + st.reason + "; or use device 'cpu'", ErrorCode::Cuda);
+  if (!cublaslt())
+    throw Error(
+        "device 'cuda': cuBLASLt is not loaded (`murphy-native doctor` says where it looked); install the nvidia-cublas "
+        "Python wheel or set MURPHY_CUBLASLT, or use device 'cpu'",
+        ErrorCode::NoLib);
+}
+
+std::unique_ptr<model::PolicyEngine> make_cuda_engine(const model::DeviceEngineSpec& s, const model::ModelConfig& c,
+                                                      const float* w_host) {
+  check_cuda_engine_available();
+  std::unique_ptr<CudaBackend> be(new CudaBackend());
+  if (s.storage == "f32")
+    return std::unique_ptr<model::PolicyEngine>(
+        new DeviceEngine<CudaBackend, float>(std::move(be), c, w_host, s.gradient_checkpointing));
+  return std::unique_ptr<model::PolicyEngine>(
+      new DeviceEngine<CudaBackend, uint16_t>(std::move(be), c, w_host, s.gradient_checkpointing));
+}
+
+}  // namespace gpu
+}  // namespace murphy
