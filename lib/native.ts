@@ -566,6 +566,13 @@ export function setReferenceOps(on: boolean): void {
   addon().setReferenceOps(on);
 }
 
+/** The bf16 GEMM rate (TFLOP/s) cuBLASLt reaches on device 0 for Y[m,n] = X[m,k] W^T; the GPU benchmark's peak. */
+export function deviceGemmTflops(m: number, n: number, k: number, iters: number): number {
+  const f = addon().deviceGemmTflops;
+  if (f === undefined) throw new MurphyNativeError('deviceGemmTflops: the loaded native binary predates it; rebuild it', 'ENOLIB');
+  return f(m, n, k, iters);
+}
+
 // ---------------------------------------------------------------------------------------
 // The GPU engine's host-side pieces (native/gpu/binding.cc), used by lib/gpu/ and its tests.
 

@@ -11,7 +11,8 @@
 #   run --out DIR       unpacks node to /tmp, runs `test:gpu` (test/gpu/*.test.ts), then the
 #                       kernel tests again under `compute-sanitizer --tool memcheck` when it is
 #                       installed, then `bench:gpu`; logs and summary.json (exit codes and the
-#                       pass/fail/skip counts) go to DIR. Exits non-zero when a step failed.
+#                       pass/fail/skip counts) go to DIR; then bench/gpu-model.bench.ts --quick (the
+#                       policy engine's training step). Exits non-zero when a step failed.
 # Written on a machine without a GPU: `run` has been exercised there only (every GPU test
 # skips, saying why); it has not yet run on a GPU.
 set -uo pipefail
@@ -63,15 +64,19 @@ run() {
   else
     echo "compute-sanitizer not found on PATH: memcheck not run" > "$out/memcheck.log"
   fi
-  timeout 240 "$node" --import tsx bench/run.ts --gpu > "$out/bench-gpu.log" 2>&1; local b_rc=$?
+  timeout 150 "$node" --import tsx bench/gpu.bench.ts --json "$out/bench-gpu.json" > "$out/bench-gpu.log" 2>&1; local b_rc=$?
   [ "$b_rc" = 0 ] || status=1
+  # the policy engine's training step; --quick (4k-token micro-batches) while attention runs on the host
+  timeout 150 "$node" --import tsx bench/gpu-model.bench.ts --quick --json "$out/bench-gpu-model.json" > "$out/bench-gpu-model.log" 2>&1; local g_rc=$?
+  [ "$g_rc" = 0 ] || status=1
 
   cat > "$out/summary.json" <<JSON
 {
   "testGpu": { "exitCode": $t_rc, "pass": $(count "$out/test-gpu.log" pass), "fail": $(count "$out/test-gpu.log" fail), "skipped": $(count "$out/test-gpu.log" skipped) },
   "memcheck": { "exitCode": $m_rc, "pass": $(count "$out/memcheck.log" pass), "fail": $(count "$out/memcheck.log" fail) },
   "benchGpu": { "exitCode": $b_rc },
-  "logs": ["test-gpu.log", "memcheck.log", "bench-gpu.log", "nvidia-smi.txt"]
+  "benchGpuModel": { "exitCode": $g_rc },
+  "logs": ["test-gpu.log", "memcheck.log", "bench-gpu.log", "bench-gpu-model.log", "nvidia-smi.txt"]
 }
 JSON
   cat "$out/summary.json"

@@ -205,4 +205,5 @@ export interface RawAddon {
   randomModel(configJson: string, seed: number, initStd: number, engine?: RawEngineChoice): Promise<RawEngine>;
   parseModelConfig(json: string, where: string): boolean;
   setReferenceOps(on: boolean): void;
+  deviceGemmTflops?(m: number, n: number, k: number, iters: number): number;
 }

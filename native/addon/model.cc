@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "register.h"
+#include "../gpu/engine/cuda_engine.h"
 #include "../gpu/engine/policy_engine.h"
 #include "murphy/model/model.h"
 #include "murphy/model/ops.h"
@@ -647,6 +648,16 @@ Napi::Value ParseModelConfig(const Napi::CallbackInfo& info) {
   });
 }
 
+// deviceGemmTflops(m, n, k, iters) -> the bf16 cuBLASLt GEMM rate on device 0 (CUDA build with a device)
+Napi::Value DeviceGemmTflops(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    const int64_t lim = int64_t(1) << 20;
+    const double t = gpu::lt_gemm_tflops(to_int(info[0], "m", 1, lim), to_int(info[1], "n", 1, lim),
+                                         to_int(info[2], "k", 1, lim), int(to_int(info[3], "iters", 1, 10000)));
+    return Napi::Number::New(info.Env(), t);
+  });
+}
+
 Napi::Value SetReferenceOps(const Napi::CallbackInfo& info) {
   model::set_reference_ops(info[0].ToBoolean().Value());
   return info.Env().Undefined();
@@ -660,6 +671,7 @@ void register_model(Napi::Env env, Napi::Object exports) {
   exports.Set("randomModel", Napi::Function::New(env, RandomModel));
   exports.Set("parseModelConfig", Napi::Function::New(env, ParseModelConfig));
   exports.Set("setReferenceOps", Napi::Function::New(env, SetReferenceOps));
+  exports.Set("deviceGemmTflops", Napi::Function::New(env, DeviceGemmTflops));
 }
 
 }  // namespace addon

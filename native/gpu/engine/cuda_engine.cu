@@ -88,8 +88,8 @@ class CudaBackend {
   template <typename T>
   void attention_forward(const AttnShape& s, const T* q, const T* k, const T* v, T* out, float* lse) {
     const int64_t nq = s.T * s.n_heads * s.head_dim, nk = s.T * s.n_kv * s.head_dim, nl = s.T * s.n_heads;
-    std::vector<T> hq(size_t(nq)), hk(size_t(nk)), hv(size_t(nk)), ho(size_t(nq));
-    std::vector<float> hl(size_t(nl));
+    std::vector<T> hq(static_cast<size_t>(nq)), hk(static_cast<size_t>(nk)), hv(static_cast<size_t>(nk)), ho(static_cast<size_t>(nq));
+    std::vector<float> hl(static_cast<size_t>(nl));
     download(hq.data(), q, hq.size() * sizeof(T));
     download(hk.data(), k, hk.size() * sizeof(T));
     download(hv.data(), v, hv.size() * sizeof(T));
@@ -101,9 +101,9 @@ class CudaBackend {
   void attention_backward(const AttnShape& s, const T* q, const T* k, const T* v, const T* out, const float* lse,
                           const T* dout, T* dq, T* dk, T* dv) {
     const int64_t nq = s.T * s.n_heads * s.head_dim, nk = s.T * s.n_kv * s.head_dim, nl = s.T * s.n_heads;
-    std::vector<T> hq(size_t(nq)), hk(size_t(nk)), hv(size_t(nk)), ho(size_t(nq)), hd(size_t(nq)), gq(size_t(nq)),
-        gk(size_t(nk)), gv(size_t(nk));
-    std::vector<float> hl(size_t(nl));
+    std::vector<T> hq(static_cast<size_t>(nq)), hk(static_cast<size_t>(nk)), hv(static_cast<size_t>(nk)), ho(static_cast<size_t>(nq)), hd(static_cast<size_t>(nq)), gq(static_cast<size_t>(nq)),
+        gk(static_cast<size_t>(nk)), gv(static_cast<size_t>(nk));
+    std::vector<float> hl(static_cast<size_t>(nl));
     download(hq.data(), q, hq.size() * sizeof(T));
     download(hk.data(), k, hk.size() * sizeof(T));
     download(hv.data(), v, hv.size() * sizeof(T));
@@ -121,7 +121,6 @@ class CudaBackend {
   void logprob_backward(const LogprobBackwardArgs& a) { logprob_backward_cuda(a); }
   GrpoLossStats grpo_loss(const GrpoLossArgs& a) { return grpo_loss_cuda(a); }
   AdamWResult adamw(const AdamWArgs& a) { return adamw_cuda(a); }
-  void sync() { CUDA_CHECK(cudaDeviceSynchronize()); }
 
  private:
   void* stage_ = nullptr;
@@ -149,6 +148,40 @@ std::unique_ptr<model::PolicyEngine> make_cuda_engine(const model::DeviceEngineS
         new DeviceEngine<CudaBackend, float>(std::move(be), c, w_host, s.gradient_checkpointing));
   return std::unique_ptr<model::PolicyEngine>(
       new DeviceEngine<CudaBackend, uint16_t>(std::move(be), c, w_host, s.gradient_checkpointing));
+}
+
+double lt_gemm_tflops(int64_t m, int64_t n, int64_t k, int iters) {
+  check_cuda_engine_available();
+  if (m <= 0 || n <= 0 || k <= 0 || iters <= 0) throw Error("lt_gemm_tflops: sizes and iterations must be positive");
+  struct Mem {
+    void* p = nullptr;
+    ~Mem() { cuda_free(p); }
+  } a, b, c;
+  a.p = cuda_alloc(size_t(m * k) * 2), b.p = cuda_alloc(size_t(n * k) * 2), c.p = cuda_alloc(size_t(m * n) * 4);
+  CUDA_CHECK(cudaMemset(a.p, 0x3c, size_t(m * k) * 2));  // bf16 0x3c3c = 0.0115: finite, nonzero
+  CUDA_CHECK(cudaMemset(b.p, 0x3c, size_t(n * k) * 2));
+  auto run = [&]() {
+    linear_lt(LinearProduct::Forward, static_cast<const uint16_t*>(a.p), static_cast<const uint16_t*>(b.p), c.p,
+              LtOut::F32, m, n, k, false, nullptr);
+  };
+  run(), run();
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  float ms = 0.0f;
+  try {
+    CUDA_CHECK(cudaEventRecord(e0, nullptr));
+    for (int i = 0; i < iters; ++i) run();
+    CUDA_CHECK(cudaEventRecord(e1, nullptr));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  } catch (...) {
+    (void)cudaEventDestroy(e0), (void)cudaEventDestroy(e1);
+    throw;
+  }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  return 2.0 * double(m) * double(n) * double(k) * iters / (double(ms) * 1e-3) / 1e12;
 }
 
 }  // namespace gpu

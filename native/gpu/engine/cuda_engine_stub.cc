@@ -18,6 +18,11 @@ std::unique_ptr<model::PolicyEngine> make_cuda_engine(const model::DeviceEngineS
   return nullptr;
 }
 
+double lt_gemm_tflops(int64_t, int64_t, int64_t, int) {
+  check_cuda_engine_available();
+  return 0.0;
+}
+
 }  // namespace gpu
 }  // namespace murphy
 #endif

@@ -143,7 +143,6 @@ struct HostBackend {
   void logprob_backward(const LogprobBackwardArgs& a) { logprob_backward_cpu(a); }
   GrpoLossStats grpo_loss(const GrpoLossArgs& a) { return grpo_loss_cpu(a); }
   AdamWResult adamw(const AdamWArgs& a) { return adamw_cpu(a); }
-  void sync() {}
 
  private:
   static model::AttnArgs attn_args(const AttnShape& s) {
