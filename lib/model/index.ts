@@ -193,8 +193,8 @@ function engineChoice(o: EngineOptions): EngineChoice {
   if (device !== 'cpu' && device !== 'cuda' && device !== 'emulate') throw new Error(`device must be 'cpu', 'cuda' or 'emulate', got '${String(device)}'`);
   const storage = o.storage ?? 'bf16';
   if (storage !== 'bf16' && storage !== 'f32') throw new Error(`storage must be 'bf16' or 'f32', got '${String(storage)}'`);
-  if (device === 'cuda' && cuda.status().built) {
-    // the GEMMs need cuBLASLt opened for the process first (a CPU-only binary says so natively)
+  if (device === 'cuda' && cuda.status().available) {
+    // the GEMMs need cuBLASLt opened for the process first (a CPU-only binary or no device: the native side says so)
     const lt = findCublasLt({ install: true });
     if (!lt.found) throw new Error(`device 'cuda': ${lt.reason ?? 'cuBLASLt not found'}`);
   }

@@ -45,10 +45,12 @@ describe('--device to the policy engine', () => {
     assert.equal(calls.n, 1);
   });
 
-  it('this machine: a cuda engine on a CPU-only binary fails with one line naming the fix', async () => {
-    if (cuda.status().built) return; // a CUDA binary: test/gpu/engine.test.ts covers it
+  it('this machine: a cuda engine without a GPU fails with one line naming the cause (CPU-only binary, or no device)', async () => {
+    const st = cuda.status();
+    if (st.available) return; // a GPU: test/gpu/engine.test.ts covers it
     await assert.rejects(PolicyModel.random('tiny', { device: 'cuda' }), (e: Error) => {
-      assert.equal(e.message, "device 'cuda': the loaded native binary is CPU-only; build the CUDA one with `npm run build:cuda` (needs nvcc), or use device 'cpu'");
+      if (!st.built) assert.equal(e.message, "device 'cuda': the loaded native binary is CPU-only; build the CUDA one with `npm run build:cuda` (needs nvcc), or use device 'cpu'");
+      else assert.match(e.message, /^device 'cuda': no CUDA device: [^\n]*; or use device 'cpu'$/);
       return true;
     });
   });

@@ -86,7 +86,7 @@ class CudaBackend {
 
   // Host attention (see the file comment): download, HostBackend's attention, upload.
   template <typename T>
-  void attention_forward(const AttnShape& s, const T* q, const T* k, const T* v, T* out, float* lse) {
+  void attention_forward(const AttnBatch& s, const T* q, const T* k, const T* v, T* out, float* lse) {
     const int64_t nq = s.T * s.n_heads * s.head_dim, nk = s.T * s.n_kv * s.head_dim, nl = s.T * s.n_heads;
     std::vector<T> hq(static_cast<size_t>(nq)), hk(static_cast<size_t>(nk)), hv(static_cast<size_t>(nk)), ho(static_cast<size_t>(nq));
     std::vector<float> hl(static_cast<size_t>(nl));
@@ -98,7 +98,7 @@ class CudaBackend {
     upload(lse, hl.data(), hl.size() * 4);
   }
   template <typename T>
-  void attention_backward(const AttnShape& s, const T* q, const T* k, const T* v, const T* out, const float* lse,
+  void attention_backward(const AttnBatch& s, const T* q, const T* k, const T* v, const T* out, const float* lse,
                           const T* dout, T* dq, T* dk, T* dv) {
     const int64_t nq = s.T * s.n_heads * s.head_dim, nk = s.T * s.n_kv * s.head_dim, nl = s.T * s.n_heads;
     std::vector<T> hq(static_cast<size_t>(nq)), hk(static_cast<size_t>(nk)), hv(static_cast<size_t>(nk)), ho(static_cast<size_t>(nq)), hd(static_cast<size_t>(nq)), gq(static_cast<size_t>(nq)),

@@ -458,8 +458,8 @@ class DeviceEngine final : public model::PolicyEngine {
     A.lse.ensure(b(), T * cfg_.n_heads, w);
   }
 
-  AttnShape attn_shape(int64_t T) const {
-    AttnShape s;
+  AttnBatch attn_shape(int64_t T) const {
+    AttnBatch s;
     s.T = T, s.n_heads = cfg_.n_heads, s.n_kv = cfg_.n_kv, s.head_dim = cfg_.head_dim;
     s.scale = float(1.0 / std::sqrt(double(cfg_.head_dim)));
     s.seq_offsets_host = off_host_.data(), s.seq_offsets_dev = off_.data();

@@ -21,8 +21,8 @@
 namespace murphy {
 namespace gpu {
 
-// Attention's shape for one packed batch (both backends).
-struct AttnShape {
+// Attention's shape and sequence offsets for one packed batch (both backends).
+struct AttnBatch {
   int64_t T = 0, n_heads = 0, n_kv = 0, head_dim = 0;
   float scale = 1.0f;
   const int64_t* seq_offsets_host = nullptr;  // [n_seqs + 1]
@@ -101,7 +101,7 @@ struct HostBackend {
   // TODO(attn): switch to attention_forward_host / attention_backward_host once the attn
   // branch's kernels (native/gpu/attention.h) land on main.
   template <typename T>
-  void attention_forward(const AttnShape& s, const T* q, const T* k, const T* v, T* out, float* lse) {
+  void attention_forward(const AttnBatch& s, const T* q, const T* k, const T* v, T* out, float* lse) {
     model::AttnArgs a = attn_args(s);
     const int64_t nq = s.T * s.n_heads * s.head_dim, nk = s.T * s.n_kv * s.head_dim;
     if (sizeof(T) == 4) {
@@ -117,7 +117,7 @@ struct HostBackend {
     round_into(ao_, out);
   }
   template <typename T>
-  void attention_backward(const AttnShape& s, const T* q, const T* k, const T* v, const T* out, const float* lse,
+  void attention_backward(const AttnBatch& s, const T* q, const T* k, const T* v, const T* out, const float* lse,
                           const T* dout, T* dq, T* dk, T* dv) {
     model::AttnArgs a = attn_args(s);
     const int64_t nq = s.T * s.n_heads * s.head_dim, nk = s.T * s.n_kv * s.head_dim;
@@ -145,7 +145,7 @@ struct HostBackend {
   AdamWResult adamw(const AdamWArgs& a) { return adamw_cpu(a); }
 
  private:
-  static model::AttnArgs attn_args(const AttnShape& s) {
+  static model::AttnArgs attn_args(const AttnBatch& s) {
     model::AttnArgs a;
     a.T = s.T, a.n_heads = s.n_heads, a.n_kv = s.n_kv, a.head_dim = s.head_dim;
     a.seq_offsets = s.seq_offsets_host, a.n_seqs = s.n_seqs, a.scale = s.scale;
