@@ -372,8 +372,8 @@ class DeviceEngine final : public model::PolicyEngine {
   GrpoLossStats grpo_on_backend(const model::PackedBatch& hb, const float* logp, const float* old, const float* ref,
                                 const float* adv, const uint8_t* mask, const GrpoLossArgs& opts, float* glogp) {
     const int64_t T = hb.T;
-    Buf<float> d_lp, d_old, d_ref, d_adv, d_g;
-    Buf<uint8_t> d_mask;
+    Buf<float>&d_lp = loss_.lp, &d_old = loss_.old, &d_ref = loss_.ref, &d_adv = loss_.adv, &d_g = loss_.g;
+    Buf<uint8_t>& d_mask = loss_.mask;
     for (auto* x : {&d_lp, &d_old, &d_adv, &d_g}) x->ensure(b(), T, "the loss inputs");
     d_mask.ensure(b(), T, "the loss inputs");
     b_->upload(d_lp.data(), logp, size_t(T) * 4);
@@ -432,6 +432,8 @@ class DeviceEngine final : public model::PolicyEngine {
     for (const auto& x : xs_) s += x.bytes();
     for (const auto& l : acts_) s += l.bytes();
     for (const auto& x : scratch_) s += x.bytes();
+    for (const Buf<float>* x : {&bw_.dx, &bw_.dh, &bw_.acc}) s += x->bytes();
+    for (const Buf<S>* x : {&bw_.dact, &bw_.dg, &bw_.du, &bw_.datt, &bw_.dq, &bw_.dk, &bw_.dv, &bw_.dqr, &bw_.dkr}) s += x->bytes();
     return s;
   }
   Buf<S>& scratch_h(int i) {
@@ -554,14 +556,16 @@ class DeviceEngine final : public model::PolicyEngine {
     S* tmpH = scratch_h(1).data();
     S* resT = scratch_h(2).data();  // the residual gradient rounded to S, as a GEMM / kernel operand
     S* recompute = scratch_h(3).data();
-    Buf<float> dx, dh, acc;
-    Buf<S> dact, dg, du, datt, dq, dk, dv, dqr, dkr;
+    // kept across calls (grown when a batch is larger): no allocation per micro-batch
+    Buf<float>&dx = bw_.dx, &dh = bw_.dh, &acc = bw_.acc;
+    Buf<S>&dact = bw_.dact, &dg = bw_.dg, &du = bw_.du, &datt = bw_.datt, &dq = bw_.dq, &dk = bw_.dk, &dv = bw_.dv,
+    &dqr = bw_.dqr, &dkr = bw_.dkr;
     const char* what = "activation gradients";
     dx.ensure(b(), TH, what), dh.ensure(b(), TH, what), acc.ensure(b(), TH, what);
     dact.ensure(b(), T * I, what), dg.ensure(b(), T * I, what), du.ensure(b(), T * I, what);
     datt.ensure(b(), T * qd, what), dq.ensure(b(), T * qd, what), dqr.ensure(b(), T * qd, what);
     dk.ensure(b(), T * kd, what), dv.ensure(b(), T * kd, what), dkr.ensure(b(), T * kd, what);
-    note_peak(dx.bytes() * 3 + dact.bytes() * 3 + datt.bytes() * 3 + dk.bytes() * 3);
+    note_peak(0);
     const size_t f4 = 4;
     auto to_s = [&](const float* src, S* dst, int64_t n) { b_->launch(ToStorage<S>{src, dst, n}); };
     auto add_into = [&](float* y, const S* x, int64_t n, bool assign) { b_->launch(AccumulateF32<S>{y, x, n, assign}); };
@@ -661,6 +665,15 @@ class DeviceEngine final : public model::PolicyEngine {
   Buf<S> xc_, dxc_, dl_t_;
   Buf<float> logits_, dlogits_, lpc_, gc_, lse_;
   Buf<int32_t> idx_, tgt_;
+  // backward's gradients and the loss inputs, kept across calls
+  struct {
+    Buf<float> dx, dh, acc;
+    Buf<S> dact, dg, du, datt, dq, dk, dv, dqr, dkr;
+  } bw_;
+  struct {
+    Buf<float> lp, old, ref, adv, g;
+    Buf<uint8_t> mask;
+  } loss_;
   std::unique_ptr<model::Engine> shadow_;
 };
 
