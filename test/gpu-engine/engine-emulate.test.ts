@@ -131,6 +131,21 @@ describe('device engine (emulate): checkpointing, save / load, resume, errors', 
     assert.deepEqual((await dev.generate([[1, 2, 3]], o))[0].tokens, (await cpu.generate([[1, 2, 3]], o))[0].tokens);
   });
 
+  it('memory(): the state as docs/gpu.md lists it (bf16: 2P compute + 4P master, 4P gradients, 8P moments, 2P reference)', async () => {
+    const m = await PolicyModel.random('tiny', { seed: 1, device: 'emulate', storage: 'bf16' });
+    const P = m.params().reduce((a, p) => a + p.numel, 0);
+    let mem = m.memory();
+    assert.deepEqual([mem.weights, mem.grads, mem.optimizer, mem.reference], [6 * P, 4 * P, 0, 0]);
+    await m.accumulate(randomBatch(512, [6], 1), {});
+    await m.optimizerStep(ADAM);
+    m.makeReference();
+    mem = m.memory();
+    assert.deepEqual([mem.weights, mem.grads, mem.optimizer, mem.reference], [6 * P, 4 * P, 8 * P, 2 * P]);
+    assert.ok(mem.activationsPeak > 0);
+    const f = (await PolicyModel.random('tiny', { seed: 1, device: 'emulate', storage: 'f32' })).memory();
+    assert.equal(f.weights, 4 * P, 'f32 storage: the master weights are the compute weights');
+  });
+
   it('bad options and a CPU-only binary fail with one line', async () => {
     await assert.rejects(PolicyModel.random('tiny', { device: 'tpu' as 'cpu' }), /device must be 'cpu', 'cuda' or 'emulate', got 'tpu'/);
     await assert.rejects(PolicyModel.random('tiny', { device: 'emulate', storage: 'f16' as 'f32' }), /storage must be 'bf16' or 'f32', got 'f16'/);
