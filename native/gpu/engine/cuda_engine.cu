@@ -5,9 +5,11 @@
 // linear_lt_f32 in the f32 mode); log-probs, GRPO loss and AdamW are native/cuda's kernels.
 // Everything runs on the legacy default stream, in order; every CUDA call is checked.
 //
-// Attention: until the flash-style kernels of native/gpu/attention.h land (attn branch), the
-// packed attention runs on the host: q, k, v are downloaded, HostBackend's attention (the CPU
-// op) runs, and its output uploaded. Correct, and slow at scale: docs/gpu.md says so.
+// Attention: the flash-style kernels of native/gpu/attention.h (attention_forward_cuda /
+// attention_backward_cuda, the batch's tile table uploaded once per batch) when the tree has
+// them (MURPHY_ENGINE_ATTN_KERNELS, host_backend.h); else the packed attention runs on the
+// host: q, k, v are downloaded, HostBackend's attention (the CPU op) runs, and its output
+// uploaded. Correct, and slow at scale: docs/gpu.md says so.
 //
 // Written and compiled without a GPU; not yet run on one (docs/gpu.md).
 #include <cstring>
@@ -34,6 +36,10 @@ class CudaBackend {
   CudaBackend() { CUDA_CHECK(cudaMallocHost(&stage_, kStageBytes)); }
   ~CudaBackend() {
     if (stage_) (void)cudaFreeHost(stage_);
+#ifdef MURPHY_ENGINE_ATTN_KERNELS
+    cuda_free(tiles_);
+    cuda_free(ws_);
+#endif
   }
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -84,6 +90,26 @@ class CudaBackend {
     }
   }
 
+#ifdef MURPHY_ENGINE_ATTN_KERNELS
+  template <typename T>
+  void attention_forward(const AttnBatch& s, const T* q, const T* k, const T* v, T* out, float* lse) {
+    const AttnPlan& p = plans_.get(s);
+    attention_forward_cuda<T>(p, device_plan(p), q, k, v, out, lse, nullptr);
+  }
+  template <typename T>
+  void attention_backward(const AttnBatch& s, const T* q, const T* k, const T* v, const T* out, const float* lse,
+                          const T* dout, T* dq, T* dk, T* dv) {
+    const AttnPlan& p = plans_.get(s);
+    const AttnDevicePlan d = device_plan(p);
+    if (ws_floats_ < p.workspace_floats()) {
+      cuda_free(ws_);
+      ws_ = nullptr, ws_floats_ = 0;
+      ws_ = static_cast<float*>(alloc(p.workspace_floats() * 4, "the attention workspace"));
+      ws_floats_ = p.workspace_floats();
+    }
+    attention_backward_cuda<T>(p, d, q, k, v, out, lse, dout, dq, dk, dv, ws_, nullptr);
+  }
+#else
   // Host attention (see the file comment): download, HostBackend's attention, upload.
   template <typename T>
   void attention_forward(const AttnBatch& s, const T* q, const T* k, const T* v, T* out, float* lse) {
@@ -117,6 +143,8 @@ class CudaBackend {
     upload(dv, gv.data(), gv.size() * sizeof(T));
   }
 
+#endif
+
   void logprob_forward(const LogprobForwardArgs& a) { logprob_forward_cuda(a); }
   void logprob_backward(const LogprobBackwardArgs& a) { logprob_backward_cuda(a); }
   GrpoLossStats grpo_loss(const GrpoLossArgs& a) { return grpo_loss_cuda(a); }
@@ -124,7 +152,32 @@ class CudaBackend {
 
  private:
   void* stage_ = nullptr;
+#ifdef MURPHY_ENGINE_ATTN_KERNELS
+  // the batch's tile table on the device, uploaded when the plan changes
+  AttnDevicePlan device_plan(const AttnPlan& p) {
+    if (uploaded_ != plans_.version()) {
+      const size_t n = attention_plan_ints(p);
+      if (tiles_ints_ < n) {
+        cuda_free(tiles_);
+        tiles_ = nullptr, tiles_ints_ = 0;
+        tiles_ = static_cast<int32_t*>(alloc(n * 4, "the attention tile table"));
+        tiles_ints_ = n;
+      }
+      dplan_ = attention_upload_plan(p, tiles_, tiles_ints_, nullptr);
+      uploaded_ = plans_.version();
+    }
+    return dplan_;
+  }
+  AttnPlanCache plans_;
+  AttnDevicePlan dplan_;
+  uint64_t uploaded_ = 0;
+  int32_t* tiles_ = nullptr;
+  size_t tiles_ints_ = 0;
+  float* ws_ = nullptr;
+  size_t ws_floats_ = 0;
+#else
   HostBackend host_;
+#endif
 };
 
 }  // namespace

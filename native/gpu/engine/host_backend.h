@@ -2,9 +2,10 @@
 // host memory; kernels run through the harness (run_on_host: the GPU's code, block by block);
 // GEMMs go through native/model's linear ops with the layout semantics of gemm_plan.h's three
 // products (bf16 operands widened to fp32, the result rounded to the output type after the
-// fp32 accumulation, as cuBLASLt with fp32 compute does); attention through native/model's
-// packed CPU attention; log-probs, GRPO loss and AdamW through native/cpu's ops. So every
-// line of DeviceEngine runs in npm test without a GPU.
+// fp32 accumulation, as cuBLASLt with fp32 compute does); attention through the flash-style
+// kernels of native/gpu/attention.h run by the harness (MURPHY_ENGINE_ATTN_KERNELS: when that
+// header is in the tree), else native/model's packed CPU attention; log-probs, GRPO loss and
+// AdamW through native/cpu's ops. So every line of DeviceEngine runs in npm test without a GPU.
 #pragma once
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,11 @@
 #include "murphy/logprob.h"
 #include "murphy/model/ops.h"
 
+#if __has_include("../attention.h")
+#include "../attention.h"
+#define MURPHY_ENGINE_ATTN_KERNELS 1
+#endif
+
 namespace murphy {
 namespace gpu {
 
@@ -29,6 +35,37 @@ struct AttnBatch {
   const int64_t* seq_offsets_dev = nullptr;   // the same on the device
   int64_t n_seqs = 0;
 };
+
+#ifdef MURPHY_ENGINE_ATTN_KERNELS
+// The attention kernels' plan for a batch, rebuilt only when the batch changes.
+class AttnPlanCache {
+ public:
+  const AttnPlan& get(const AttnBatch& b) {
+    offs_.resize(size_t(b.n_seqs + 1));
+    bool same = valid_ && plan_.shape.tokens == b.T && plan_.shape.n_heads == b.n_heads && plan_.shape.n_kv == b.n_kv &&
+                plan_.shape.head_dim == b.head_dim && plan_.seq_offsets.size() == offs_.size();
+    for (size_t i = 0; i < offs_.size(); ++i) {
+      offs_[i] = int32_t(b.seq_offsets_host[i]);
+      same = same && plan_.seq_offsets[i] == offs_[i];
+    }
+    if (!same) {
+      AttnShape s;
+      s.tokens = b.T, s.n_heads = b.n_heads, s.n_kv = b.n_kv, s.head_dim = b.head_dim, s.scale = b.scale;
+      plan_ = attention_plan(s, offs_.data(), b.n_seqs);
+      valid_ = true;
+      ++version_;
+    }
+    return plan_;
+  }
+  uint64_t version() const { return version_; }
+
+ private:
+  AttnPlan plan_;
+  std::vector<int32_t> offs_;
+  bool valid_ = false;
+  uint64_t version_ = 0;
+};
+#endif
 
 template <typename T>
 inline void widen_into(const T* src, int64_t n, std::vector<float>& dst) {
@@ -97,9 +134,21 @@ struct HostBackend {
     if (!(out_f32 || sizeof(T) == 4)) round_into(fo_, static_cast<T*>(out));
   }
 
-  // Packed causal GQA attention (ops.h's formulas) through native/model's CPU attention.
-  // TODO(attn): switch to attention_forward_host / attention_backward_host once the attn
-  // branch's kernels (native/gpu/attention.h) land on main.
+  // Packed causal GQA attention (ops.h's formulas): the harness-run kernels of attention.h
+  // when the tree has them, else native/model's CPU attention on the widened values.
+#ifdef MURPHY_ENGINE_ATTN_KERNELS
+  template <typename T>
+  void attention_forward(const AttnBatch& s, const T* q, const T* k, const T* v, T* out, float* lse) {
+    attention_forward_host<T>(plans_.get(s), q, k, v, out, lse);
+  }
+  template <typename T>
+  void attention_backward(const AttnBatch& s, const T* q, const T* k, const T* v, const T* out, const float* lse,
+                          const T* dout, T* dq, T* dk, T* dv) {
+    const AttnPlan& p = plans_.get(s);
+    ws_.resize(p.workspace_floats());
+    attention_backward_host<T>(p, q, k, v, out, lse, dout, dq, dk, dv, ws_.data());
+  }
+#else
   template <typename T>
   void attention_forward(const AttnBatch& s, const T* q, const T* k, const T* v, T* out, float* lse) {
     model::AttnArgs a = attn_args(s);
@@ -138,6 +187,7 @@ struct HostBackend {
     model::attention_backward_cpu(a);
     round_into(gq_, dq), round_into(gk_, dk), round_into(gv_, dv);
   }
+#endif
 
   void logprob_forward(const LogprobForwardArgs& a) { logprob_forward_cpu(a); }
   void logprob_backward(const LogprobBackwardArgs& a) { logprob_backward_cpu(a); }
@@ -152,6 +202,10 @@ struct HostBackend {
     return a;
   }
   std::vector<float> fa_, fb_, fo_, aq_, ak_, av_, ao_, ad_, gq_, gk_, gv_;
+#ifdef MURPHY_ENGINE_ATTN_KERNELS
+  AttnPlanCache plans_;
+  std::vector<float> ws_;
+#endif
 };
 
 }  // namespace gpu
