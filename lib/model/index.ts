@@ -186,6 +186,8 @@ export interface EngineOptions {
   storage?: 'bf16' | 'f32';
   /** Device engines: recompute each decoder layer in the backward pass instead of keeping its activations. Default false. */
   gradientCheckpointing?: boolean;
+  /** Tests, 'emulate' only: the CPU harness runs blocks and threads in reverse order (results must not change). */
+  reverseHarness?: boolean;
 }
 
 function engineChoice(o: EngineOptions): EngineChoice {
@@ -198,7 +200,7 @@ function engineChoice(o: EngineOptions): EngineChoice {
     const lt = findCublasLt({ install: true });
     if (!lt.found) throw new Error(`device 'cuda': ${lt.reason ?? 'cuBLASLt not found'}`);
   }
-  return { device, storage, gradientCheckpointing: o.gradientCheckpointing ?? false };
+  return { device, storage, gradientCheckpointing: o.gradientCheckpointing ?? false, reverseHarness: o.reverseHarness ?? false };
 }
 
 /** The policy network. Create with PolicyModel.load(dir) or PolicyModel.random(sizes). */

@@ -79,6 +79,8 @@ export interface RawEngineChoice {
   device: 'cpu' | 'emulate' | 'cuda';
   storage: 'bf16' | 'f32';
   gradientCheckpointing: boolean;
+  /** Tests, 'emulate' only: the harness runs blocks and threads in reverse order. */
+  reverseHarness?: boolean;
 }
 
 export interface RawParamMeta {

@@ -601,6 +601,9 @@ EngineChoice engine_choice(const Napi::Value& v) {
   c.spec.storage = s.As<Napi::String>().Utf8Value();
   if (!g.IsBoolean()) throw Error("engine options: 'gradientCheckpointing' must be true or false");
   c.spec.gradient_checkpointing = g.As<Napi::Boolean>().Value();
+  const Napi::Value r = o.Get("reverseHarness");  // optional, tests: emulate's harness order
+  if (!r.IsUndefined() && !r.IsBoolean()) throw Error("engine options: 'reverseHarness' must be true or false");
+  c.spec.reverse_harness = r.IsBoolean() && r.As<Napi::Boolean>().Value();
   return c;
 }
 

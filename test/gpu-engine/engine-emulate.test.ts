@@ -87,6 +87,21 @@ describe('device engine (emulate): checkpointing, save / load, resume, errors', 
     runs[0].w.forEach((w, i) => assert.ok(bitsEqual(w, runs[1].w[i]), `weights ${i} differ with checkpointing`));
   });
 
+  it('the harness run backwards (blocks and threads in reverse order) gives identical bits: no kernel races', async () => {
+    const batch = randomBatch(512, [12, 5], 17);
+    for (const arch of ['qwen3', 'olmo2'] as const) {
+      const sizes = { modelType: arch, vocabSize: 512, hiddenSize: 64, intermediateSize: 96, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16, maxPositionEmbeddings: 64, tieWordEmbeddings: arch === 'qwen3' } as const;
+      const runs = [];
+      for (const reverseHarness of [false, true]) {
+        const m = await PolicyModel.random(sizes, { seed: 3, device: 'emulate', storage: 'bf16', reverseHarness });
+        const st = await m.accumulate(batch, { chunkTokens: 6 });
+        runs.push({ loss: st.loss, grads: m.params().map((p) => m.getGrad(p.name)) });
+      }
+      assert.equal(runs[1].loss, runs[0].loss, arch);
+      runs[0].grads.forEach((g, i) => assert.ok(bitsEqual(g, runs[1].grads[i]), `${arch}: gradient ${i} differs in reverse order`));
+    }
+  });
+
   it('save then load is bit-identical (f32 on disk), for both storage dtypes', async () => {
     for (const storage of ['f32', 'bf16'] as const) {
       const m = await PolicyModel.random('tiny', { seed: 11, device: 'emulate', storage });

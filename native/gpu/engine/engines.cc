@@ -72,7 +72,8 @@ void check_spec(const DeviceEngineSpec& s) {
 std::unique_ptr<PolicyEngine> make_device(const DeviceEngineSpec& s, const ModelConfig& c, const float* w) {
   check_spec(s);
   if (s.device == "cuda") return gpu::make_cuda_engine(s, c, w);
-  auto be = std::unique_ptr<gpu::HostBackend>(new gpu::HostBackend());
+  auto be = std::unique_ptr<gpu::HostBackend>(
+      new gpu::HostBackend(s.reverse_harness ? gpu::Order::Reverse : gpu::Order::Forward));
   if (s.storage == "f32")
     return std::unique_ptr<PolicyEngine>(new gpu::DeviceEngine<gpu::HostBackend, float>(std::move(be), c, w, s.gradient_checkpointing));
   return std::unique_ptr<PolicyEngine>(

@@ -14,6 +14,7 @@
 
 #include "../gemm_plan.h"
 #include "../kernels/harness.h"
+#include "engine_kernels.h"
 #include "murphy/adamw.h"
 #include "murphy/grpo_loss.h"
 #include "murphy/logprob.h"
@@ -79,6 +80,9 @@ inline void round_into(const std::vector<float>& src, T* dst) {
 
 struct HostBackend {
   static const char* name() { return "emulate"; }
+  // Order::Reverse runs blocks and threads backwards (tests: identical bits both ways show that
+  // no thread depends on another within a phase and no two blocks overlap).
+  explicit HostBackend(Order order = Order::Forward) : order_(order) {}
 
   void* alloc(size_t bytes, const char* what) {
     void* p = std::calloc(bytes ? bytes : 1, 1);
@@ -94,12 +98,12 @@ struct HostBackend {
   void zero(void* dst, size_t bytes) { if (bytes) std::memset(dst, 0, bytes); }
   int64_t free_bytes() const { return -1; }  // unknown: no device
 
+  // every engine kernel runs with kEngineBlock threads (their grid() assumes it), as on the GPU
   template <class K>
   void launch(const K& k) {
     const int64_t g = k.grid();
-    if (g > 0) run_on_host(k, g, kLaunchBlock);
+    if (g > 0) run_on_host(k, g, kEngineBlock, order_);
   }
-  static constexpr int kLaunchBlock = 256;
 
   // out (+)= the product `which` of first and second (gemm_plan.h's naming); out is fp32 when
   // out_f32, else T. BackwardWeight always accumulates into fp32.
@@ -139,14 +143,14 @@ struct HostBackend {
 #ifdef MURPHY_ENGINE_ATTN_KERNELS
   template <typename T>
   void attention_forward(const AttnBatch& s, const T* q, const T* k, const T* v, T* out, float* lse) {
-    attention_forward_host<T>(plans_.get(s), q, k, v, out, lse);
+    attention_forward_host<T>(plans_.get(s), q, k, v, out, lse, order_);
   }
   template <typename T>
   void attention_backward(const AttnBatch& s, const T* q, const T* k, const T* v, const T* out, const float* lse,
                           const T* dout, T* dq, T* dk, T* dv) {
     const AttnPlan& p = plans_.get(s);
     ws_.resize(p.workspace_floats());
-    attention_backward_host<T>(p, q, k, v, out, lse, dout, dq, dk, dv, ws_.data());
+    attention_backward_host<T>(p, q, k, v, out, lse, dout, dq, dk, dv, ws_.data(), order_);
   }
 #else
   template <typename T>
@@ -195,6 +199,7 @@ struct HostBackend {
   AdamWResult adamw(const AdamWArgs& a) { return adamw_cpu(a); }
 
  private:
+  Order order_;
   static model::AttnArgs attn_args(const AttnBatch& s) {
     model::AttnArgs a;
     a.T = s.T, a.n_heads = s.n_heads, a.n_kv = s.n_kv, a.head_dim = s.head_dim;

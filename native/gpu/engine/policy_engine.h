@@ -54,6 +54,7 @@ struct DeviceEngineSpec {
   std::string device = "emulate";
   std::string storage = "bf16";
   bool gradient_checkpointing = false;
+  bool reverse_harness = false;  // emulate only: run the harness's blocks and threads in reverse order (tests)
 };
 std::unique_ptr<PolicyEngine> load_device_engine(const DeviceEngineSpec& s, const std::string& dir);
 std::unique_ptr<PolicyEngine> random_device_engine(const DeviceEngineSpec& s, const ModelConfig& c, uint64_t seed,
