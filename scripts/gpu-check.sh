@@ -6,7 +6,8 @@
 #   pack [--no-build]   builds the CUDA addon (bash .ci/cuda-build.sh; --no-build reuses
 #                       build-cuda/) and writes .gpu-pack/ (git-ignored): the .node file, this
 #                       machine's node binary (xz), and the few node_modules the GPU tests
-#                       import (tsx, esbuild and its linux-x64 binary, node-gyp-build, tinybench).
+#                       import (tsx, esbuild and its linux-x64 binary, node-gyp-build, tinybench,
+#                       @huggingface's tokenizers and jinja for the engine test's demo run).
 #                       Carry it: the device tool's carry = [".gpu-pack"].
 #   run --out DIR       unpacks node to /tmp, runs `test:gpu` (test/gpu/*.test.ts), then the
 #                       kernel tests again under `compute-sanitizer --tool memcheck` when it is
@@ -28,7 +29,7 @@ pack() {
   cp build-cuda/Release/murphy_native.node "$PACK.tmp/"
   if [ -f "$PACK/node.xz" ] && [ "$PACK/node.xz" -nt "$(command -v node)" ]; then cp "$PACK/node.xz" "$PACK.tmp/"
   else xz -9 -T0 -c "$(command -v node)" > "$PACK.tmp/node.xz"; fi
-  for m in tsx esbuild node-gyp-build tinybench; do cp -a "node_modules/$m" "$PACK.tmp/node_modules/"; done
+  for m in tsx esbuild node-gyp-build tinybench @huggingface; do cp -a "node_modules/$m" "$PACK.tmp/node_modules/"; done  # @huggingface: the demo run of test/gpu/engine.test.ts (tokenizer, chat template)
   cp -a node_modules/@esbuild/linux-x64 "$PACK.tmp/node_modules/@esbuild/"
   rm -f "$PACK.tmp/node_modules/esbuild/bin/esbuild"  # the same binary as @esbuild/linux-x64's (ESBUILD_BINARY_PATH)
   rm -rf "$PACK" && mv "$PACK.tmp" "$PACK"
