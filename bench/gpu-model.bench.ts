@@ -9,13 +9,15 @@
 // Model FLOPs per step: 6 x tokens x (matmul parameters incl. the lm-head) + attention
 // 3 x 4 x heads x head_dim x sum_s len_s (len_s + 1) / 2 per layer (forward QK^T and PV, backward
 // twice the forward); the recomputation of checkpointing is not counted (it is overhead).
-// torch_ratio: PyTorch on the same shapes (bench/torch_gpu_model.py) when present; it is not
-// written yet, so torch_ratio is null.
+// torch_ratio: our tokens/s over PyTorch's on the same shapes and token budget
+// (bench/torch_gpu_model.py: Qwen3ForCausalLM, bf16 autocast over fp32 state, sdpa, fused
+// AdamW) when that script is in the tree and python3 has torch; else null, saying why.
 //
 // Without a usable CUDA device it prints why and exits 0. --dry-run runs the same code with the
 // engine emulated on the CPU at a tiny shape: it checks the script, not the GPU.
 // Written without a GPU: it has not yet run on one (docs/gpu.md).
 import '../test/gpu/binary.js'; // first: selects the CUDA build
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cliArgs, writeJsonAtomic } from './common.js';
 import { PolicyModel, type ModelSizes } from '../lib/model/index.js';
@@ -84,6 +86,18 @@ function modelFlops(s: ModelSizes, lens: number[]): number {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
+const torchScript = new URL('./torch_gpu_model.py', import.meta.url).pathname;
+/** PyTorch's training tokens/s on the same shape (the script's median), or why there is none. */
+function torchTokensPerS(model: string): { tokensPerS: number | null; note: string } {
+  if (!existsSync(torchScript)) return { tokensPerS: null, note: 'torch_ratio: bench/torch_gpu_model.py is not in the tree' };
+  const spec = { model, tokens: TOKENS, min_len: MIN_LEN, max_len: MAX_LEN, steps: STEPS, warmup: 1, checkpointing: true, device: dryRun ? 'cpu' : 'cuda' };
+  const r = spawnSync('python3', [torchScript, JSON.stringify(spec)], { encoding: 'utf8', timeout: 300_000 });
+  const line = (r.stdout ?? '').trim().split('\n').at(-1) ?? '';
+  if (r.status !== 0 || !line.startsWith('{')) return { tokensPerS: null, note: `torch_ratio: torch_gpu_model.py failed: ${(r.stderr || r.error?.message || '').trim().split('\n').at(-1)}` };
+  const j = JSON.parse(line) as { tokens_per_s: number; torch: string };
+  return { tokensPerS: j.tokens_per_s, note: `torch ${j.torch}` };
+}
+
 const peakTflops = dryRun ? null : deviceGemmTflops(8192, 8192, 8192, 20);
 if (peakTflops !== null) log(`gpu-model.bench: bf16 GEMM peak ${peakTflops.toFixed(0)} TFLOP/s (cuBLASLt, 8192^3)`);
 const rows: Record<string, unknown>[] = [];
@@ -111,8 +125,11 @@ for (const shape of SHAPES) {
     mfu: peakTflops ? +(flops / (ms / 1000) / 1e12 / peakTflops).toFixed(3) : null,
     peak_memory_gib: +((mem.weights + mem.grads + mem.optimizer + mem.reference + mem.activationsPeak) / 2 ** 30).toFixed(2),
     torch_ratio: null as number | null,
-    note: existsSync(new URL('./torch_gpu_model.py', import.meta.url)) ? '' : 'torch_ratio: bench/torch_gpu_model.py not written yet',
+    note: '',
   };
+  const torch = torchTokensPerS(dryRun ? 'tiny' : shape.name.replace('Qwen3-', ''));
+  row.torch_ratio = torch.tokensPerS ? +(row.tokens_per_s / torch.tokensPerS).toFixed(2) : null;
+  row.note = torch.note;
   rows.push(row);
   log(`gpu-model.bench: ${shape.name}: ${row.tokens_per_s} tokens/s, MFU ${row.mfu ?? 'n/a'}, peak ${row.peak_memory_gib} GiB`);
 }
