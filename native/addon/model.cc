@@ -4,6 +4,7 @@
 // One engine runs one call at a time (a per-engine mutex); calls queue in order.
 #include <napi.h>
 
+#include <condition_variable>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -110,6 +111,35 @@ void deliver_steps(Napi::Env env, Napi::Function cb, std::vector<model::StepToke
   o.Set("topIds", top_ids);
   o.Set("topLogprobs", top_logp);
   cb.Call({o});
+}
+
+// On the worker thread, after the last decode step: queues a fence behind the step deliveries
+// and waits until the JS thread has run it, so every onStep call has happened before the
+// promise resolves (the thread-safe function's queue and the worker's completion are separate
+// event-loop sources, with no order between them). An environment being torn down still runs
+// the fence (with env == nullptr).
+void wait_for_deliveries(Napi::ThreadSafeFunction& f) {
+  struct Fence {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto fence = std::make_shared<Fence>();
+  auto* arg = new std::shared_ptr<Fence>(fence);
+  auto signal = [](Napi::Env, Napi::Function, std::shared_ptr<Fence>* a) {
+    std::unique_ptr<std::shared_ptr<Fence>> own(a);
+    {
+      std::lock_guard<std::mutex> lk((*a)->m);
+      (*a)->done = true;
+    }
+    (*a)->cv.notify_all();
+  };
+  if (f.NonBlockingCall(arg, signal) != napi_ok) {
+    delete arg;
+    return;
+  }
+  std::unique_lock<std::mutex> lk(fence->m);
+  fence->cv.wait(lk, [&] { return fence->done; });
 }
 
 class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
@@ -527,6 +557,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
                        ~Release() { if (f) f->Release(); }
                      } release{step_fn};
                      *res = e->generate(*prompts, so);
+                     if (step_fn) wait_for_deliveries(*step_fn);
                    },
                    [=](Napi::Env env) -> Napi::Value {
                      Napi::Array out = Napi::Array::New(env, res->size());
