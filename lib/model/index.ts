@@ -93,7 +93,7 @@ export interface GenerateOptions {
    * finishReason 'abort'.
    */
   cancel?: Int32Array;
-  /** Called after every decode step with the tokens it sampled (sample = prompt * n + j). */
+  /** Called after every decode step with the tokens it sampled (sample = prompt * n + j); every call has run when the promise resolves. */
   onStep?: (step: GenerateStep) => void;
 }
 
