@@ -321,9 +321,19 @@ class DeviceEngine final : public model::PolicyEngine {
     if (!shadow_) {
       shadow_ = model::Engine::random(cfg_, 0, 0.0f);
       b_->download(shadow_->weights(), master_.data(), size_t(L_.total) * 4);
+      shadow_->set_bf16(bf16_);
     }
     return shadow_->generate(prompts, o);
   }
+
+  void set_bf16(const model::Engine::Bf16Use& u) override {
+    if (u.forward)
+      throw Error("setBf16: 'forward' is the CPU engine's option; the device engine computes in its storage dtype (" +
+                  storage() + ")");
+    bf16_ = u;
+    if (shadow_) shadow_->set_bf16(u);
+  }
+  model::Engine::Bf16Use bf16() const override { return bf16_; }
 
  private:
   B* b() { return b_.get(); }
@@ -675,6 +685,7 @@ class DeviceEngine final : public model::PolicyEngine {
     Buf<uint8_t> mask;
   } loss_;
   std::unique_ptr<model::Engine> shadow_;
+  model::Engine::Bf16Use bf16_;
 };
 
 }  // namespace gpu

@@ -21,7 +21,8 @@ class CpuPolicyEngine final : public PolicyEngine {
   std::string device() const override { return "cpu"; }
   std::string storage() const override { return "f32"; }
   void get_param(const ParamInfo& p, float* out) override {
-    std::memcpy(out, e_->weights() + p.offset, size_t(p.numel) * 4);
+    const Engine& e = *e_;  // the const accessor: reading leaves the bf16 copy fresh
+    std::memcpy(out, e.weights() + p.offset, size_t(p.numel) * 4);
   }
   void set_param(const ParamInfo& p, const float* in) override {
     std::memcpy(e_->weights() + p.offset, in, size_t(p.numel) * 4);
@@ -56,6 +57,8 @@ class CpuPolicyEngine final : public PolicyEngine {
   }
   Engine::Memory memory() const override { return e_->memory(); }
   void set_gradient_checkpointing(bool) override {}
+  void set_bf16(const Engine::Bf16Use& u) override { e_->set_bf16(u); }
+  Engine::Bf16Use bf16() const override { return e_->bf16(); }
 
  private:
   std::unique_ptr<Engine> e_;

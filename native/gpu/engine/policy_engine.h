@@ -39,6 +39,11 @@ class PolicyEngine {
   virtual void make_reference() = 0;
   virtual std::vector<GenResult> generate(const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o) = 0;
   virtual Engine::Memory memory() const = 0;
+  // The CPU engine's bf16 copy of the weights for generate / forward (model.h's Bf16Use). The
+  // device engines' precision is their storage; their sampling runs on a CPU copy, which takes
+  // `generate`; `forward` is refused there.
+  virtual void set_bf16(const Engine::Bf16Use& u) = 0;
+  virtual Engine::Bf16Use bf16() const = 0;
   // Per-layer activation checkpointing (recompute one layer at a time in backward). The CPU
   // engine keeps every layer's activations and ignores it.
   virtual void set_gradient_checkpointing(bool on) = 0;
