@@ -161,6 +161,16 @@ describe('device engine (emulate): checkpointing, save / load, resume, errors', 
     assert.equal(f.weights, 4 * P, 'f32 storage: the master weights are the compute weights');
   });
 
+  it('setBf16: generate samples with the bf16 copy as the CPU engine does; forward is the CPU engine\'s only', async () => {
+    const cpu = await PolicyModel.random('tiny', { seed: 8 });
+    const dev = await PolicyModel.random('tiny', { seed: 8, device: 'emulate' });
+    for (const m of [cpu, dev]) m.setBf16({ generate: true });
+    assert.deepEqual(dev.bf16(), { generate: true, forward: false });
+    const o = { maxNewTokens: 6, temperature: 0 };
+    assert.deepEqual((await dev.generate([[5, 6, 7]], o))[0].logprobs, (await cpu.generate([[5, 6, 7]], o))[0].logprobs);
+    assert.throws(() => dev.setBf16({ forward: true }), /'forward' is the CPU engine's option; the device engine computes in its storage dtype \(bf16\)/);
+  });
+
   it('bad options and a CPU-only binary fail with one line', async () => {
     await assert.rejects(PolicyModel.random('tiny', { device: 'tpu' as 'cpu' }), /device must be 'cpu', 'cuda' or 'emulate', got 'tpu'/);
     await assert.rejects(PolicyModel.random('tiny', { device: 'emulate', storage: 'f16' as 'f32' }), /storage must be 'bf16' or 'f32', got 'f16'/);
