@@ -12,7 +12,7 @@ import { repairSplit, RepairExecutor } from '../demo/repair.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
 import { createExecutor } from '../exec/create.js';
 import { timeoutLimits } from '../exec/types.js';
-import { builtinTokenizerFiles, PolicyModel } from '../model/index.js';
+import { builtinTokenizerFiles, PolicyModel, type EngineOptions } from '../model/index.js';
 import { mix32 } from '../murphy/rng.js';
 import type { CodeExtractor, Executor, PromptBuilder } from '../murphy/types.js';
 import { ChatPromptBuilder } from '../prompt/chat.js';
@@ -22,7 +22,7 @@ import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { writeReport } from '../report/html.js';
-import { selectTrainingDevice } from '../gpu/device.js';
+import { policyEngine, selectTrainingDevice } from '../gpu/device.js';
 import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
@@ -51,6 +51,8 @@ export interface RunTrainingOptions {
   overrideConfig?: boolean;
   /** Log the full configuration and one line per step (default: a short header and a bar per phase). */
   verbose?: boolean;
+  /** Tests: the policy's engine instead of the one --device selects (e.g. the GPU engine emulated on the CPU). */
+  engine?: EngineOptions;
   /**
    * This process is one rank of a data-parallel job (lib/dist, docs/distributed.md): ZeRO-1 over
    * the collective; rank 0 alone holds the lock and writes the run directory.
@@ -150,14 +152,16 @@ export function checkRanksDevice(c: TrainConfig, worldSize: number): void {
 }
 
 /**
- * The CPU engine's policy for a run: the checkpoint's weights when resuming (`checkpointPolicy`),
+ * The policy for a run (on `engine`): the checkpoint's weights when resuming (`checkpointPolicy`),
  * else config key "model", else the demo's random model; with the config's bf16 keys applied
  * (docs/model.md, "bf16 weights").
  */
-export async function loadPolicyModel(c: Pick<TrainConfig, 'model' | 'seed' | 'modelPreset' | 'bf16Generate' | 'bf16Forward'>, checkpointPolicy: string | null): Promise<PolicyModel> {
+export async function loadPolicyModel(c: Pick<TrainConfig, 'model' | 'seed' | 'modelPreset' | 'bf16Generate' | 'bf16Forward'>, checkpointPolicy: string | null,
+  engine: EngineOptions = {}): Promise<PolicyModel> {
   const dir = checkpointPolicy ?? c.model;
-  const model = dir ? await PolicyModel.load(dir) : await createDemoModel(c.seed, c.modelPreset);
-  model.setBf16({ generate: c.bf16Generate, forward: c.bf16Forward });
+  const model = dir ? await PolicyModel.load(dir, engine) : await createDemoModel(c.seed, c.modelPreset, engine);
+  // (the device engine refuses bf16Forward with one line: it computes in its storage dtype)
+  if (c.bf16Generate || c.bf16Forward) model.setBf16({ generate: c.bf16Generate, forward: c.bf16Forward });
   return model;
 }
 
@@ -170,8 +174,10 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
     // Its lines (a memory plan, the choice) are printed with the run header, or at once on failure.
     const deviceLines: string[] = [];
+    let engine: EngineOptions;
     try {
-      selectTrainingDevice(c, (l) => deviceLines.push(l));
+      const sel = selectTrainingDevice(c, (l) => deviceLines.push(l));
+      engine = o.engine ?? policyEngine(sel);
     } catch (e) {
       for (const l of deviceLines) log(l);
       throw e;
@@ -186,7 +192,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     const writer = !o.dist || o.dist.collective.rank === 0;
     const lock = writer ? RunLock.acquire(run.root, log) : null;
     try {
-      return await runLocked(c, o, parts, run, stopSignal, deviceLines);
+      return await runLocked(c, o, parts, run, stopSignal, deviceLines, engine);
     } catch (e) {
       if (writer && !o.resume && removeHalfMadeRun(run, existed, before)) {
         log(`${run.root}: stopped before the first checkpoint; removed what this run wrote, so the directory can be used again`);
@@ -200,7 +206,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   }
 }
 
-async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, run: RunDir, stopSignal: StopSignal, deviceLines: string[]): Promise<RunTrainingResult> {
+async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, run: RunDir, stopSignal: StopSignal, deviceLines: string[], engine: EngineOptions): Promise<RunTrainingResult> {
   const log = o.log ?? (() => undefined);
   const progress = o.progress ?? silentProgress;
   const coll = o.dist?.collective;
@@ -238,7 +244,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     tok = builtinTokenizer();
   }
   let backend: RolloutBackend | null = null;
-  const model = await loadPolicyModel(c, point ? join(point.dir, 'policy') : null);
+  const model = await loadPolicyModel(c, point ? join(point.dir, 'policy') : null, engine);
   const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
   if (c.backend === 'vllm') {
     let servers = c.serverUrl!.split(',').map((s) => s.trim());
@@ -282,7 +288,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     }) + deviceLines.slice(0, -1).map((l) => `\n${l}`).join('') + (o.verbose ? `\n${formatConfig(c)}` : ''),
   );
   const bf16 = [c.bf16Generate && (c.backend === 'vllm' ? 'generation (unused: vLLM generates)' : 'generation'), c.bf16Forward && 'training forward'].filter(Boolean);
-  if (bf16.length) log(`bf16 weights (CPU engine): ${bf16.join(', ')}; docs/model.md, "bf16 weights"`);
+  if (bf16.length) log(`bf16 weights: ${bf16.join(', ')}; docs/model.md, "bf16 weights"`);
   if (!tokenizerDir) {
     tokenizerDir = join(run.root, 'tokenizer');
     if (writer && !existsSync(join(tokenizerDir, 'tokenizer.json'))) {
