@@ -63,7 +63,7 @@ MURPHY_HD int block_sum_slot(const Thread& t) { return t.block_dim + 32; }
 enum class Order { Forward, Reverse };
 
 // Kernels whose number of phases is known only at run time (a loop with a barrier in each
-// step, e.g. a bisection over a row) define `int phases() const` instead of kPhases.
+// step, e.g. a bisection over a row) define `MURPHY_HD int phases() const` instead of kPhases.
 template <class K, class = void>
 struct HasRuntimePhases {
   static constexpr bool value = false;

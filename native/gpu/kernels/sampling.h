@@ -72,9 +72,9 @@ struct SampleRows {
   // Stages of three phases (partials; 32-thread groups; thread 0 totals and decides), then
   // one phase that writes the outputs.
   enum Stage { kArgmax, kAgg, kSearch };
-  int search_len() const { return 32 + id_steps; }
-  int stages() const { return 4 + 3 * search_len(); }
-  int phases() const { return 3 * stages() + 1; }
+  MURPHY_HD int search_len() const { return 32 + id_steps; }
+  MURPHY_HD int stages() const { return 4 + 3 * search_len(); }
+  MURPHY_HD int phases() const { return 3 * stages() + 1; }
   int64_t grid() const { return rows; }
 
   // Shared memory in fp64 slots: per-thread partials (count, mass) [0, 2B); group sums
