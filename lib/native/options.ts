@@ -78,6 +78,8 @@ export const GENERATE_OPTIONS = {
   temperature: fromConfig('temperature'),
   topP: fromConfig('topP'),
   topK: fromConfig('topK'),
+  /** Min-p: keep the tokens with probability >= minP x the most likely one's (0 = off). */
+  minP: { type: 'number', min: 0, max: 1, default: 0 },
   n: { type: 'int', min: 1, max: 2 ** 16, default: 1 },
   seed: seedRange,
   /** Alternatives reported per sampled token (serving). */
@@ -123,6 +125,7 @@ export interface ResolvedGenerateOptions {
   temperature: number;
   topP: number;
   topK: number;
+  minP: number;
   n: number;
   seed: number;
   /** One seed per prompt, or null: prompt p samples with seed + p. */
