@@ -78,8 +78,7 @@ export const GENERATE_OPTIONS = {
   temperature: fromConfig('temperature'),
   topP: fromConfig('topP'),
   topK: fromConfig('topK'),
-  /** Min-p: keep the tokens with probability >= minP x the most likely one's (0 = off). */
-  minP: { type: 'number', min: 0, max: 1, default: 0 },
+  minP: fromConfig('minP'),
   n: { type: 'int', min: 1, max: 2 ** 16, default: 1 },
   seed: seedRange,
   /** Alternatives reported per sampled token (serving). */
