@@ -119,6 +119,7 @@ struct SampleRows {
       return;
     }
     const int st = phase / 3, sub = phase % 3;
+    if (sub == 2 && t.thread != 0) return;  // thread 0 decides, writing the state: nobody else reads it now
     Stage kind;
     int search, it;
     stage_of(st, kind, search, it);
