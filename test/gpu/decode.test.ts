@@ -2,7 +2,8 @@
 // attention, sampling) on a device, against their CPU spec (a copy loop, native/model's
 // attention against a KV cache, the CPU sampler of generate()) and against the CPU harness run
 // of the same kernel code, on fresh random inputs. Skipped without a device (saying why).
-// MURPHY_GPU_DRYRUN=1 runs the test logic with the harness in place of the GPU, at smaller sizes.
+// MURPHY_GPU_DRYRUN=1 runs the test logic with the harness in place of the GPU, at smaller sizes
+// (MURPHY_GPU_SMALL=1: the smaller sizes on the device, for compute-sanitizer).
 // Written before any GPU was available to its author: it has not yet run on a device.
 import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
@@ -18,6 +19,8 @@ const rng = new Rng(seed);
 type Out = Record<string, Float32Array>;
 type Case = Record<string, unknown> & { op: string };
 const raw = { kernelHarness, kernelCuda: kernelCudaRunner() };
+/** Small sizes: in a dry run, and under compute-sanitizer (MURPHY_GPU_SMALL=1, scripts/gpu-check.sh). */
+const small = dryRun || process.env.MURPHY_GPU_SMALL === '1';
 /** The GPU run of a case (the harness itself in a dry run). */
 function onGpu(c: Case): { kernel: Out; reference: Out; harness: Out } {
   if (dryRun) {
@@ -63,7 +66,7 @@ function shuffled(n: number): number[] {
 
 describe('GPU decode kernels vs the CPU spec and the CPU harness', () => {
   it('KV append (exact)', gpuOnly, () => {
-    const G = 8, D = 128, bs = 16, nBlocks = dryRun ? 16 : 512, nNew = dryRun ? 40 : 2000;
+    const G = 8, D = 128, bs = 16, nBlocks = small ? 16 : 512, nNew = small ? 40 : 2000;
     const slots = Int32Array.from(shuffled(nBlocks * bs).slice(0, nNew), (s) => (rng.int(20) === 0 ? -1 : s));
     const pool = nBlocks * bs * G * D;
     const exact = { f32: [0, 0] as [number, number], bf16: [0, 0] as [number, number] };
@@ -74,9 +77,9 @@ describe('GPU decode kernels vs the CPU spec and the CPU harness', () => {
   });
 
   it('paged attention: contexts to 2,600 over several partitions, shared prefix blocks, decode and chunks, GQA 16/8 x 128', gpuOnly, () => {
-    const H = 16, G = 8, D = 128, bs = 16, partition = dryRun ? 64 : 512;
+    const H = 16, G = 8, D = 128, bs = 16, partition = small ? 64 : 512;
     // (kernelCuda also runs the harness and the CPU spec: a few seconds at these sizes)
-    const ctx = dryRun ? [200, 131, 65] : [2000 + rng.int(600), 1200 + rng.int(300), 1 + rng.int(400), 1030];
+    const ctx = small ? [200, 131, 65] : [2000 + rng.int(600), 1200 + rng.int(300), 1 + rng.int(400), 1030];
     const qlen = ctx.map((n, i) => (i % 2 ? 1 : Math.min(n, 4)));
     const maxBlocks = Math.max(...ctx.map((n) => Math.ceil(n / bs)));
     const shared = Math.min(...ctx.map((n) => Math.floor((n - 1) / bs)));
@@ -96,7 +99,7 @@ describe('GPU decode kernels vs the CPU spec and the CPU harness', () => {
 
   it('sampling: the CPU sampler\'s tokens for the same seeds, Qwen3-sized vocabulary, mixed options per row', gpuOnly, () => {
     // (kernelCuda also runs the harness on the CPU: about 0.3 s per row of this vocabulary)
-    const V = dryRun ? 2000 : 151_936, rows = dryRun ? 12 : 16;
+    const V = small ? 2000 : 151_936, rows = small ? 12 : 16;
     const o = Array.from({ length: rows }, (_, r) => [[0, 0, 1, 0], [1, 0, 1, 0], [0.7, 50, 0.95, 0], [1, 0, 0.9, 0.05], [0.6, 20, 1, 0]][r % 5]!);
     check({
       op: 'sample', block: 512, params: { vocab: V },
@@ -106,7 +109,7 @@ describe('GPU decode kernels vs the CPU spec and the CPU harness', () => {
   });
 
   it('sampling: chi-square on a small vocabulary over many seeds (fixed seeds, significance 0.001)', gpuOnly, () => {
-    const V = 6, N = dryRun ? 2000 : 20_000, T = 0.9;
+    const V = 6, N = small ? 2000 : 20_000, T = 0.9;
     const row = Float32Array.of(0.5, 1.5, -0.5, 1.0, 0.0, 1.4);
     const logits = new Float32Array(N * V);
     for (let r = 0; r < N; r++) logits.set(row, r * V);
