@@ -21,7 +21,7 @@
 // and masses are summed in fp64 in a fixed order (each thread its strided elements in order,
 // then each 32-thread group's first thread, then thread 0), so a set always sums to the same
 // bits; the CPU sums sequentially, which can move a draw only when u S lies within ~1e-16 of
-// a boundary. Every step reads the row again: about 3 (32 + log2 V) passes over it, plus 3.
+// a boundary. Every step reads the row again: at most 3 (32 + ceil(log2 V)) + 4 passes over it.
 #pragma once
 #include <cstring>
 
