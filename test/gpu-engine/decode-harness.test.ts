@@ -7,6 +7,7 @@
 // give identical bits. What only a GPU shows (real concurrency, speed) is test/gpu/decode.test.ts.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { packSequences, PolicyModel, type ModelSizes } from '../../lib/model/index.js';
 import { kernelHarness } from '../../lib/native.js';
 import { Rng, testSeed, worstRatio } from '../helpers/random.js';
 
@@ -156,6 +157,28 @@ describe('device decode kernels through the CPU harness, against their CPU spec'
     const logits = rng.normals(rows * V, 3);
     for (let i = 0; i < logits.length; i += 7) logits[i] = -Infinity;
     check(sampleCase(logits, V, (r) => ({ T: 0.6 + 0.1 * r, topK: r % 2 ? 40 : 0, topP: r % 3 ? 0.95 : 1, minP: r % 4 ? 0 : 0.02 }), freshSeeds), SAMPLE_TOL);
+  });
+
+  it('sampling: the device sampler draws what generate() draws from the same logits and seed (first token of n samples)', async () => {
+    const sizes: ModelSizes = {
+      modelType: 'qwen3', vocabSize: 300, hiddenSize: 32, intermediateSize: 48, numLayers: 2, numHeads: 4, numKvHeads: 2,
+      headDim: 16, maxPositionEmbeddings: 64, tieWordEmbeddings: false, dtype: 'float32',
+    };
+    const m = await PolicyModel.random(sizes, { seed: rng.int(1e6), initStd: 0.5 });
+    const prompt = Array.from({ length: 5 }, () => rng.int(sizes.vocabSize));
+    const lg = await m.logits(packSequences([prompt]));
+    const last = lg.slice((prompt.length - 1) * sizes.vocabSize, prompt.length * sizes.vocabSize);
+    const n = 16, s = rng.int(2 ** 31);
+    for (const o of [{ T: 1, topK: 0, topP: 1, minP: 0 }, { T: 0.8, topK: 40, topP: 0.9, minP: 0.02 }]) {
+      const gens = await m.generate([prompt], { maxNewTokens: 1, temperature: o.T, topK: o.topK, topP: o.topP, minP: o.minP, seed: s, n });
+      const logits = new Float32Array(n * sizes.vocabSize);
+      for (let j = 0; j < n; j++) logits.set(last, j * sizes.vocabSize);
+      const r = harness({ ...sampleCase(logits, sizes.vocabSize, () => o, (j) => [s, j, 0]), dtype: 'f32' }); // prompt 0: seed s, sample j, step 0
+      assert.deepEqual(Array.from(r.kernel.token), gens.map((g) => g.tokens[0]), `options ${JSON.stringify(o)} (seed ${seed})`);
+      const ref = Float32Array.from(gens, (g) => g.logprobs[0]!);
+      const w = worstRatio(r.kernel.logp!, ref, 1e-5, 1e-5);
+      assert.ok(w.ratio <= 1, `log-prob [${w.index}]: kernel ${r.kernel.logp![w.index]} vs generate() ${ref[w.index]} (seed ${seed})`);
+    }
   });
 
   it('sampling: chi-square test of the sampled distribution on a small vocabulary (fixed seeds, significance 0.001)', () => {
