@@ -197,7 +197,7 @@ struct SampleRows {
     } else if (t.thread == 0) {
       double c = 0.0, w = 0.0;
       for (int g = 0; g < (B + 31) / 32; ++g) c += sh_get(sh, 2 * B + 2 * g), w += sh_get(sh, 2 * B + 2 * g + 1);
-      if (kind == kAgg) decide_agg(st == 1 ? 0 : st == 2 + search_len() ? 1 : 2, c, w, r, z, sh, B);
+      if (kind == kAgg) decide_agg(st == 1 ? 0 : st == 2 + search_len() ? 1 : 2, c, w, r, sh, B);
       else decide_step(search, it, key_step, converged, mid, S(MASS) != 0.0 ? w : c, z, sh, B);
     }
   }
@@ -224,7 +224,7 @@ struct SampleRows {
   }
 
   // After the count c and mass w of the kept set (which = 0: min-p applied; 1: and top-k; 2: and top-p).
-  MURPHY_HD void decide_agg(int which, double c, double w, int64_t r, const T* z, float* sh, int B) const {
+  MURPHY_HD void decide_agg(int which, double c, double w, int64_t r, float* sh, int B) const {
     auto S = [&](int s) { return sh_get(sh, state(B, s)); };
     auto put = [&](int s, double v) { sh_put(sh, state(B, s), v); };
     const bool greedy = !(temperature[r] > 0.0f);
@@ -242,7 +242,6 @@ struct SampleRows {
       put(SUM, w);  // S, for the log-prob
       start_search(true, sample_uniform(stream[r], step[r]) * w, S(FILTER) == 0.0, sh, B);
     }
-    (void)z;
   }
 
   MURPHY_HD void start_search(bool mass, double target, bool idorder, float* sh, int B) const {
