@@ -48,8 +48,6 @@ struct SampleCase {
 };
 SampleCase sample_case(const HarnessCase& c);
 
-constexpr int kDecodeBlock = 256;  // threads per block of the decode kernels on the GPU
-
 HarnessOut run_decode_case(const HarnessCase& c);
 
 #ifdef MURPHY_WITH_CUDA
