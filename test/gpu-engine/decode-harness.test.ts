@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { packSequences, PolicyModel, type ModelSizes } from '../../lib/model/index.js';
 import { kernelHarness } from '../../lib/native.js';
+import { drain, KvPool, planArrays, Scheduler, type StepPlan } from '../../lib/rollout/paged/index.js';
 import { Rng, testSeed, worstRatio } from '../helpers/random.js';
 
 type Out = Record<string, Float32Array>;
@@ -122,6 +123,70 @@ describe('device decode kernels through the CPU harness, against their CPU spec'
   it('paged attention at partition and block boundaries (context = 1, = partition, = 2 partitions + 1)', () => {
     const p = 32;
     check(pagedCase({ ctx: [1, p, 2 * p, 2 * p + 1], qlen: [1, p, 3, 1], bs: 8, G: 2, rep: 2, D: 32, partition: p }), ATTN_TOL);
+  });
+
+  it('KV append + paged attention execute the paged scheduler\'s plans (prefix-cache hits, forks with copy-on-write, chunks, preemption) as dense attention over each sequence', async () => {
+    const bs = 4, blocks = 14, G = 2, H = 4, D = 8, VOC = 16, row = G * D;
+    const pool = new KvPool({ blocks, blockSize: bs });
+    const s = new Scheduler(pool, { maxModelLen: 40, tokenBudget: 10 });
+    // k, v, q of a token: fixed pseudo-random vectors of (token, position), so shared prefixes hold the same KV
+    const vec = (tok: number, pos: number, what: number, n: number) => new Rng((seed ^ (tok * 7919 + pos * 104729 + what * 15485863)) >>> 0).normals(n);
+    let kPool = rng.normals(blocks * bs * row), vPool = rng.normals(blocks * bs * row); // garbage where nothing was written
+    const own = new Map<number, number[]>(); // seqId -> its tokens at positions >= prompt length
+    let checked = 0, copies = 0, preempted = 0;
+    const execute = (plan: StepPlan) => {
+      for (const c of plan.copies) {
+        kPool.copyWithin(c.dst * bs * row, c.src * bs * row, (c.src + 1) * bs * row);
+        vPool.copyWithin(c.dst * bs * row, c.src * bs * row, (c.src + 1) * bs * row);
+      }
+      copies += plan.copies.length, preempted += plan.preempted.length;
+      const a = planArrays(plan), T = a.inputIds.length;
+      const k = new Float32Array(T * row), v = new Float32Array(T * row), q = new Float32Array(T * H * D);
+      for (let t = 0; t < T; t++) {
+        k.set(vec(a.inputIds[t]!, a.positions[t]!, 0, row), t * row);
+        v.set(vec(a.inputIds[t]!, a.positions[t]!, 1, row), t * row);
+        q.set(vec(a.inputIds[t]!, a.positions[t]!, 2, H * D), t * H * D);
+      }
+      const app = harness({ op: 'kv_append', dtype: 'f32', params: { kvHeads: G, headDim: D, nBlocks: blocks, blockSize: bs }, inputs: { k, v, kPool, vPool }, intInputs: { slots: a.slotMapping } });
+      kPool = app.kernel.kPool!, vPool = app.kernel.vPool!;
+      const queryLens = Int32Array.from(plan.seqs, (_, i) => a.queryStartLoc[i + 1]! - a.queryStartLoc[i]!);
+      const att = harness({
+        op: 'paged_attention', dtype: 'f32', block: 32, params: { heads: H, kvHeads: G, headDim: D, blockSize: bs, nBlocks: blocks, maxBlocks: a.maxBlocks, partition: 8 },
+        inputs: { q, kPool, vPool }, intInputs: { blockTable: a.blockTables, contextLens: a.seqLens, queryLens },
+      });
+      const out = att.kernel.out!;
+      const tokens = plan.seqs.map((p, i) => {
+        const P = p.request.promptIds.length, mine = own.get(p.seqId) ?? [];
+        p.tokenIds.forEach((tok, j) => { if (p.start + j >= P) mine[p.start + j - P] = tok; });
+        own.set(p.seqId, mine);
+        const tokAt = (x: number) => (x < P ? p.request.promptIds[x]! : mine[x - P]!);
+        for (let j = 0; j < p.tokenIds.length; j++) { // dense attention of this token over positions 0..pos
+          const t = a.queryStartLoc[i]! + j, pos = p.start + j;
+          for (let h = 0; h < H; h++) {
+            const g = Math.floor(h / (H / G)), qh = q.subarray((t * H + h) * D, (t * H + h + 1) * D);
+            const sc = Array.from({ length: pos + 1 }, (_, x) => vec(tokAt(x), x, 0, row).subarray(g * D, (g + 1) * D).reduce((acc, kd, d) => acc + kd * qh[d]!, 0) / Math.sqrt(D));
+            const mx = Math.max(...sc), e = sc.map((z) => Math.exp(z - mx)), S = e.reduce((x, y) => x + y, 0);
+            const dense = new Float64Array(D);
+            for (let x = 0; x <= pos; x++) vec(tokAt(x), x, 1, row).subarray(g * D, (g + 1) * D).forEach((vd, d) => { dense[d] += e[x]! / S * vd; });
+            const w = worstRatio(out.subarray((t * H + h) * D, (t * H + h + 1) * D), dense, 1e-5, 1e-4);
+            assert.ok(w.ratio <= 1, `step ${plan.step} seq ${p.seqId} position ${pos} head ${h}: paged ${out[(t * H + h) * D + w.index]} vs dense ${dense[w.index]} (seed ${seed})`);
+            checked++;
+          }
+        }
+        // the drawn tokens: a function of the attention output (the loop feeds them back)
+        const last = a.queryStartLoc[i + 1]! - 1;
+        return p.sampleIndices.map((j) => Math.floor(Math.abs(out[last * H * D + j]!) * 1000) % VOC);
+      });
+      return { tokens };
+    };
+    const prompt = Array.from({ length: 10 }, () => rng.int(VOC));
+    s.submit({ promptIds: prompt, n: 3, maxTokens: 6 });
+    s.submit({ promptIds: prompt, n: 2, maxTokens: 5 });                                         // the prefix cache
+    s.submit({ promptIds: [...prompt.slice(0, 5), ...Array.from({ length: 6 }, () => rng.int(VOC))], n: 2, maxTokens: 7 });
+    await drain(s, { execute });
+    assert.ok(checked > 100, `${checked} (token, head) outputs checked`);
+    assert.ok(copies > 0, 'no copy-on-write happened: the test lost its point');
+    console.log(`# paged plans: ${checked} (token, head) outputs checked, ${copies} block copies, ${preempted} preemptions`);
   });
 
   it('sampling: the same token as the CPU sampler for the same seed and options, over many seeds (temperature, top-k, top-p, min-p, greedy)', () => {
