@@ -69,6 +69,7 @@ export interface TrainConfig {
   temperature: number;
   topP: number;
   topK: number;
+  minP: number;
   maxCompletionLength: number;
   executorWorkers: number | null;
   testTimeout: number;
@@ -145,6 +146,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   temperature: { type: 'number', default: 1, min: 0, group: 'rollout', doc: 'Sampling temperature of rollouts.' },
   topP: { type: 'number', default: 1, gt: 0, max: 1, group: 'rollout', doc: 'Nucleus sampling of rollouts.' },
   topK: { type: 'int', default: 0, min: 0, group: 'rollout', doc: 'Top-k sampling of rollouts (0 = off).' },
+  minP: { type: 'number', default: 0, min: 0, max: 1, group: 'rollout', doc: 'Min-p sampling of rollouts: keep the tokens whose probability is at least minP times the most likely one\'s (0 = off).' },
   maxCompletionLength: { type: 'int', default: 48, min: 1, group: 'rollout', doc: 'Maximum tokens per completion (TRL max_completion_length).' },
   executorWorkers: { type: 'int', default: null, min: 1, group: 'rollout', doc: 'Python executor processes (default: one per core). Not used by the built-in task.' },
   testTimeout: { type: 'number', default: 3, gt: 0, group: 'rollout', doc: 'Seconds per test in the Python executor.' },

@@ -59,7 +59,7 @@ export class NativeEngine implements RolloutEngine {
 
   canBatch(a: EngineRequest, b: EngineRequest): boolean {
     return a.n === b.n && a.maxTokens === b.maxTokens && (a.topLogprobs ?? 0) === (b.topLogprobs ?? 0) &&
-      a.temperature === b.temperature && a.topP === b.topP && a.topK === b.topK && sameIds(a.stopTokenIds, b.stopTokenIds);
+      a.temperature === b.temperature && a.topP === b.topP && a.topK === b.topK && (a.minP ?? 0) === (b.minP ?? 0) && sameIds(a.stopTokenIds, b.stopTokenIds);
   }
 
   /**
@@ -108,7 +108,7 @@ export class NativeEngine implements RolloutEngine {
     };
     try {
       const gens = await this.m.generate(batch.map((b) => b.promptIds), {
-        maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, n,
+        maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, minP: r.minP ?? 0, n,
         seeds: batch.map((b) => b.seed ?? randomInt(2 ** 47)), stopIds: r.stopTokenIds, topLogprobs: k, cancel, onStep,
       });
       if (streaming) {
