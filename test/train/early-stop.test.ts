@@ -21,7 +21,7 @@ import { FakeBackend, FakePolicy } from './fakes.js';
 const root = mkdtempSync(join(tmpdir(), 'murphy-early-stop-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-const step = (n: number, groups: number, zero: number) => ({ step: n, problems: 1, groupsPerTree: groups, zeroVarianceGroups: zero });
+const step = (n: number, groups: number, zero: number, reward = 0.5) => ({ step: n, problems: 1, groupsPerTree: groups, zeroVarianceGroups: zero, reward });
 
 describe('early stop: the window rule', () => {
   it('stops once the share of groups with a signal over the last N steps is at most the threshold', () => {
@@ -29,7 +29,7 @@ describe('early stop: the window rule', () => {
     assert.equal(w.push(step(1, 10, 10)), null, 'the window is not full yet');
     assert.equal(w.push(step(2, 10, 10)), null);
     // 3 of 30 groups with a signal: exactly the threshold
-    assert.match(w.push(step(3, 10, 7)) ?? '', /^no training signal: 3 of 30 groups \(10%\) had reward variance in the last 3 steps \(steps 1-3; earlyStopMinSignal 0\.1\)$/);
+    assert.match(w.push(step(3, 10, 7, 0.8)) ?? '', /^no training signal: 3 of 30 groups \(10%\) had reward variance in the last 3 steps \(steps 1-3; earlyStopMinSignal 0\.1\); mean reward 0\.60$/);
     const v = new SignalWindow(3, 0.1);
     for (const [i, z] of [10, 10, 6].entries()) assert.equal(v.push(step(i + 1, 10, z)), null, '4 of 30 is above the threshold');
     // the step with a signal stays in the window for 3 steps, then leaves it
@@ -76,7 +76,7 @@ describe('early stop in the training loop', () => {
     }, { handleSignals: false });
     assert.ok(seen.slice(0, 4).some((m) => m.zeroVarianceGroups < m.groupsPerTree * m.problems), 'the first steps had a signal');
     assert.equal(summary.steps, 7, 'steps 5-7 had no signal');
-    assert.match(summary.earlyStop ?? '', /^no training signal: 0 of \d+ groups \(0%\) had reward variance in the last 3 steps \(steps 5-7/);
+    assert.match(summary.earlyStop ?? '', /^no training signal: 0 of \d+ groups \(0%\) had reward variance in the last 3 steps \(steps 5-7; earlyStopMinSignal 0\); mean reward 1\.00$/);
     assert.equal(summary.stoppedEarly, false, 'not a signal: nothing to resume');
     const m = readMetrics(join(dir, 'metrics.jsonl')) as unknown as StepMetrics[];
     assert.deepEqual(m.map((x) => x.step), [1, 2, 3, 4, 5, 6, 7]);
