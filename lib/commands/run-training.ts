@@ -68,7 +68,7 @@ export interface RunTrainingResult {
 }
 
 /** Keys a resume may change; every other key must equal the run's. */
-export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey'] as const;
+export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey', 'earlyStopWindow', 'earlyStopMinSignal'] as const;
 
 /** Keys (other than RESUMABLE_KEYS and out) whose values differ between two configurations, sorted. */
 export function configDifferences(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
@@ -357,7 +357,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     recent.push(m);
     progress.update(m.step, recent.format());
     if (o.verbose) progress.line(formatStepLine(m, c.maxSteps));
-    if (m.step >= c.maxSteps) endTrainBar();
+    if (m.step >= c.maxSteps || m.earlyStop) endTrainBar();
   };
 
   const evals: RunTrainingResult['evals'] = [];

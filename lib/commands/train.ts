@@ -98,7 +98,7 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
       const fmt = (e: typeof first): string => e.result.iterations.map((p) => `Iter-${p.k} ${(100 * p.pass1).toFixed(1)}%`).join(', ');
       process.stdout.write(`\nheld-out pass@1 before training: ${fmt(first)}\nheld-out pass@1 after training:  ${fmt(last)}\n`);
     }
-    process.stdout.write(`${r.summary.stoppedEarly ? 'stopped' : 'done'} after ${r.summary.steps} steps in ${((performance.now() - t0) / 1000).toFixed(0)} s; run directory ${r.runDir}\n`);
+    process.stdout.write(`${r.summary.stoppedEarly ? 'stopped' : r.summary.earlyStop ? 'stopped early (no training signal)' : 'done'} after ${r.summary.steps} steps in ${((performance.now() - t0) / 1000).toFixed(0)} s; run directory ${r.runDir}\n`);
     if (r.reportPath) process.stdout.write(`report: ${r.reportPath}\n`);
     // Stopped by a signal: the checkpoint is written, but the command did not finish.
     if (r.summary.signal) process.exitCode = exitCodeForSignal(r.summary.signal);

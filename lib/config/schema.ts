@@ -51,6 +51,8 @@ export interface TrainConfig {
   saveSteps: number;
   logTrees: boolean;
   device: (typeof DEVICES)[number];
+  earlyStopWindow: number;
+  earlyStopMinSignal: number;
   // model
   model: string | null;
   modelPreset: 'tiny' | 'small';
@@ -128,6 +130,8 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   saveSteps: { type: 'int', default: 20, min: 1, group: 'run', doc: 'Write a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM).' },
   logTrees: { type: 'boolean', default: true, group: 'run', doc: 'Append every rollout tree to trees.jsonl.gz (for the report\'s tree viewer).' },
   device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the device engine in bf16; fails at start naming the cause when it cannot run; not yet run on hardware), auto (cuda when usable, else cpu). docs/gpu.md.' },
+  earlyStopWindow: { type: 'int', default: 0, min: 0, group: 'run', doc: 'Stop training early once the last N steps together had at most earlyStopMinSignal of their groups with a learning signal (reward variance); 0 = never. The stop and its reason go to the log and metrics.jsonl; the final evaluation and checkpoint follow as at maxSteps.' },
+  earlyStopMinSignal: { type: 'number', default: 0.02, min: 0, lt: 1, group: 'run', doc: 'Share of groups with a learning signal over the earlyStopWindow steps at or below which training stops.' },
 
   model: { type: 'string', default: null, group: 'model', doc: 'Hugging Face model directory (config.json + safetensors). Unset: a tiny random model (the CPU demo).' },
   modelPreset: { type: 'enum', values: ['tiny', 'small'], default: 'tiny', group: 'model', doc: 'Size of the random model created when no model is given.' },
@@ -204,6 +208,7 @@ export const CONFIG_KEYS = Object.keys(SCHEMA) as ConfigKey[];
  */
 export const DEMO_DEFAULTS: Partial<TrainConfig> = {
   maxSteps: 500,
+  earlyStopWindow: 20,
   saveSteps: 100,
   batchSize: 8,
   numGenerations: 4,

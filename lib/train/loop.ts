@@ -22,6 +22,7 @@ import { TrainError } from './error.js';
 import { formatStepLine, treeMetrics, type StepMetrics } from './metrics.js';
 import type { LossOptions, Policy, TrainStats } from './policy.js';
 import { BusyClock, silentProgress, type ProgressSink } from './progress.js';
+import { SignalWindow } from './early-stop.js';
 import { RunDir, fileSize } from './rundir.js';
 import { learningRate } from './schedule.js';
 import { StopSignal } from './signals.js';
@@ -65,7 +66,10 @@ export interface TrainOptions {
 
 export interface TrainSummary {
   steps: number;
+  /** Stopped by a signal (or stopAfterStep) before maxSteps: resumable. */
   stoppedEarly: boolean;
+  /** Why training ended before maxSteps because its signal vanished (earlyStopWindow), or null. */
+  earlyStop: string | null;
   /** The signal (SIGINT/SIGTERM) that stopped the run, or null. */
   signal: string | null;
   lastCheckpoint: string | null;
@@ -270,6 +274,9 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   const lrOpts = { type: c.lrSchedulerType, peak: c.learningRate, warmupSteps: c.warmupSteps, totalSteps: c.maxSteps, minRatio: c.minLrRatio };
   const useSamplerLogprobs = c.topP === 1 && c.topK === 0 && c.minP === 0;
   let savedAt = state.step;
+  // a resumed run starts with an empty window
+  const signalWindow = new SignalWindow(c.earlyStopWindow, c.earlyStopMinSignal);
+  let earlyStop: string | null = null;
 
   const checkpoint = async (): Promise<void> => {
     if (par && !par.writer) {
@@ -378,6 +385,8 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
           trainTokensPerSecond: trainSec > 0 ? tokensTrained / trainSec : 0,
         },
       };
+      earlyStop = signalWindow.push(m);
+      if (earlyStop) m.earlyStop = earlyStop;
       metrics.push(m);
       if (writer) {
         if (c.logTrees) state.treesBytes = run.appendTreeLines(trees.map((t) => JSON.stringify({ step, ...treeToJSON(t, { tokenIds: false }) })));
@@ -386,11 +395,14 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       if (deps.onStep) deps.onStep(m);
       else progress.line(formatStepLine(m, c.maxSteps));
 
+      if (earlyStop) progress.line(`early stop after step ${step} of ${c.maxSteps}: ${earlyStop}`);
+      const last = step === c.maxSteps || earlyStop !== null;
       if (opts.stopAfterStep === step) stopAfterStep = true;
-      if ((await agreeStop()) || step % c.saveSteps === 0 || step === c.maxSteps) await checkpoint();
-      if (deps.evaluate && !stopping() && ((c.evalSteps > 0 && step % c.evalSteps === 0 && step < c.maxSteps) || step === c.maxSteps)) {
-        await deps.evaluate(step === c.maxSteps ? 'final' : `step-${step}`, step);
+      if ((await agreeStop()) || step % c.saveSteps === 0 || last) await checkpoint();
+      if (deps.evaluate && !stopping() && ((c.evalSteps > 0 && step % c.evalSteps === 0 && !last) || last)) {
+        await deps.evaluate(last ? 'final' : `step-${step}`, step);
       }
+      if (earlyStop) break;
     }
     const stopped = par ? stopAgreed : stopping();
     if (stopped && savedAt !== state.step) await checkpoint();
@@ -401,5 +413,5 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   }
   const why = stop.reason ?? (stopAfterStep ? 'stopAfterStep' : null);
   if (why) progress.line(`stopped (${why}) after step ${state.step}; resume with --resume ${run.root}`);
-  return { steps: state.step, stoppedEarly: why !== null, signal: stop.reason, lastCheckpoint, metrics };
+  return { steps: state.step, stoppedEarly: why !== null, earlyStop, signal: stop.reason, lastCheckpoint, metrics };
 }

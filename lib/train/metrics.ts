@@ -43,6 +43,8 @@ export interface StepMetrics {
   clipFraction: number;
   meanRatio: number;
   gradNorm: number;
+  /** Set on the last step when training stopped early (earlyStopWindow): why, in one line. */
+  earlyStop?: string;
   /** Wall-clock figures (the only fields that differ between identical runs). */
   time: {
     rollout: number;

@@ -96,8 +96,9 @@ describe('work directories in the host temp dir (no private /tmp)', () => {
     it(`verify-dataset stopped by ${signal} mid-run leaves no murphy-exec-* folder`, async () => {
       const tmp = tempDir('killed-');
       const file = join(tmp, 'slow.jsonl');
-      // Two programs that run long enough to be caught in the middle.
-      const slow = { prompt: 'f', asserts: ['assert f() == 1'], solution: 'import time\ndef f():\n    time.sleep(3)\n    return 1\n' };
+      // Two programs that run long enough to be caught in the middle (the signal follows the
+      // barrier below within milliseconds; the workers then wait out the sleep before exiting).
+      const slow = { prompt: 'f', asserts: ['assert f() == 1'], solution: 'import time\ndef f():\n    time.sleep(1.5)\n    return 1\n' };
       writeFileSync(file, [JSON.stringify({ id: 'a', ...slow }), JSON.stringify({ id: 'b', ...slow })].join('\n') + '\n');
       const work = join(tmp, 'work');
       mkdirSync(work);

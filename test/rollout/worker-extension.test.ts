@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { PolicyModel } from '../../lib/model/index.js';
 import { testSeed } from '../helpers/random.js';
 
@@ -19,10 +19,15 @@ after(() => rmSync(work, { recursive: true, force: true }));
 
 interface Seen { name: string; dtype: string; shape: number[]; sum: number; head: number[] }
 interface LoadResult { loaded: boolean; tensors: number; params: number; path: string; rank: number; dp_rank: number; tp_size: number; pp_size: number; world_size: number; layerwise: boolean }
-function run(dir: string, mode: 'plain' | 'v1' | 'layerwise' = 'plain'): { result?: LoadResult; seen?: Seen[]; events?: unknown[]; error?: string } {
-  const r = spawnSync(PY, [join(import.meta.dirname, 'worker_extension_check.py'), dir, mode], { encoding: 'utf8', timeout: 60_000 });
+type Mode = 'plain' | 'v1' | 'layerwise';
+type Out = { result?: LoadResult; seen?: Seen[]; events?: unknown[]; error?: string };
+/** Every job in one python process (importing torch is most of its cost); one result per job. */
+function runAll(jobs: [string, Mode][]): Out[] {
+  const r = spawnSync(PY, [join(import.meta.dirname, 'worker_extension_check.py'), ...jobs.flat()], { encoding: 'utf8', timeout: 60_000 });
   assert.equal(r.status, 0, r.stderr);
-  return JSON.parse(r.stdout) as ReturnType<typeof run>;
+  const outs = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Out);
+  assert.equal(outs.length, jobs.length, r.stdout);
+  return outs;
 }
 
 const bf16 = (x: number) => {
@@ -32,20 +37,42 @@ const bf16 = (x: number) => {
   return f[0];
 };
 
+const TINY = { modelType: 'qwen3', vocabSize: 64, hiddenSize: 32, intermediateSize: 48, numLayers: 2, numHeads: 2, numKvHeads: 1, headDim: 16, maxPositionEmbeddings: 64, tieWordEmbeddings: false } as const;
+const LAYOUT = { modelType: 'qwen3', vocabSize: 32, hiddenSize: 16, intermediateSize: 24, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 8, maxPositionEmbeddings: 32, tieWordEmbeddings: true, dtype: 'float32' } as const;
+
 describe('vLLM worker extension (fake worker)', { skip: hasTorch ? false : 'no python3 with torch' }, () => {
-  for (const [dtype, shard] of [['float32', 0], ['bfloat16', 20_000]] as const) {
-    it(`loads every tensor of a ${dtype} checkpoint${shard > 0 ? ' (sharded)' : ''}`, async () => {
-      const m = await PolicyModel.random({ modelType: 'qwen3', vocabSize: 64, hiddenSize: 32, intermediateSize: 48, numLayers: 2, numHeads: 2, numKvHeads: 1, headDim: 16, maxPositionEmbeddings: 64, tieWordEmbeddings: false, dtype }, { seed, initStd: 0.5 });
+  // The checkpoints are written first, then one python process loads them all (jobs in order).
+  const models = new Map<string, PolicyModel>();
+  const out = new Map<string, Out>();
+  before(async () => {
+    const jobs: [string, string, Mode][] = [];
+    for (const [dtype, shard] of [['float32', 0], ['bfloat16', 20_000]] as const) {
+      const m = await PolicyModel.random({ ...TINY, dtype }, { seed, initStd: 0.5 });
       const dir = join(work, `${dtype}-${shard}`);
       await m.save(dir, { maxShardBytes: shard });
-      if (shard > 0) assert.ok(existsSync(join(dir, 'model.safetensors.index.json')));
-      const out = run(dir);
-      assert.equal(out.error, undefined);
+      models.set(dtype, m);
+      jobs.push([dtype, dir, 'plain']);
+    }
+    const m = await PolicyModel.random(LAYOUT, { seed, initStd: 0.5 });
+    await m.save(join(work, 'layout'));
+    models.set('layout', m);
+    for (const mode of ['plain', 'v1', 'layerwise'] as const) jobs.push([`layout-${mode}`, join(work, 'layout'), mode]);
+    jobs.push(['missing', join(work, 'nope'), 'plain'], ['empty', work, 'plain']);
+    const rs = runAll(jobs.map(([, dir, mode]) => [dir, mode]));
+    jobs.forEach(([key], i) => out.set(key, rs[i]!));
+  });
+
+  for (const [dtype, shard] of [['float32', 0], ['bfloat16', 20_000]] as const) {
+    it(`loads every tensor of a ${dtype} checkpoint${shard > 0 ? ' (sharded)' : ''}`, () => {
+      const m = models.get(dtype)!;
+      if (shard > 0) assert.ok(existsSync(join(work, `${dtype}-${shard}`, 'model.safetensors.index.json')));
+      const o = out.get(dtype)!;
+      assert.equal(o.error, undefined);
       const params = m.params();
-      assert.equal(out.result?.loaded, true);
-      assert.equal(out.result?.tensors, params.length);
-      assert.equal(out.result?.params, params.length);
-      const seen = new Map((out.seen ?? []).map((s) => [s.name, s]));
+      assert.equal(o.result?.loaded, true);
+      assert.equal(o.result?.tensors, params.length);
+      assert.equal(o.result?.params, params.length);
+      const seen = new Map((o.seen ?? []).map((s) => [s.name, s]));
       for (const p of params) {
         const s = seen.get(p.name);
         assert.ok(s, `${p.name} not loaded`);
@@ -58,25 +85,28 @@ describe('vLLM worker extension (fake worker)', { skip: hasTorch ? false : 'no p
     });
   }
 
-  it('loads through get_model(), reports the data-parallel rank and TP x PP size, and wraps the load in the layerwise reload helpers where they import', async () => {
-    const m = await PolicyModel.random({ modelType: 'qwen3', vocabSize: 32, hiddenSize: 16, intermediateSize: 24, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 8, maxPositionEmbeddings: 32, tieWordEmbeddings: true, dtype: 'float32' }, { seed, initStd: 0.5 });
-    const dir = join(work, 'layout');
-    await m.save(dir);
-    const n = m.params().length;
-    const plain = run(dir, 'plain');
+  it('loads through get_model(), reports the data-parallel rank and TP x PP size, and wraps the load in the layerwise reload helpers where they import', () => {
+    const n = models.get('layout')!.params().length;
+    const plain = out.get('layout-plain')!;
     assert.deepEqual([plain.result?.dp_rank, plain.result?.tp_size, plain.result?.pp_size, plain.result?.world_size, plain.result?.layerwise], [0, 1, 1, 1, false]);
-    const v1 = run(dir, 'v1');
+    const v1 = out.get('layout-v1')!;
     assert.equal(v1.error, undefined);
     assert.equal(v1.seen?.length, n, 'loaded into get_model()');
     assert.deepEqual([v1.result?.dp_rank, v1.result?.tp_size, v1.result?.pp_size, v1.result?.world_size, v1.result?.layerwise], [1, 2, 3, 6, false]);
-    const lw = run(dir, 'layerwise');
+    const lw = out.get('layout-layerwise')!;
     assert.equal(lw.result?.layerwise, true);
     // initialize before any tensor, finalize after all of them, with the model config
     assert.deepEqual(lw.events, [['init', 0], ['finalize', n, 'the-model-config']]);
   });
 
   it('a missing or empty directory is a clear error', () => {
-    assert.match(run(join(work, 'nope')).error ?? '', /FileNotFoundError: checkpoint directory .* does not exist/);
-    assert.match(run(work).error ?? '', /no model.safetensors or model.safetensors.index.json/);
+    assert.match(out.get('missing')!.error ?? '', /FileNotFoundError: checkpoint directory .* does not exist/);
+    assert.match(out.get('empty')!.error ?? '', /no model.safetensors or model.safetensors.index.json/);
+  });
+
+  it('a job after a layerwise one does not see its fake vLLM modules', () => {
+    const [lw, plain] = runAll([[join(work, 'layout'), 'layerwise'], [join(work, 'layout'), 'plain']]);
+    assert.equal(lw!.result?.layerwise, true);
+    assert.equal(plain!.result?.layerwise, false);
   });
 });

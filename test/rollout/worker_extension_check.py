@@ -1,13 +1,15 @@
 """Runs MurphyWorkerExtension.murphy_load_weights against a fake vLLM worker.
 
-Usage: python3 worker_extension_check.py CHECKPOINT_DIR [plain|v1|layerwise]
-  plain:     the runner exposes .model only, no vllm_config (default)
-  v1:        the runner has get_model() (its .model is a decoy) and a vllm_config with
-             data_parallel_rank 1, tensor_parallel_size 2, pipeline_parallel_size 3
-  layerwise: as v1, plus a fake vllm.model_executor.model_loader.reload module whose
-             initialize/finalize calls are recorded around load_weights
-Prints JSON: the extension's return value, the calls seen, and, per tensor, dtype, shape,
-sum and first values as the fake model's load_weights received them (in the order received).
+Usage: python3 worker_extension_check.py CHECKPOINT_DIR MODE [CHECKPOINT_DIR MODE ...]
+  MODE plain:     the runner exposes .model only, no vllm_config
+       v1:        the runner has get_model() (its .model is a decoy) and a vllm_config with
+                  data_parallel_rank 1, tensor_parallel_size 2, pipeline_parallel_size 3
+       layerwise: as v1, plus a fake vllm.model_executor.model_loader.reload module whose
+                  initialize/finalize calls are recorded around load_weights (removed again
+                  after that job, so that the jobs do not see each other's modules)
+Prints one JSON line per job, in order: the extension's return value, the calls seen, and,
+per tensor, dtype, shape, sum and first values as the fake model's load_weights received them
+(in the order received). One process runs every job: importing torch is most of the cost.
 """
 import json
 import os
@@ -40,14 +42,6 @@ class FakeModel:
 
 import types
 
-mode = sys.argv[2] if len(sys.argv) > 2 else "plain"
-events = []
-
-
-class FakeRunner:
-    def __init__(self):
-        self.model = FakeModel()
-
 
 class V1Runner:
     def __init__(self):
@@ -59,7 +53,7 @@ class V1Runner:
 
 
 class FakeWorker(MurphyWorkerExtension):
-    def __init__(self):
+    def __init__(self, mode):
         self.rank = 0
         if mode == "plain":
             self.model_runner = FakeRunner()
@@ -69,18 +63,35 @@ class FakeWorker(MurphyWorkerExtension):
             self.vllm_config = types.SimpleNamespace(parallel_config=par, model_config="the-model-config")
 
 
-if mode == "layerwise":
-    names = ["vllm", "vllm.model_executor", "vllm.model_executor.model_loader", "vllm.model_executor.model_loader.reload"]
-    for n in names:
-        sys.modules[n] = types.ModuleType(n)
-    reload = sys.modules[names[-1]]
-    reload.initialize_layerwise_reload = lambda model: events.append(["init", len(model.seen)])
-    reload.finalize_layerwise_reload = lambda model, cfg: events.append(["finalize", len(model.seen), cfg])
+class FakeRunner:
+    def __init__(self):
+        self.model = FakeModel()
 
-w = FakeWorker()
-model = w.model_runner.model if mode == "plain" else w.model_runner.served
-try:
-    out = w.murphy_load_weights(sys.argv[1])
-    print(json.dumps({"result": out, "seen": model.seen, "events": events}))
-except Exception as e:  # reported to the test
-    print(json.dumps({"error": "%s: %s" % (type(e).__name__, e)}))
+
+FAKE_VLLM = ["vllm", "vllm.model_executor", "vllm.model_executor.model_loader", "vllm.model_executor.model_loader.reload"]
+
+
+def run_one(path, mode):
+    events = []
+    if mode == "layerwise":
+        for n in FAKE_VLLM:
+            sys.modules[n] = types.ModuleType(n)
+        reload = sys.modules[FAKE_VLLM[-1]]
+        reload.initialize_layerwise_reload = lambda model: events.append(["init", len(model.seen)])
+        reload.finalize_layerwise_reload = lambda model, cfg: events.append(["finalize", len(model.seen), cfg])
+    try:
+        w = FakeWorker(mode)
+        model = w.model_runner.model if mode == "plain" else w.model_runner.served
+        try:
+            out = w.murphy_load_weights(path)
+            return {"result": out, "seen": model.seen, "events": events}
+        except Exception as e:  # reported to the test
+            return {"error": "%s: %s" % (type(e).__name__, e)}
+    finally:
+        for n in FAKE_VLLM:
+            sys.modules.pop(n, None)
+
+
+args = sys.argv[1:]
+for i in range(0, len(args), 2):
+    print(json.dumps(run_one(args[i], args[i + 1] if i + 1 < len(args) else "plain")))
