@@ -15,6 +15,8 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "murphy/common.h"
@@ -61,15 +63,30 @@ MURPHY_HD int block_sum_slot(const Thread& t) { return t.block_dim + 32; }
 
 enum class Order { Forward, Reverse };
 
+// Phase count: a kernel either has a compile-time `static constexpr int kPhases`, or a
+// run-time `int phases(int64_t block) const` (loops over tiles: a barrier inside a loop is
+// a phase per iteration). The count may differ between blocks but is the same for every
+// thread of one block, so every thread of a block meets every barrier.
+template <class K, class = void>
+struct HasBlockPhases : std::false_type {};
+template <class K>
+struct HasBlockPhases<K, std::void_t<decltype(std::declval<const K&>().phases(int64_t(0)))>> : std::true_type {};
+template <class K>
+MURPHY_HD int kernel_phases(const K& k, int64_t block) {
+  if constexpr (HasBlockPhases<K>::value) return k.phases(block);
+  else return K::kPhases;
+}
+
 // Runs kernel k over `grid` blocks of `block` threads on the host (see the rules above).
 template <class K>
 void run_on_host(const K& k, int64_t grid, int block, Order order = Order::Forward) {
   if (block <= 0 || block > kMaxBlock) throw Error("harness: block size " + std::to_string(block) + " outside 1..1024");
-  std::vector<float> shared(K::shared_floats(block));
+  std::vector<float> shared(k.shared_floats(block));  // static, or a member when it depends on the arguments
   for (int64_t bi = 0; bi < grid; ++bi) {
     const int64_t b = order == Order::Forward ? bi : grid - 1 - bi;
     for (float& s : shared) s = std::nanf("");
-    for (int p = 0; p < K::kPhases; ++p) {
+    const int phases = kernel_phases(k, b);
+    for (int p = 0; p < phases; ++p) {
       for (int ti = 0; ti < block; ++ti) {
         const int t = order == Order::Forward ? ti : block - 1 - ti;
         k(p, Thread{b, t, block, grid}, shared.data());
