@@ -26,7 +26,11 @@
 #include "kernels/harness.h"
 
 #ifdef MURPHY_WITH_CUDA
-#include <cuda_runtime.h>
+// The CUDA runtime's stream type, declared as cuda_runtime.h does (plain C++ files of the CUDA
+// build are compiled without the CUDA headers); written ::cudaStream_t below, since cublaslt.h
+// declares a namespace-local alias of its own.
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
 #endif
 
 namespace murphy {
@@ -88,14 +92,14 @@ struct AttnDevicePlan {
   int64_t n_tiles = 0;
 };
 size_t attention_plan_ints(const AttnPlan& p);
-AttnDevicePlan attention_upload_plan(const AttnPlan& p, int32_t* dev_buffer, size_t dev_buffer_ints, cudaStream_t s);
+AttnDevicePlan attention_upload_plan(const AttnPlan& p, int32_t* dev_buffer, size_t dev_buffer_ints, ::cudaStream_t s);
 template <typename T>
 void attention_forward_cuda(const AttnPlan& p, const AttnDevicePlan& d, const T* q, const T* k, const T* v, T* o,
-                            float* lse, cudaStream_t s);
+                            float* lse, ::cudaStream_t s);
 template <typename T>
 void attention_backward_cuda(const AttnPlan& p, const AttnDevicePlan& d, const T* q, const T* k, const T* v,
                              const T* o, const float* lse, const T* dout, T* dq, T* dk, T* dv, float* ws,
-                             cudaStream_t s);
+                             ::cudaStream_t s);
 #endif
 
 }  // namespace gpu

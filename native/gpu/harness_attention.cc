@@ -8,9 +8,9 @@
 //                       forwardShared, dqShared, dkdvShared; as 1-element arrays, in `kernel`)
 // Sizes: tokens, heads, kvHeads, headDim, scale; `ints` are the seq_offsets [n_seqs + 1];
 // `fault`: 'causal' or 'gqa' runs a deliberately broken kernel (tests of the tests).
-#include "attention.h"
+#include "harness_attention.h"
+
 #include "harness_io.h"
-#include "harness_ops.h"
 #include "murphy/model/ops.h"
 
 namespace murphy {
@@ -19,6 +19,7 @@ namespace gpu {
 namespace {
 
 AttnPlan plan_for(const HarnessCase& c) {
+  need_positive(c, {{"tokens", c.tokens}, {"heads", c.heads}, {"kvHeads", c.kv_heads}, {"headDim", c.head_dim}});
   AttnShape s;
   s.tokens = c.tokens;
   s.n_heads = c.heads;
@@ -46,42 +47,35 @@ model::AttnArgs cpu_args(const AttnPlan& p, const std::vector<int64_t>& offsets)
 }
 
 template <typename T>
-HarnessOut run_typed(const HarnessCase& c, const AttnPlan& p) {
+HarnessOut run_typed(const HarnessCase& c, const AttnCaseInputs& in) {
   HarnessOut out;
-  const AttnShape& s = p.shape;
-  const int64_t qn = s.tokens * s.n_heads * s.head_dim, kn = s.tokens * s.n_kv * s.head_dim;
-  const auto q = to_storage<T>(input(c, "q", qn)), k = to_storage<T>(input(c, "k", kn)), v = to_storage<T>(input(c, "v", kn));
-  const auto qf = widen(q), kf = widen(k), vf = widen(v);
-  const std::vector<int64_t> offsets(c.ints.begin(), c.ints.end());
-  model::AttnArgs a = cpu_args(p, offsets);
-  a.q = qf.data(), a.k = kf.data(), a.v = vf.data();
-  std::vector<float> ro(static_cast<size_t>(qn)), rlse(size_t(s.tokens * s.n_heads));
-  a.out = ro.data(), a.lse = rlse.data();
-  model::attention_forward_cpu(a);
+  const AttnPlan& p = in.plan;
+  const auto q = to_storage<T>(in.q), k = to_storage<T>(in.k), v = to_storage<T>(in.v);  // exact: already rounded
   if (c.op == "attention_forward") {
-    std::vector<T> o(static_cast<size_t>(qn));
-    std::vector<float> lse(rlse.size());
+    std::vector<T> o(in.o.size());
+    std::vector<float> lse(in.lse.size());
     attention_forward_host(p, q.data(), k.data(), v.data(), o.data(), lse.data(), c.order, c.block);
     out.kernel["o"] = widen(o);
     out.kernel["lse"] = lse;
-    out.reference["o"] = ro;
-    out.reference["lse"] = rlse;
+    out.reference["o"] = in.o_ref;
+    out.reference["lse"] = in.lse;
     return out;
   }
-  const auto o = to_storage<T>(ro);
-  const auto of = widen(o);
-  const auto dout = to_storage<T>(input(c, "dout", qn));
-  const auto doutf = widen(dout);
-  std::vector<T> dq(static_cast<size_t>(qn)), dk(static_cast<size_t>(kn)), dv(static_cast<size_t>(kn));
+  const auto o = to_storage<T>(in.o), dout = to_storage<T>(in.dout);
+  std::vector<T> dq(q.size()), dk(k.size()), dv(v.size());
   std::vector<float> ws(p.workspace_floats());
-  attention_backward_host(p, q.data(), k.data(), v.data(), o.data(), rlse.data(), dout.data(), dq.data(), dk.data(),
+  attention_backward_host(p, q.data(), k.data(), v.data(), o.data(), in.lse.data(), dout.data(), dq.data(), dk.data(),
                           dv.data(), ws.data(), c.order, c.block);
   out.kernel["dq"] = widen(dq);
   out.kernel["dk"] = widen(dk);
   out.kernel["dv"] = widen(dv);
-  std::vector<float> rdq(static_cast<size_t>(qn)), rdk(static_cast<size_t>(kn)), rdv(static_cast<size_t>(kn));
-  a.out = const_cast<float*>(of.data());
-  a.dout = doutf.data(), a.dq = rdq.data(), a.dk = rdk.data(), a.dv = rdv.data();
+  const std::vector<int64_t> offsets(p.seq_offsets.begin(), p.seq_offsets.end());
+  model::AttnArgs a = cpu_args(p, offsets);
+  std::vector<float> rdq(in.q.size()), rdk(in.k.size()), rdv(in.v.size());
+  a.q = in.q.data(), a.k = in.k.data(), a.v = in.v.data();
+  a.out = const_cast<float*>(in.o.data());  // read only by the backward
+  a.lse = const_cast<float*>(in.lse.data());
+  a.dout = in.dout.data(), a.dq = rdq.data(), a.dk = rdk.data(), a.dv = rdv.data();
   model::attention_backward_cpu(a);
   out.reference["dq"] = rdq;
   out.reference["dk"] = rdk;
@@ -89,12 +83,35 @@ HarnessOut run_typed(const HarnessCase& c, const AttnPlan& p) {
   return out;
 }
 
+// Rounds to the storage type and back.
+std::vector<float> rounded(const std::vector<float>& x, bool bf16) {
+  return bf16 ? widen(to_storage<uint16_t>(x)) : x;
+}
+
 }  // namespace
 
+AttnCaseInputs attention_case_inputs(const HarnessCase& c) {
+  AttnCaseInputs in;
+  in.plan = plan_for(c);
+  const AttnShape& s = in.plan.shape;
+  const int64_t qn = s.tokens * s.n_heads * s.head_dim, kn = s.tokens * s.n_kv * s.head_dim;
+  in.q = rounded(input(c, "q", qn), c.bf16);
+  in.k = rounded(input(c, "k", kn), c.bf16);
+  in.v = rounded(input(c, "v", kn), c.bf16);
+  if (c.op == "attention_backward") in.dout = rounded(input(c, "dout", qn), c.bf16);
+  const std::vector<int64_t> offsets(in.plan.seq_offsets.begin(), in.plan.seq_offsets.end());
+  model::AttnArgs a = cpu_args(in.plan, offsets);
+  in.o_ref.resize(size_t(qn));
+  in.lse.resize(size_t(s.tokens * s.n_heads));
+  a.q = in.q.data(), a.k = in.k.data(), a.v = in.v.data(), a.out = in.o_ref.data(), a.lse = in.lse.data();
+  model::attention_forward_cpu(a);
+  in.o = rounded(in.o_ref, c.bf16);
+  return in;
+}
+
 HarnessOut run_attention_case(const HarnessCase& c) {
-  need_positive(c, {{"tokens", c.tokens}, {"heads", c.heads}, {"kvHeads", c.kv_heads}, {"headDim", c.head_dim}});
-  const AttnPlan p = plan_for(c);
   if (c.op == "attention_plan") {
+    const AttnPlan p = plan_for(c);
     HarnessOut out;
     auto one = [&](const char* name, double x) { out.kernel[name] = {float(x)}; };
     one("tile", p.tile);
@@ -107,7 +124,8 @@ HarnessOut run_attention_case(const HarnessCase& c) {
     return out;
   }
   if (c.op != "attention_forward" && c.op != "attention_backward") throw Error("kernelHarness: unknown op '" + c.op + "'");
-  return c.bf16 ? run_typed<uint16_t>(c, p) : run_typed<float>(c, p);
+  const AttnCaseInputs in = attention_case_inputs(c);
+  return c.bf16 ? run_typed<uint16_t>(c, in) : run_typed<float>(c, in);
 }
 
 }  // namespace gpu
