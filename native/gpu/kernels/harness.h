@@ -63,17 +63,23 @@ MURPHY_HD int block_sum_slot(const Thread& t) { return t.block_dim + 32; }
 
 enum class Order { Forward, Reverse };
 
-// Phase count: a kernel either has a compile-time `static constexpr int kPhases`, or a
-// run-time `int phases(int64_t block) const` (loops over tiles: a barrier inside a loop is
-// a phase per iteration). The count may differ between blocks but is the same for every
-// thread of one block, so every thread of a block meets every barrier.
+// Phase count: a kernel has a compile-time `static constexpr int kPhases`, or a run-time
+// count (a loop with a barrier in each step: a phase per iteration), either the same for
+// every block, `MURPHY_HD int phases() const`, or per block, `MURPHY_HD int phases(int64_t
+// block) const` (e.g. a loop over the tiles a block's tile interacts with). A per-block count
+// is the same for every thread of the block, so each thread meets every barrier.
 template <class K, class = void>
 struct HasBlockPhases : std::false_type {};
 template <class K>
 struct HasBlockPhases<K, std::void_t<decltype(std::declval<const K&>().phases(int64_t(0)))>> : std::true_type {};
+template <class K, class = void>
+struct HasRuntimePhases : std::false_type {};
+template <class K>
+struct HasRuntimePhases<K, std::void_t<decltype(std::declval<const K&>().phases())>> : std::true_type {};
 template <class K>
 MURPHY_HD int kernel_phases(const K& k, int64_t block) {
   if constexpr (HasBlockPhases<K>::value) return k.phases(block);
+  else if constexpr (HasRuntimePhases<K>::value) return k.phases();
   else return K::kPhases;
 }
 

@@ -13,8 +13,8 @@ template <class K>
 __global__ void __launch_bounds__(kMaxBlock) phased_kernel(K k) {
   extern __shared__ float sh[];
   const Thread t{int64_t(blockIdx.x), int(threadIdx.x), int(blockDim.x), int64_t(gridDim.x)};
-  if constexpr (HasBlockPhases<K>::value) {
-    const int phases = k.phases(t.block);  // the same for every thread of the block
+  if constexpr (HasBlockPhases<K>::value || HasRuntimePhases<K>::value) {
+    const int phases = kernel_phases(k, t.block);  // the same for every thread of the block
     for (int p = 0; p < phases; ++p) {
       k(p, t, sh);
       if (p + 1 < phases) __syncthreads();
