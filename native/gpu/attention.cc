@@ -38,8 +38,8 @@ AttnPlan attention_plan(const AttnShape& s, const int32_t* seq_offsets, int64_t 
   if (n_seqs < 0 || (n_seqs > 0 && seq_offsets == nullptr)) bad("need n_seqs + 1 sequence offsets");
   AttnPlan p;
   p.shape = s;
-  p.seq_offsets.assign(seq_offsets, seq_offsets + (n_seqs + 1));
   if (n_seqs == 0) p.seq_offsets = {0};
+  else p.seq_offsets.assign(seq_offsets, seq_offsets + (n_seqs + 1));
   if (p.seq_offsets.front() != 0 || p.seq_offsets.back() != s.tokens)
     bad("seq_offsets must start at 0 and end at tokens (" + std::to_string(s.tokens) + "); got " +
         std::to_string(p.seq_offsets.front()) + " .. " + std::to_string(p.seq_offsets.back()));
