@@ -81,9 +81,12 @@ def main():
         fail(f"precision '{precision}' unknown: use amp or bf16")
     device = spec.get("device", "cuda")
 
-    import torch
-    import transformers
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    try:
+        import torch
+        import transformers
+        from transformers import Qwen3Config, Qwen3ForCausalLM
+    except ImportError as e:
+        fail(f"{e.name or e} is not available for {sys.executable}: it needs torch and transformers (>= 4.51, for Qwen3)")
 
     if device == "cuda" and not torch.cuda.is_available():
         fail("no CUDA device (torch.cuda.is_available() is False); pass {\"device\": \"cpu\", \"model\": \"tiny\"} to check the script")

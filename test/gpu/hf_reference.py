@@ -155,8 +155,11 @@ def main(argv=None):
     ap.add_argument("--attn", default="eager", choices=["eager", "sdpa"], help="transformers attention implementation")
     args = ap.parse_args(argv)
 
-    import torch
-    import transformers
+    try:
+        import torch
+        import transformers
+    except ImportError as e:
+        raise SystemExit(f"hf_reference: {e.name} is not installed for {sys.executable}: it needs torch and transformers")
 
     batch = read_batch(args.batch)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
