@@ -45,20 +45,31 @@ MURPHY_HD int64_t q_head(int64_t g, int64_t r, int64_t H, int64_t G, int32_t fau
 // Causal mask within a sequence: query row t sees key row j <= t. (Fault Causal: j <= t + 1.)
 MURPHY_HD bool visible(int64_t t, int64_t j, int32_t fault) { return fault == 1 ? j <= t + 1 : j <= t; }
 
-// Fixed-order dot product of two shared-memory rows.
-MURPHY_HD float dot(const float* a, const float* b, int64_t n) {
+// The staged K and V tiles are swizzled: element (j, e) lives at j * D + (e ^ (j & swz)),
+// swz = 31 when D is a multiple of 32 (else 0: no swizzle). In the score phases consecutive
+// threads take consecutive key rows j and read element e of each: unswizzled, rows D floats
+// apart would all hit one of the 32 shared-memory banks; swizzled, they hit 32 different ones.
+// Threads that read consecutive e of one row (the accumulate phases, the loads) still touch
+// each bank once. Only addresses change: every sum keeps its order, so the bits are the same.
+// Used by the backward kernels. The forward kernel keeps plain rows (its score phase has the
+// conflicts): swizzled, nvcc 13's ptxas gives it 32 registers and spills for sm_80.
+MURPHY_HD int64_t kv_swizzle(int64_t D) { return D % 32 == 0 ? 31 : 0; }
+
+// Fixed-order dot product of a shared row a and a swizzled shared row b (mask m = j & swz).
+MURPHY_HD float dot(const float* a, const float* b, int64_t n, int64_t m) {
   float s = 0.0f;
-  for (int64_t e = 0; e < n; ++e) s += a[e] * b[e];
+  for (int64_t e = 0; e < n; ++e) s += a[e] * b[e ^ m];
   return s;
 }
 
-// Rows [row, row + n) of head `head` of a [T, heads, D] tensor into shared [n, D] (fp32).
+// Rows [row, row + n) of head `head` of a [T, heads, D] tensor into shared [n, D] (fp32),
+// swizzled with `swz` (0: plain).
 template <typename T>
 MURPHY_HD void load_rows(const Thread& t, const T* x, int64_t row, int64_t n, int64_t heads, int64_t head, int64_t D,
-                         float* dst) {
+                         float* dst, int64_t swz = 0) {
   for (int64_t i = t.thread; i < n * D; i += t.block_dim) {
     const int64_t r = i / D, e = i % D;
-    dst[i] = ld(x, ((row + r) * heads + head) * D + e);
+    dst[r * D + (e ^ (r & swz))] = ld(x, ((row + r) * heads + head) * D + e);
   }
 }
 
@@ -70,7 +81,7 @@ MURPHY_HD void load_rows(const Thread& t, const T* x, int64_t row, int64_t n, in
 //   P_ij = exp(S_ij - m');  l = l c + sum_j P_ij;  acc_i = acc_i c + sum_j P_ij v_j;  m = m'
 // and at the end o_i = acc_i / l, lse_i = m + log l.
 // Phases: 0 load Q, init | per key tile: load K,V | scores | row softmax | accumulate | last: write.
-// Shared (floats): Q, acc [B, D] | K, V [B, D] | S [B, B] | m, l, c [B].
+// Shared (floats): Q, acc [B, D] | K, V [B, D] (plain rows: see kv_swizzle) | S [B, B] | m, l, c [B].
 template <typename T>
 struct AttnForward {
   const T* q;
@@ -128,7 +139,7 @@ struct AttnForward {
       case 1:
         for (int64_t i = t.thread; i < nq * nk; i += t.block_dim) {
           const int64_t r = i / nk, j = i % nk;
-          sS[r * B + j] = attn::visible(tl.row0 + r, k0 + j, fault) ? scale * attn::dot(sQ + r * D, sK + j * D, D) : -INFINITY;
+          sS[r * B + j] = attn::visible(tl.row0 + r, k0 + j, fault) ? scale * attn::dot(sQ + r * D, sK + j * D, D, 0) : -INFINITY;
         }
         break;
       case 2:
@@ -186,7 +197,7 @@ struct AttnBackwardDelta {
 //   P_ij = exp(scale q_i . k_j - lse_i) (masked: 0);  dS_ij = P_ij (dO_i . v_j - D_i)
 //   dq_i = scale sum_j dS_ij k_j
 // Phases: 0 load Q, dO, lse, D; zero acc | per key tile: load K,V | dS | accumulate | last: write.
-// Shared (floats): Q, dO, acc [B, D] | K, V [B, D] | dS [B, B] | lse, D [B].
+// Shared (floats): Q, dO, acc [B, D] | K, V [B, D] swizzled | dS [B, B] | lse, D [B].
 template <typename T>
 struct AttnBackwardDq {
   const T* q;
@@ -243,16 +254,17 @@ struct AttnBackwardDq {
     const int64_t kt = (phase - 1) / 3, k0 = tl.seq0 + kt * B, nk = attn::min64(B, tl.row1 - k0);
     switch ((phase - 1) % 3) {
       case 0:
-        attn::load_rows(t, k, k0, nk, n_kv, g, D, sK);
-        attn::load_rows(t, v, k0, nk, n_kv, g, D, sV);
+        attn::load_rows(t, k, k0, nk, n_kv, g, D, sK, attn::kv_swizzle(D));
+        attn::load_rows(t, v, k0, nk, n_kv, g, D, sV, attn::kv_swizzle(D));
         break;
       case 1:
         for (int64_t i = t.thread; i < nq * nk; i += t.block_dim) {
           const int64_t r = i / nk, j = i % nk;
           float ds = 0.0f;
           if (attn::visible(tl.row0 + r, k0 + j, fault)) {
-            const float p = expf(scale * attn::dot(sQ + r * D, sK + j * D, D) - sLse[r]);
-            ds = p * (attn::dot(sO + r * D, sV + j * D, D) - sD[r]);
+            const int64_t m = j & attn::kv_swizzle(D);
+            const float p = expf(scale * attn::dot(sQ + r * D, sK + j * D, D, m) - sLse[r]);
+            ds = p * (attn::dot(sO + r * D, sV + j * D, D, m) - sD[r]);
           }
           sS[r * B + j] = ds;
         }
@@ -262,7 +274,7 @@ struct AttnBackwardDq {
           const int64_t r = i / D, e = i % D;
           const float* ds = sS + r * B;
           float a = sA[i];
-          for (int64_t j = 0; j < nk; ++j) a += ds[j] * sK[j * D + e];
+          for (int64_t j = 0; j < nk; ++j) a += ds[j] * sK[j * D + (e ^ (j & attn::kv_swizzle(D)))];
           sA[i] = a;
         }
     }
@@ -275,7 +287,7 @@ struct AttnBackwardDq {
 //   P_ij = exp(scale q_i . k_j - lse_i) (masked: 0);  dS_ij = P_ij (dO_i . v_j - D_i)
 //   dv_j = sum_h sum_i P_ij dO_i;  dk_j = scale sum_h sum_i dS_ij q_i
 // Phases: 0 load K, V; zero acc | per (head, chunk): load Q, dO, lse, D | P, dS | accumulate | last: write.
-// Shared (floats): K, V, dK, dV [B, D] | Q, dO [C, D] | P, dS [C, B] | lse, D [C].
+// Shared (floats): K, V [B, D] swizzled | dK, dV [B, D] | Q, dO [C, D] | P, dS [C, B] | lse, D [C].
 template <typename T>
 struct AttnBackwardDkDv {
   const T* q;
@@ -318,8 +330,8 @@ struct AttnBackwardDkDv {
     const int nc = chunks(tl);
     const int64_t rep = H / G;
     if (phase == 0) {
-      attn::load_rows(t, k, tl.row0, nk, G, g, D, sK);
-      attn::load_rows(t, v, tl.row0, nk, G, g, D, sV);
+      attn::load_rows(t, k, tl.row0, nk, G, g, D, sK, attn::kv_swizzle(D));
+      attn::load_rows(t, v, tl.row0, nk, G, g, D, sV, attn::kv_swizzle(D));
       for (int64_t i = t.thread; i < nk * D; i += t.block_dim) sdK[i] = 0.0f, sdV[i] = 0.0f;
       return;
     }
@@ -348,8 +360,9 @@ struct AttnBackwardDkDv {
           const int64_t i = x / nk, j = x % nk;
           float p = 0.0f, ds = 0.0f;
           if (attn::visible(q0 + i, tl.row0 + j, fault)) {
-            p = expf(scale * attn::dot(sQ + i * D, sK + j * D, D) - sLse[i]);
-            ds = p * (attn::dot(sO + i * D, sV + j * D, D) - sD[i]);
+            const int64_t m = j & attn::kv_swizzle(D);
+            p = expf(scale * attn::dot(sQ + i * D, sK + j * D, D, m) - sLse[i]);
+            ds = p * (attn::dot(sO + i * D, sV + j * D, D, m) - sD[i]);
           }
           sP[i * B + j] = p;
           sS[i * B + j] = ds;
