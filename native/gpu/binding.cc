@@ -93,6 +93,9 @@ HarnessCase parse_case(const Napi::CallbackInfo& info) {
   c.vocab = int64_t(num(o, "vocab", 0));
   c.dim = int64_t(num(o, "dim", 0));
   c.eps = float(num(o, "eps", 1e-6));
+  c.kv_heads = int64_t(num(o, "kvHeads", 0));
+  c.scale = float(num(o, "scale", 1.0));
+  if (o.Get("fault").IsString()) c.fault = o.Get("fault").As<Napi::String>();
   c.accumulate = o.Get("accumulate").IsBoolean() && o.Get("accumulate").As<Napi::Boolean>().Value();
   if (o.Get("inputs").IsObject()) {
     Napi::Object in = o.Get("inputs").As<Napi::Object>();

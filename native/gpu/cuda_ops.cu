@@ -4,7 +4,9 @@
 // with the harness run of the same kernel code. CUDA build only; not yet run on a GPU.
 #include "../cuda/check.cuh"
 #include "cuda_case_io.h"
+#include "harness_attention.h"
 #include "harness_decode.h"
+#include "harness_io.h"
 #include "lt_gemm.h"
 #include "model_kernels_cuda.h"
 #include "murphy/device.h"
@@ -97,11 +99,36 @@ std::map<std::string, std::vector<float>> run_lt(const HarnessCase& c) {
   return {{"out", down<float>(y, size_t(ol))}};
 }
 
+// Attention (attention.cu): the tile table uploaded, then the kernels; o and lse for the
+// backward are the CPU op's forward on the same inputs, as in the harness run.
+template <typename T>
+std::map<std::string, std::vector<float>> run_attention(const HarnessCase& c) {
+  if (c.op != "attention_forward" && c.op != "attention_backward") throw Error("kernelCuda: op '" + c.op + "' has no CUDA runner");
+  const AttnCaseInputs in = attention_case_inputs(c);
+  const AttnPlan& p = in.plan;
+  const cudaStream_t s = nullptr;
+  DevMem tables = dev_alloc(attention_plan_ints(p) * sizeof(int32_t));
+  const AttnDevicePlan d = attention_upload_plan(p, P<int32_t>(tables), attention_plan_ints(p), s);
+  DevMem q = up<T>(in.q), k = up<T>(in.k), v = up<T>(in.v);
+  if (c.op == "attention_forward") {
+    DevMem o = dev_alloc(in.o.size() * sizeof(T)), lse = dev_alloc(in.lse.size() * sizeof(float));
+    attention_forward_cuda(p, d, P<T>(q), P<T>(k), P<T>(v), P<T>(o), P<float>(lse), s);
+    return {{"o", down<T>(o, in.o.size())}, {"lse", down<float>(lse, in.lse.size())}};
+  }
+  DevMem o = up<T>(in.o), lse = up<float>(in.lse), dout = up<T>(in.dout);
+  DevMem dq = dev_alloc(in.q.size() * sizeof(T)), dk = dev_alloc(in.k.size() * sizeof(T)), dv = dev_alloc(in.v.size() * sizeof(T));
+  DevMem ws = dev_alloc(p.workspace_floats() * sizeof(float));
+  attention_backward_cuda(p, d, P<T>(q), P<T>(k), P<T>(v), P<T>(o), P<float>(lse), P<T>(dout), P<T>(dq), P<T>(dk), P<T>(dv),
+                          P<float>(ws), s);
+  return {{"dq", down<T>(dq, in.q.size())}, {"dk", down<T>(dk, in.k.size())}, {"dv", down<T>(dv, in.v.size())}};
+}
+
 }  // namespace
 
 // The caller runs run_harness_case(c) first: it checks the case (sizes, ids, positions).
 std::map<std::string, std::vector<float>> run_cuda_case(const HarnessCase& c) {
   if (c.op.rfind("lt_linear_", 0) == 0) return run_lt(c);
+  if (c.op.rfind("attention_", 0) == 0) return c.bf16 ? run_attention<uint16_t>(c) : run_attention<float>(c);
   if (is_decode_op(c.op)) return run_cuda_decode_case(c);
   return c.bf16 ? run_typed<uint16_t>(c) : run_typed<float>(c);
 }

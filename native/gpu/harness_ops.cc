@@ -197,6 +197,7 @@ HarnessOut run_typed(const HarnessCase& c) {
 }  // namespace
 
 HarnessOut run_harness_case(const HarnessCase& c) {
+  if (c.op.rfind("attention_", 0) == 0) return run_attention_case(c);
   if (is_decode_op(c.op)) return run_decode_case(c);
   return c.bf16 ? run_typed<uint16_t>(c) : run_typed<float>(c);
 }

@@ -24,6 +24,9 @@ struct HarnessCase {
   double theta = 10000.0;
   int64_t vocab = 0, dim = 0;                     // embedding (tokens too)
   float eps = 1e-6f;
+  int64_t kv_heads = 0;                           // attention (tokens, heads, head_dim too; ints = seq_offsets)
+  float scale = 1.0f;
+  std::string fault;                              // attention: a deliberate bug ('causal', 'gqa'), tests only
   bool accumulate = false;                        // lt_linear_*: add into the given output
   bool run_plan = true;                           // lt_linear_*: false = only the CPU op (the plain-loop plan
                                                   // execution is slow at GPU test sizes)
@@ -39,6 +42,7 @@ struct HarnessOut {
 };
 
 HarnessOut run_harness_case(const HarnessCase& c);
+HarnessOut run_attention_case(const HarnessCase& c);  // attention_* ops (harness_attention.cc)
 
 #ifdef MURPHY_WITH_CUDA
 // The same case on the GPU (cuda_ops.cu): the kernel's outputs only. lt_linear_* cases run

@@ -15,6 +15,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -62,19 +63,23 @@ MURPHY_HD int block_sum_slot(const Thread& t) { return t.block_dim + 32; }
 
 enum class Order { Forward, Reverse };
 
-// Kernels whose number of phases is known only at run time (a loop with a barrier in each
-// step, e.g. a bisection over a row) define `MURPHY_HD int phases() const` instead of kPhases.
+// Phase count: a kernel has a compile-time `static constexpr int kPhases`, or a run-time
+// count (a loop with a barrier in each step: a phase per iteration), either the same for
+// every block, `MURPHY_HD int phases() const`, or per block, `MURPHY_HD int phases(int64_t
+// block) const` (e.g. a loop over the tiles a block's tile interacts with). A per-block count
+// is the same for every thread of the block, so each thread meets every barrier.
 template <class K, class = void>
-struct HasRuntimePhases {
-  static constexpr bool value = false;
-};
+struct HasBlockPhases : std::false_type {};
 template <class K>
-struct HasRuntimePhases<K, decltype(void(std::declval<const K&>().phases()))> {
-  static constexpr bool value = true;
-};
+struct HasBlockPhases<K, std::void_t<decltype(std::declval<const K&>().phases(int64_t(0)))>> : std::true_type {};
+template <class K, class = void>
+struct HasRuntimePhases : std::false_type {};
 template <class K>
-int phase_count(const K& k) {
-  if constexpr (HasRuntimePhases<K>::value) return k.phases();
+struct HasRuntimePhases<K, std::void_t<decltype(std::declval<const K&>().phases())>> : std::true_type {};
+template <class K>
+MURPHY_HD int kernel_phases(const K& k, int64_t block) {
+  if constexpr (HasBlockPhases<K>::value) return k.phases(block);
+  else if constexpr (HasRuntimePhases<K>::value) return k.phases();
   else return K::kPhases;
 }
 
@@ -82,11 +87,11 @@ int phase_count(const K& k) {
 template <class K>
 void run_on_host(const K& k, int64_t grid, int block, Order order = Order::Forward) {
   if (block <= 0 || block > kMaxBlock) throw Error("harness: block size " + std::to_string(block) + " outside 1..1024");
-  std::vector<float> shared(K::shared_floats(block));
-  const int phases = phase_count(k);
+  std::vector<float> shared(k.shared_floats(block));  // static, or a member when it depends on the arguments
   for (int64_t bi = 0; bi < grid; ++bi) {
     const int64_t b = order == Order::Forward ? bi : grid - 1 - bi;
     for (float& s : shared) s = std::nanf("");
+    const int phases = kernel_phases(k, b);
     for (int p = 0; p < phases; ++p) {
       for (int ti = 0; ti < block; ++ti) {
         const int t = order == Order::Forward ? ti : block - 1 - ti;

@@ -13,11 +13,11 @@ template <class K>
 __global__ void __launch_bounds__(kMaxBlock) phased_kernel(K k) {
   extern __shared__ float sh[];
   const Thread t{int64_t(blockIdx.x), int(threadIdx.x), int(blockDim.x), int64_t(gridDim.x)};
-  if constexpr (HasRuntimePhases<K>::value) {
-    const int n = k.phases();
-    for (int p = 0; p < n; ++p) {
+  if constexpr (HasBlockPhases<K>::value || HasRuntimePhases<K>::value) {
+    const int phases = kernel_phases(k, t.block);  // the same for every thread of the block
+    for (int p = 0; p < phases; ++p) {
       k(p, t, sh);
-      if (p + 1 < n) __syncthreads();
+      if (p + 1 < phases) __syncthreads();
     }
   } else {
 #pragma unroll
@@ -35,7 +35,10 @@ void launch_phased(const K& k, int block, cudaStream_t stream) {
   if (block <= 0 || block > kMaxBlock || block % 32 != 0)
     throw Error("launch: block size " + std::to_string(block) + " must be a multiple of 32 in 32..1024");
   if (grid > int64_t(INT_MAX)) throw Error("launch: grid of " + std::to_string(grid) + " blocks exceeds 2^31 - 1");
-  phased_kernel<K><<<unsigned(grid), unsigned(block), K::shared_floats(block) * sizeof(float), stream>>>(k);
+  const size_t shared = k.shared_floats(block) * sizeof(float);
+  if (shared > 48 * 1024)  // above it a kernel would need cudaFuncAttributeMaxDynamicSharedMemorySize (no kernel does)
+    throw Error("launch: " + std::to_string(shared) + " bytes of shared memory per block exceed the 48 KiB default");
+  phased_kernel<K><<<unsigned(grid), unsigned(block), shared, stream>>>(k);
   CUDA_CHECK_LAUNCH();
 }
 
