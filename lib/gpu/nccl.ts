@@ -141,17 +141,17 @@ export class NcclCommunicator {
   get rank(): number { return this.raw.rank; }
   get worldSize(): number { return this.raw.nranks; }
 
-  allReduce(send: NcclBuffer, recv: NcclBuffer, count: number, dtype: NcclDType, op: NcclRedOp = 'sum', timeoutMs?: number): Promise<void> {
+  async allReduce(send: NcclBuffer, recv: NcclBuffer, count: number, dtype: NcclDType, op: NcclRedOp = 'sum', timeoutMs?: number): Promise<void> {
     return this.raw.allReduce(send, recv, count, dtype, op, timeoutMs ?? this.defaultTimeoutMs);
   }
-  reduceScatter(send: NcclBuffer, recv: NcclBuffer, recvCount: number, dtype: NcclDType, op: NcclRedOp = 'sum', timeoutMs?: number): Promise<void> {
+  async reduceScatter(send: NcclBuffer, recv: NcclBuffer, recvCount: number, dtype: NcclDType, op: NcclRedOp = 'sum', timeoutMs?: number): Promise<void> {
     return this.raw.reduceScatter(send, recv, recvCount, dtype, op, timeoutMs ?? this.defaultTimeoutMs);
   }
-  allGather(send: NcclBuffer, recv: NcclBuffer, sendCount: number, dtype: NcclDType, timeoutMs?: number): Promise<void> {
+  async allGather(send: NcclBuffer, recv: NcclBuffer, sendCount: number, dtype: NcclDType, timeoutMs?: number): Promise<void> {
     return this.raw.allGather(send, recv, sendCount, dtype, timeoutMs ?? this.defaultTimeoutMs);
   }
   /** send is read on the root only (null elsewhere); recv receives on every rank. */
-  broadcast(send: NcclBuffer | null, recv: NcclBuffer, count: number, dtype: NcclDType, root = 0, timeoutMs?: number): Promise<void> {
+  async broadcast(send: NcclBuffer | null, recv: NcclBuffer, count: number, dtype: NcclDType, root = 0, timeoutMs?: number): Promise<void> {
     return this.raw.broadcast(send, recv, count, dtype, root, timeoutMs ?? this.defaultTimeoutMs);
   }
   /** ncclCommFinalize + ncclCommDestroy (aborted past the deadline). Idempotent. */

@@ -197,8 +197,8 @@ NcclComm::~NcclComm() {
 
 void NcclComm::fail(ncclResult_t st, const char* what) {
   std::string last;
-  if (comm_ && api_->GetLastError) {
-    const char* l = api_->GetLastError(comm_);
+  if (api_->GetLastError) {
+    const char* l = api_->GetLastError(comm_);  // NCCL ignores the argument (NULL is fine)
     if (l && *l) last = std::string("; NCCL says: ") + l;
   }
   std::string msg = std::string("NCCL ") + what + " failed on rank " + std::to_string(rank_) + " of " +
