@@ -21,6 +21,7 @@ import { EmbeddedBackend } from '../rollout/embedded.js';
 import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
+import { weightSyncFor } from '../rollout/weight-sync.js';
 import { writeReport } from '../report/html.js';
 import { selectTrainingDevice } from '../gpu/device.js';
 import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
@@ -215,6 +216,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       apiKey: c.vllmApiKey ?? undefined,
       tokenizer: tok,
       syncDir: join(resolve(run.root), 'sync'),
+      weightSync: weightSyncFor(c.weightSync, { bucketBytes: c.weightSyncBucketMb * 2 ** 20, timeoutMs: c.weightSyncTimeoutS * 1000, log }),
       maxRetries: 2,
     });
   }

@@ -8,11 +8,14 @@
 // Every call that waits on NCCL runs off the JS thread, with a deadline; past it the
 // communicator is aborted, so a dead peer is an error, never a hang.
 import { existsSync, statSync } from 'node:fs';
-import { ncclNative, type NcclBuffer, type NcclDType, type NcclRedOp, type RawNccl, type RawNcclComm } from '../native.js';
+import { DeviceArray, ncclNative, type HostArray, type NcclBuffer, type NcclDType, type NcclRedOp, type RawNccl, type RawNcclComm } from '../native.js';
 import { pythonSitePackages } from './cublaslt.js';
 import { libraryCandidates, notFoundReason, type CandidateInputs, type CandidateList, type LoadAttempt, type LibrarySpec } from './library-search.js';
 
-export type { NcclBuffer, NcclDType, NcclRedOp };
+export type { NcclDType, NcclRedOp };
+/** What the collectives read and write: device arrays (host typed arrays reach only a fake library). */
+export type NcclTensor = DeviceArray | HostArray;
+const rawOf = (t: NcclTensor): NcclBuffer => (t instanceof DeviceArray ? t.raw : t);
 
 export const NCCL_SPEC: LibrarySpec = {
   envVar: 'MURPHY_NCCL',
@@ -141,18 +144,18 @@ export class NcclCommunicator {
   get rank(): number { return this.raw.rank; }
   get worldSize(): number { return this.raw.nranks; }
 
-  async allReduce(send: NcclBuffer, recv: NcclBuffer, count: number, dtype: NcclDType, op: NcclRedOp = 'sum', timeoutMs?: number): Promise<void> {
-    return this.raw.allReduce(send, recv, count, dtype, op, timeoutMs ?? this.defaultTimeoutMs);
+  async allReduce(send: NcclTensor, recv: NcclTensor, count: number, dtype: NcclDType, op: NcclRedOp = 'sum', timeoutMs?: number): Promise<void> {
+    return this.raw.allReduce(rawOf(send), rawOf(recv), count, dtype, op, timeoutMs ?? this.defaultTimeoutMs);
   }
-  async reduceScatter(send: NcclBuffer, recv: NcclBuffer, recvCount: number, dtype: NcclDType, op: NcclRedOp = 'sum', timeoutMs?: number): Promise<void> {
-    return this.raw.reduceScatter(send, recv, recvCount, dtype, op, timeoutMs ?? this.defaultTimeoutMs);
+  async reduceScatter(send: NcclTensor, recv: NcclTensor, recvCount: number, dtype: NcclDType, op: NcclRedOp = 'sum', timeoutMs?: number): Promise<void> {
+    return this.raw.reduceScatter(rawOf(send), rawOf(recv), recvCount, dtype, op, timeoutMs ?? this.defaultTimeoutMs);
   }
-  async allGather(send: NcclBuffer, recv: NcclBuffer, sendCount: number, dtype: NcclDType, timeoutMs?: number): Promise<void> {
-    return this.raw.allGather(send, recv, sendCount, dtype, timeoutMs ?? this.defaultTimeoutMs);
+  async allGather(send: NcclTensor, recv: NcclTensor, sendCount: number, dtype: NcclDType, timeoutMs?: number): Promise<void> {
+    return this.raw.allGather(rawOf(send), rawOf(recv), sendCount, dtype, timeoutMs ?? this.defaultTimeoutMs);
   }
   /** send is read on the root only (null elsewhere); recv receives on every rank. */
-  async broadcast(send: NcclBuffer | null, recv: NcclBuffer, count: number, dtype: NcclDType, root = 0, timeoutMs?: number): Promise<void> {
-    return this.raw.broadcast(send, recv, count, dtype, root, timeoutMs ?? this.defaultTimeoutMs);
+  async broadcast(send: NcclTensor | null, recv: NcclTensor, count: number, dtype: NcclDType, root = 0, timeoutMs?: number): Promise<void> {
+    return this.raw.broadcast(send === null ? null : rawOf(send), rawOf(recv), count, dtype, root, timeoutMs ?? this.defaultTimeoutMs);
   }
   /** ncclCommFinalize + ncclCommDestroy (aborted past the deadline). Idempotent. */
   async close(timeoutMs?: number): Promise<void> {

@@ -15,7 +15,7 @@
 // refuse; auto uses NCCL where the checks pass and the disk sync (for the rest of the run)
 // where they do not. Transport failures (timeouts, a dead server) fall back in both modes.
 import { execFileSync } from 'node:child_process';
-import { DeviceArray } from '../native.js';
+import { cuda, DeviceArray } from '../native.js';
 import { findNccl, NcclCommunicator, ncclUniqueId, uniqueIdHex } from '../gpu/nccl.js';
 import type { PolicyWeights, WeightSync, WeightSyncReport } from './types.js';
 import { RolloutError } from './types.js';
@@ -122,6 +122,8 @@ export class NcclChannel implements SyncChannel {
   private constructor(readonly ncclVersion: string, readonly gpuUuid: string | null, readonly idHex: string, private readonly id: Uint8Array, private readonly device: number) {}
 
   static async open(device = 0): Promise<NcclChannel> {
+    const st = cuda.status();
+    if (!st.available) throw new WeightSyncRefused(`NCCL weight sync needs a CUDA device in the trainer process: ${st.reason}`);
     const r = findNccl({ install: true });
     if (!r.found) throw new WeightSyncRefused(r.reason ?? 'NCCL not found');
     const id = ncclUniqueId();
@@ -149,6 +151,15 @@ export class NcclChannel implements SyncChannel {
   abort(): void {
     this.comm?.abort();
   }
+}
+
+/**
+ * The client's weightSync option for a mode: undefined (the disk sync) for 'disk', else the
+ * NCCL sync on `device` with the disk sync as fallback.
+ */
+export function weightSyncFor(mode: WeightSyncMode, o: { device?: number; bucketBytes?: number; timeoutMs?: number; log?: (line: string) => void } = {}): ((client: VllmBackend, disk: WeightSync) => WeightSync) | undefined {
+  if (mode === 'disk') return undefined;
+  return (client, disk) => new NcclWeightSync(client, { mode, channel: () => NcclChannel.open(o.device ?? 0), fallback: disk, bucketBytes: o.bucketBytes, timeoutMs: o.timeoutMs, log: o.log });
 }
 
 export interface NcclWeightSyncOptions {

@@ -16,6 +16,8 @@ import {
   bucketPlan, groupLayout, LoopbackChannel, NativeEngine, NcclWeightSync, packBucket, startServer, unpackBucket, VllmBackend, WeightSyncRefused,
   type FetchLike, type RolloutServer, type WeightSyncMode,
 } from '../../lib/rollout/index.js';
+import { weightSyncFor } from '../../lib/rollout/weight-sync.js';
+import { cuda } from '../../lib/native.js';
 import { Rng, testSeed } from '../helpers/random.js';
 
 const seed = testSeed('rollout/weight-sync');
@@ -134,7 +136,7 @@ describe('NCCL weight sync end to end against serve (loopback fake)', () => {
       return fetch(url, init) as ReturnType<FetchLike>;
     };
     const log: string[] = [];
-    const c = await client('nccl', { fetch: stuck, timeoutMs: 1500, log });
+    const c = await client('nccl', { fetch: stuck, timeoutMs: 1000, log });
     const rep = await c.syncWeights(t, 1);
     assert.equal(rep.method, 'disk');
     assert.match(rep.fallback ?? '', /timed out/);
@@ -160,5 +162,16 @@ describe('NCCL weight sync end to end against serve (loopback fake)', () => {
     assert.match(log.join('\n'), /NCCL not used \(.*runs on the trainer's GPU .*\); syncing through the disk for the rest of the run/);
     const n = await client('nccl', { channel: () => LoopbackChannel.open({ ncclVersion: '2.99.0' }) });
     await assert.rejects(n.syncWeights(t, 1), /has NCCL loopback, the trainer 2\.99\.0/);
+  });
+
+  it('the config\'s modes (weightSyncFor): disk is the plain disk sync; without a CUDA device in the trainer, auto syncs through the disk and nccl stops, each saying why', { skip: cuda.status().available ? 'this machine has a CUDA device' : false }, async () => {
+    assert.equal(weightSyncFor('disk'), undefined);
+    const t = await trainer();
+    const log: string[] = [];
+    const a = await VllmBackend.connect({ servers: [servers[0].url], syncDir: join(work, 'sync-auto'), tokenizer: tok, weightSync: weightSyncFor('auto', { log: (l) => log.push(l) }) });
+    assert.equal((await a.syncWeights(t, 1)).method, 'disk');
+    assert.match(log.join('\n'), /NCCL not used \(NCCL weight sync needs a CUDA device in the trainer process: no CUDA device/);
+    const n = await VllmBackend.connect({ servers: [servers[0].url], syncDir: join(work, 'sync-nccl'), tokenizer: tok, weightSync: weightSyncFor('nccl') });
+    await assert.rejects(n.syncWeights(t, 1), /needs a CUDA device in the trainer process/);
   });
 });
