@@ -69,6 +69,19 @@ export interface WorkerInfo {
 const normUuid = (u: string) => u.trim().toLowerCase().replace(/^gpu-/, '');
 
 /**
+ * Whether two NCCL version texts name one version: "2.21.0", "2.21." (what vLLM's
+ * NCCLLibrary.ncclGetVersion prints when the patch is 0) and "2.21" are the same.
+ */
+export function sameNcclVersion(a: string, b: string): boolean {
+  const nums = (v: string) => (/^\d+(\.\d*)*$/.test(v.trim()) ? v.trim().split('.').map((x) => Number(x || 0)) : undefined);
+  const x = nums(a), y = nums(b);
+  if (x === undefined || y === undefined) return a.trim() === b.trim();
+  while (x.length < 3) x.push(0);
+  while (y.length < 3) y.push(0);
+  return x.every((v, i) => v === y[i]);
+}
+
+/**
  * The group layout from every server's murphy_nccl_info results (in server order), after the
  * checks: the trainer's GPU is none of the workers', every worker's NCCL version equals the
  * trainer's, every server's workers agree on TP x PP x DP. Returns world size and each
@@ -90,7 +103,7 @@ export function groupLayout(trainer: { gpuUuid: string | null; ncclVersion: stri
       if (trainer.gpuUuid && w.gpu_uuid && normUuid(w.gpu_uuid) === normUuid(trainer.gpuUuid)) {
         throw new WeightSyncRefused(`${server}: worker ${w.rank} runs on the trainer's GPU (${trainer.gpuUuid}); NCCL cannot put two ranks of one group on one GPU: give the trainer its own GPU (CUDA_VISIBLE_DEVICES) or use --weight-sync disk`);
       }
-      if (String(w.nccl_version) !== trainer.ncclVersion) {
+      if (!sameNcclVersion(String(w.nccl_version), trainer.ncclVersion)) {
         throw new WeightSyncRefused(`${server}: worker ${w.rank} has NCCL ${w.nccl_version}, the trainer ${trainer.ncclVersion}; point MURPHY_NCCL at the libnccl.so.2 that vLLM uses (its nvidia-nccl wheel) or use --weight-sync disk`);
       }
     }

@@ -16,7 +16,7 @@ import {
   bucketPlan, groupLayout, LoopbackChannel, NativeEngine, NcclWeightSync, packBucket, startServer, unpackBucket, VllmBackend, WeightSyncRefused,
   type FetchLike, type RolloutServer, type WeightSyncMode,
 } from '../../lib/rollout/index.js';
-import { weightSyncFor } from '../../lib/rollout/weight-sync.js';
+import { sameNcclVersion, weightSyncFor } from '../../lib/rollout/weight-sync.js';
 import { cuda } from '../../lib/native.js';
 import { Rng, testSeed } from '../helpers/random.js';
 
@@ -62,6 +62,12 @@ describe('group layout and checks', () => {
     assert.throws(() => groupLayout(trainer, [{ server: 'a', results: [w({ nccl_version: '2.20.3' })] }]), /has NCCL 2\.20\.3, the trainer 2\.21\.5; point MURPHY_NCCL/);
     assert.throws(() => groupLayout(trainer, [{ server: 'a', results: [w({ tp_size: 2 })] }]), /1 worker\(s\) answered for tensor x pipeline parallel size 2/);
     assert.throws(() => groupLayout(trainer, [{ server: 'a', results: [] }]), /returned no workers/);
+  });
+  it('NCCL versions compare as numbers: vLLM prints 2.21.0 as "2.21."', () => {
+    assert.deepEqual(groupLayout({ gpuUuid: null, ncclVersion: '2.21.0' }, [{ server: 'a', results: [w({ nccl_version: '2.21.' })] }]), { world: 2, offsets: [1] });
+    assert.equal(sameNcclVersion('2.21.5', '2.21.05'), true);
+    assert.equal(sameNcclVersion('2.21.5', '2.21.6'), false);
+    assert.equal(sameNcclVersion('loopback', 'loopback'), true);
   });
 });
 
