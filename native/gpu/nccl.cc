@@ -222,6 +222,9 @@ void NcclComm::abort() {
 void NcclComm::check_open(const char* what) const {
   if (aborted_.load() || abort_requested_.load() || comm_ == nullptr)
     throw Error(std::string("NCCL ") + what + ": the communicator was closed or aborted; create a new one");
+#ifdef MURPHY_WITH_CUDA
+  nccl_set_device(device_);  // calls come from any libuv worker thread
+#endif
 }
 
 // Completion of a non-blocking call: ncclCommGetAsyncError leaves ncclInProgress when NCCL has

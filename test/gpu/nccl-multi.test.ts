@@ -22,7 +22,10 @@ console.log(`# gpu/nccl-multi: ${skip || `${devices} devices, NCCL ${nccl?.versi
 
 function rank(idHex: string, world: number, r: number, seed: number): Promise<{ rank: number; ok: boolean; checks?: number; error?: string; stderr: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'nccl-rank.ts'), idHex, String(world), String(r), String(seed)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // one GPU per process: rank r sees only the r-th visible device, as its device 0
+    const visible = process.env.CUDA_VISIBLE_DEVICES?.split(',').map((s) => s.trim()).filter((s) => s !== '');
+    const env = { ...process.env, CUDA_VISIBLE_DEVICES: visible ? visible[r] : String(r) };
+    const p = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'nccl-rank.ts'), idHex, String(world), String(r), String(seed)], { stdio: ['ignore', 'pipe', 'pipe'], env });
     let out = '', err = '';
     p.stdout.on('data', (d: Buffer) => { out += d; });
     p.stderr.on('data', (d: Buffer) => { err += d; });

@@ -1,6 +1,7 @@
 // One rank of the multi-GPU NCCL check (test/gpu/nccl-multi.test.ts):
 //   node --import tsx test/gpu/nccl-rank.ts ID_HEX WORLD RANK SEED
-// Joins the communicator on CUDA device RANK, runs all-reduce, reduce-scatter, all-gather and
+// Joins the communicator on CUDA device 0 of this process (the parent sets CUDA_VISIBLE_DEVICES
+// to one GPU per rank), runs all-reduce, reduce-scatter, all-gather and
 // broadcast of f32 and bf16 buckets whose values are small integers (so every sum is exact in
 // both types, whatever order NCCL adds in), compares each with the host result, and prints one
 // JSON line {rank, ok, checks, error?}.
@@ -25,7 +26,7 @@ function same(got: Float32Array, want: Float32Array, what: string): void {
 }
 
 async function main(): Promise<number> {
-  const c = await NcclCommunicator.init({ id: uniqueIdFromHex(idHex), worldSize: world, rank, device: rank, timeoutMs: 120_000 });
+  const c = await NcclCommunicator.init({ id: uniqueIdFromHex(idHex), worldSize: world, rank, device: 0, timeoutMs: 120_000 });
   let checks = 0;
   try {
     for (const t of ['f32', 'bf16'] as NcclDType[]) {
