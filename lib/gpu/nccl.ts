@@ -60,6 +60,8 @@ export function loadNccl(list: CandidateList, opts: { install?: boolean; native?
 }
 
 let cached: NcclReport | undefined;
+/** The report of the library installed in this process (it stays installed). */
+let installed: NcclReport | undefined;
 
 /**
  * Searches this machine (this process's environment and python3s), once per process.
@@ -67,6 +69,7 @@ let cached: NcclReport | undefined;
  * and NcclCommunicator.init).
  */
 export function findNccl(opts: { refresh?: boolean; install?: boolean } = {}): NcclReport {
+  if (opts.install && installed) return installed;
   if (cached && !opts.refresh && !opts.install) return cached;
   const list = ncclCandidates({
     env: process.env,
@@ -81,6 +84,7 @@ export function findNccl(opts: { refresh?: boolean; install?: boolean } = {}): N
     },
   });
   cached = loadNccl(list, { install: opts.install });
+  if (opts.install && cached.found) installed = cached;
   return cached;
 }
 
