@@ -122,7 +122,7 @@ export interface NcclInitOptions {
   id: Uint8Array;
   worldSize: number;
   rank: number;
-  /** CUDA device index of this rank (ignored by CPU-only binaries). Default 0. */
+  /** CUDA device index of this rank (ignored by CPU-only binaries); -1: no device (host arrays, for a fake library). Default 0. */
   device?: number;
   /** Deadline of the init, ms; past it the communicator is aborted. Default 120 000. */
   timeoutMs?: number;

@@ -160,8 +160,10 @@ std::unique_ptr<NcclComm> NcclComm::init(const std::array<uint8_t, kNcclUniqueId
   std::unique_ptr<NcclComm> c(new NcclComm(nranks, rank, device));
   c->api_ = api;
 #ifdef MURPHY_WITH_CUDA
-  nccl_set_device(device);  // ncclCommInitRankConfig binds the calling thread's device
-  c->stream_ = nccl_stream_create(device);
+  if (device >= 0) {
+    nccl_set_device(device);  // ncclCommInitRankConfig binds the calling thread's device
+    c->stream_ = nccl_stream_create(device);
+  }
 #endif
   ncclUniqueId uid{};
   std::memcpy(uid.internal, id.data(), kNcclUniqueIdBytes);
@@ -223,7 +225,7 @@ void NcclComm::check_open(const char* what) const {
   if (aborted_.load() || abort_requested_.load() || comm_ == nullptr)
     throw Error(std::string("NCCL ") + what + ": the communicator was closed or aborted; create a new one");
 #ifdef MURPHY_WITH_CUDA
-  nccl_set_device(device_);  // calls come from any libuv worker thread
+  if (device_ >= 0) nccl_set_device(device_);  // calls come from any libuv worker thread
 #endif
 }
 

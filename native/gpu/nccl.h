@@ -128,7 +128,8 @@ size_t nccl_type_size(int dtype);
 // aborts the communicator and throws.
 class NcclComm {
  public:
-  // ncclCommInitRankConfig (blocking = 0) on `device` (CUDA build), then polls until the
+  // ncclCommInitRankConfig (blocking = 0) on `device` (CUDA build; -1: no device, host pointers
+  // and no stream, which only a fake library accepts), then polls until the
   // communicator is ready. Past timeout_ms: ncclCommAbort, and an Error naming rank, world and
   // what to check. Any NCCL error: abort, Error with ncclGetErrorString and ncclGetLastError.
   static std::unique_ptr<NcclComm> init(const std::array<uint8_t, kNcclUniqueIdBytes>& id, int nranks, int rank,

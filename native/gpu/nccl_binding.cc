@@ -222,7 +222,7 @@ Napi::Value NcclInit(const Napi::CallbackInfo& info) {
     std::copy(a.Data(), a.Data() + kNcclUniqueIdBytes, id.begin());
     const int nranks = int(addon::to_int(info[1], "nranks", 1, 1 << 20));
     const int rank = int(addon::to_int(info[2], "rank", 0, nranks - 1));
-    const int device = int(addon::to_int(info[3], "device", 0, 1 << 16));
+    const int device = int(addon::to_int(info[3], "device", -1, 1 << 16));
     const double ms = timeout_arg(info[4]);
     auto out = std::make_shared<CommPtr>();
     return queue(info.Env(), {}, [=]() { *out = CommPtr(NcclComm::init(id, nranks, rank, device, ms)); },
