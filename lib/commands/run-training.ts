@@ -59,7 +59,7 @@ export interface RunTrainingResult {
 }
 
 /** Keys a resume may change; every other key must equal the run's. */
-export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey'] as const;
+export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey', 'weightSync', 'weightSyncBucketMb', 'weightSyncTimeoutS'] as const;
 
 /** Keys (other than RESUMABLE_KEYS and out) whose values differ between two configurations, sorted. */
 export function configDifferences(a: Record<string, unknown>, b: Record<string, unknown>): string[] {

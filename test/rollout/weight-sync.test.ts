@@ -18,6 +18,8 @@ import {
 } from '../../lib/rollout/index.js';
 import { sameNcclVersion, weightSyncFor } from '../../lib/rollout/weight-sync.js';
 import { cuda } from '../../lib/native.js';
+import { configDifferences } from '../../lib/commands/run-training.js';
+import { resolveConfig } from '../../lib/config/index.js';
 import { Rng, testSeed } from '../helpers/random.js';
 
 const seed = testSeed('rollout/weight-sync');
@@ -44,6 +46,16 @@ describe('bucket plan', () => {
       const want = fromBf16(toBf16(w.get(t.name)!)) as Float32Array;
       assert.deepEqual(t.data, want, t.name);
     }
+  });
+});
+
+describe('config', () => {
+  it('--weight-sync auto|nccl|disk (default auto), the bucket size within 256-1024 MiB; all three may change on resume', () => {
+    const c = resolveConfig({ file: null, flags: { backend: 'vllm', serverUrl: 'http://127.0.0.1:8000', model: '/m' } });
+    assert.deepEqual([c.weightSync, c.weightSyncBucketMb, c.weightSyncTimeoutS], ['auto', 512, 300]);
+    assert.throws(() => resolveConfig({ file: null, flags: { weightSync: 'tcp' } }), /weightSync/);
+    assert.throws(() => resolveConfig({ file: null, flags: { weightSyncBucketMb: 100 } }), /weightSyncBucketMb/);
+    assert.deepEqual(configDifferences({ ...c, weightSync: 'nccl', weightSyncBucketMb: 1024 }, { ...c, weightSync: 'disk' }), []);
   });
 });
 
