@@ -12,6 +12,8 @@ import type { SyncChannel } from './weight-sync.js';
 
 const MAGIC = 'murphy-loopback-v1';
 const ACK = 0x06;
+/** How long an accepted connection may take to say hello. */
+const HELLO_MS = 600_000;
 
 /** The 128-byte id (as hex) naming the port and token. */
 export function loopbackIdHex(port: number, token: string): string {
@@ -88,12 +90,31 @@ export class LoopbackChannel implements SyncChannel {
   readonly idHex: string;
   private readonly token = randomBytes(8).toString('hex');
   private peers: Reader[] = [];
+  /** Every connection accepted (abort ends them all, joined or not). */
+  private readonly sockets = new Set<Socket>();
   private aborted = false;
+
+  /** Workers that said hello with the right token, by rank (before or during join). */
+  private readonly arrived = new Map<number, Reader>();
+  private onHello: (() => void) | undefined;
 
   private constructor(private readonly server: Server, port: number, o: LoopbackChannelOptions) {
     this.idHex = loopbackIdHex(port, this.token);
     this.ncclVersion = o.ncclVersion ?? 'loopback';
     this.gpuUuid = o.gpuUuid ?? null;
+    // accept from the start: a worker may connect before join() is called
+    server.on('connection', (s: Socket) => {
+      this.sockets.add(s);
+      s.on('close', () => this.sockets.delete(s));
+      if (this.aborted) return void s.destroy();
+      const r = new Reader(s, 'a worker');
+      r.line(Date.now() + HELLO_MS, 'weight-sync hello').then((text) => {
+        const h = JSON.parse(text) as { token?: string; rank?: number };
+        if (h.token !== this.token || !Number.isSafeInteger(h.rank) || h.rank! < 1 || this.arrived.has(h.rank!)) return void s.destroy();
+        this.arrived.set(h.rank!, r);
+        this.onHello?.();
+      }).catch(() => s.destroy());
+    });
   }
 
   static async open(o: LoopbackChannelOptions = {}): Promise<LoopbackChannel> {
@@ -103,33 +124,25 @@ export class LoopbackChannel implements SyncChannel {
     return new LoopbackChannel(server, port, o);
   }
 
-  /** Resolves once ranks 1..world-1 have connected with the token; rejects at the deadline. */
+  /** Resolves once ranks 1..world-1 have said hello with the token; rejects at the deadline naming the missing ranks. */
   async join(world: number, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    const ranks = new Map<number, Reader>();
+    const missing = () => Array.from({ length: world - 1 }, (_, i) => i + 1).filter((r) => !this.arrived.has(r));
     await new Promise<void>((resolve, reject) => {
-      if (world <= 1) return resolve();
+      const check = () => {
+        if (missing().length > 0) return;
+        clearTimeout(timer);
+        this.onHello = undefined;
+        resolve();
+      };
       const timer = setTimeout(() => {
-        const missing = Array.from({ length: world - 1 }, (_, i) => i + 1).filter((r) => !ranks.has(r));
-        reject(new Error(`the weight-sync group did not form within ${timeoutMs} ms: rank(s) ${missing.join(', ')} of ${world} did not join`));
+        this.onHello = undefined;
+        reject(new Error(`the weight-sync group did not form within ${timeoutMs} ms: rank(s) ${missing().join(', ')} of ${world} did not join`));
       }, timeoutMs);
-      this.server.on('connection', (s: Socket) => {
-        const r = new Reader(s, 'a worker');
-        r.line(deadline, 'weight-sync hello').then((text) => {
-          const h = JSON.parse(text) as { token?: string; rank?: number };
-          if (h.token !== this.token || !Number.isSafeInteger(h.rank) || h.rank! < 1 || h.rank! >= world || ranks.has(h.rank!)) {
-            s.destroy();
-            return;
-          }
-          ranks.set(h.rank!, r);
-          if (ranks.size === world - 1) {
-            clearTimeout(timer);
-            resolve();
-          }
-        }).catch(() => s.destroy());
-      });
+      this.onHello = check;
+      check();
     });
-    this.peers = [...ranks.values()];
+    for (const [rank, r] of this.arrived) if (rank >= world) r.socket.destroy();
+    this.peers = [...this.arrived].filter(([rank]) => rank < world).map(([, r]) => r);
   }
 
   async broadcast(bytes: Uint8Array, timeoutMs: number): Promise<void> {
@@ -151,7 +164,7 @@ export class LoopbackChannel implements SyncChannel {
 
   abort(): void {
     this.aborted = true;
-    for (const p of this.peers) p.socket.destroy();
+    for (const s of this.sockets) s.destroy();
     this.server.close();
   }
 }

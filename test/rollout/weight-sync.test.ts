@@ -17,6 +17,7 @@ import {
   type FetchLike, type RolloutServer, type WeightSyncMode,
 } from '../../lib/rollout/index.js';
 import { sameNcclVersion, weightSyncFor } from '../../lib/rollout/weight-sync.js';
+import { LoopbackReceiver, loopbackIdHex } from '../../lib/rollout/weight-sync-loopback.js';
 import { cuda } from '../../lib/native.js';
 import { configDifferences } from '../../lib/commands/run-training.js';
 import { resolveConfig } from '../../lib/config/index.js';
@@ -56,6 +57,29 @@ describe('config', () => {
     assert.throws(() => resolveConfig({ file: null, flags: { weightSync: 'tcp' } }), /weightSync/);
     assert.throws(() => resolveConfig({ file: null, flags: { weightSyncBucketMb: 100 } }), /weightSyncBucketMb/);
     assert.deepEqual(configDifferences({ ...c, weightSync: 'nccl', weightSyncBucketMb: 1024 }, { ...c, weightSync: 'disk' }), []);
+  });
+});
+
+describe('loopback fake of the group', () => {
+  it('the group forms when every rank arrives; a missing rank is named at the deadline; a wrong token or a real NCCL id is refused', async () => {
+    const ch = await LoopbackChannel.open();
+    const r1 = LoopbackReceiver.connect(ch.idHex, 1, 5000);
+    const join = ch.join(3, 400);
+    const [rx] = await Promise.all([r1, join.catch(() => undefined)]);
+    await assert.rejects(join, /did not form within 400 ms: rank\(s\) 2 of 3 did not join/);
+    ch.abort();
+    await assert.rejects(rx.recv(4, 5000), /the trainer closed the weight-sync connection/);
+    const ok = await LoopbackChannel.open();
+    const port = Number(/127\.0\.0\.1:(\d+)/.exec(Buffer.from(ok.idHex, 'hex').toString('latin1'))![1]);
+    const intruder = await LoopbackReceiver.connect(loopbackIdHex(port, '0123456789abcdef'), 1, 5000);
+    const good = LoopbackReceiver.connect(ok.idHex, 1, 5000);
+    await ok.join(2, 5000);
+    const bytes = new Uint8Array([1, 2, 3, 4, 5]);
+    const [got] = await Promise.all([(await good).recv(5, 5000), ok.broadcast(bytes, 5000)]);
+    assert.deepEqual(got, bytes);
+    await assert.rejects(intruder.recv(5, 5000), /closed the weight-sync connection/);
+    ok.abort();
+    await assert.rejects(LoopbackReceiver.connect('ab'.repeat(128), 1, 1000), /not one of its ids \(a real NCCL trainer\?\): use --weight-sync disk with murphy-native serve/);
   });
 });
 
