@@ -259,6 +259,12 @@ async function main() {
     });
     log(`wrote ${jsonPath}`);
   }
+
+  // the host part of bench/gpu-generate.bench.ts: the rollout scheduler's prefix sharing on the
+  // MURPHY tree workload (token counts; needs no GPU)
+  const gen = spawnSync(process.execPath, ['--import', 'tsx', new URL('./gpu-generate.bench.ts', import.meta.url).pathname,
+    ...(jsonPath ? ['--json', jsonPath.replace(/(\.json)?$/, '.generate.json')] : [])], { stdio: 'inherit' });
+  if (gen.status !== 0) throw new Error(`bench/gpu-generate.bench.ts failed (exit ${gen.status})`);
 }
 
 main().catch((e: unknown) => {
