@@ -17,9 +17,10 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { packSequences, PolicyModel, presets, type ModelSizes } from '../lib/model/index.js';
+import { packSequences, PolicyModel } from '../lib/model/index.js';
 import { cpuInfo } from '../lib/native.js';
 import { machineInfo } from './common.js';
+import { gemmShapes, modelCases, type ModelCase } from './model-shapes.js';
 import { describePeer, type TorchPeer } from './peer.js';
 
 const argv = process.argv.slice(2);
@@ -28,11 +29,8 @@ const opt = (f: string) => { const i = argv.indexOf(f); return i >= 0 ? argv[i +
 const quick = flag('--quick');
 const log = (s: string) => process.stderr.write(s + '\n');
 
-interface Case { name: string; sizes: ModelSizes; seqs: number; seqLen: number; trainIters: number; prompts: number; promptLen: number; newTokens: number }
-const cases: Case[] = [
-  { name: 'small', sizes: { ...presets.small, dtype: 'float32' }, seqs: 4, seqLen: 128, trainIters: quick ? 1 : 3, prompts: 4, promptLen: 32, newTokens: quick ? 8 : 32 },
-  { name: 'qwen3-0.6b-2layers', sizes: { ...presets['qwen3-0.6b'], numLayers: 2, dtype: 'float32' }, seqs: 2, seqLen: 128, trainIters: quick ? 1 : 2, prompts: 4, promptLen: 32, newTokens: quick ? 4 : 16 },
-];
+type Case = ModelCase;
+const cases: Case[] = modelCases(quick);
 
 interface Row { name: string; metric: string; shape: string; native: number; torch: number | null; unit: string; torch_ratio: number | null; native_peak_mb: number; torch_peak_mb: number | null }
 const rows: Row[] = [];
@@ -99,18 +97,6 @@ out['peak_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
 `;
 
-/** The model's own matrix products as (name, m, k, n): y[m,n] = x[m,k] w[k,n]. */
-function gemmShapes(c: Case): [string, number, number, number][] {
-  const s = c.sizes, T = c.seqs * c.seqLen, q = s.numHeads * s.headDim, kv = s.numKvHeads * s.headDim;
-  const H = s.hiddenSize, I = s.intermediateSize;
-  return [
-    [`${c.name} q fwd`, T, H, q], [`${c.name} k/v fwd`, T, H, kv], [`${c.name} o fwd`, T, q, H],
-    [`${c.name} gate/up fwd`, T, H, I], [`${c.name} gate/up dx`, T, I, H], [`${c.name} gate/up dw`, I, T, H],
-    [`${c.name} down fwd`, T, I, H], [`${c.name} down dx`, T, H, I], [`${c.name} down dw`, H, T, I],
-    [`${c.name} lm head fwd`, T, H, s.vocabSize], [`${c.name} decode gate/up`, c.prompts, H, I],
-  ];
-}
-
 const PEER = String.raw`
 import json, sys, torch_peer
 threads, shapes = int(sys.argv[1]), json.loads(sys.argv[2])
@@ -121,7 +107,7 @@ print(json.dumps({'peer': info, 'gemm': torch_peer.gemm([tuple(x) for x in shape
 /** The peer's configuration and GEMM figures on the configs' shapes; null without torch. */
 function runPeer(): { peer: TorchPeer; gemm: unknown } | null {
   if (flag('--no-torch')) return null;
-  const shapes = cases.flatMap(gemmShapes);
+  const shapes = cases.flatMap((c) => gemmShapes(c).map(([name, m, k, n]) => [name, m, k, n]));
   log(`PyTorch peer: configuration and GEMM on ${shapes.length} model shapes ...`);
   const r = spawnSync('/usr/bin/python3', ['-c', PEER, String(threads), JSON.stringify(shapes)], {
     encoding: 'utf8', maxBuffer: 1 << 24, env: { ...process.env, PYTHONPATH: new URL('.', import.meta.url).pathname },
@@ -166,23 +152,35 @@ for (const c of cases) {
   for (let i = 0; i < c.trainIters; i++) await step();
   const trainTps = (T * c.trainIters) / ((performance.now() - t0) / 1000);
   const prompts = Array.from({ length: c.prompts }, (_, k) => rand(c.promptLen).map((x) => (x + 3 * k) % s.vocabSize));
+  // fp32 and bf16-weight generation (PolicyModel.setBf16), interleaved, best of `rounds`
+  const genRate = async (bf16: boolean) => {
+    m.setBf16({ generate: bf16 });  // switching off frees the bf16 copy: the warm-up rebuilds it, untimed
+    await m.generate(prompts.slice(0, 1), { maxNewTokens: 1, temperature: 0 });
+    t0 = performance.now();
+    const gens = await m.generate(prompts, { maxNewTokens: c.newTokens, temperature: 0 });
+    return gens.reduce((a, g) => a + g.tokens.length, 0) / ((performance.now() - t0) / 1000);
+  };
   await m.generate(prompts.slice(0, 1), { maxNewTokens: 2, temperature: 0 });
-  t0 = performance.now();
-  const gens = await m.generate(prompts, { maxNewTokens: c.newTokens, temperature: 0 });
-  const genTps = gens.reduce((a, g) => a + g.tokens.length, 0) / ((performance.now() - t0) / 1000);
+  let genTps = 0, genBf16Tps = 0;
+  for (let r = 0; r < (quick ? 1 : 2); r++) {
+    genTps = Math.max(genTps, await genRate(false));
+    genBf16Tps = Math.max(genBf16Tps, await genRate(true));
+  }
+  m.setBf16({ generate: false });
   const mem = m.memory();
   const nativePeak = rssMb();
-  log(`  native: train ${trainTps.toFixed(0)} tok/s, generate ${genTps.toFixed(1)} tok/s; engine memory: weights ${(mem.weights / 2 ** 20).toFixed(0)} MiB, grads ${(mem.grads / 2 ** 20).toFixed(0)}, AdamW ${(mem.optimizer / 2 ** 20).toFixed(0)}, activations peak ${(mem.activationsPeak / 2 ** 20).toFixed(0)}; process max RSS ${nativePeak.toFixed(0)} MiB`);
+  log(`  native: train ${trainTps.toFixed(0)} tok/s, generate ${genTps.toFixed(1)} tok/s (bf16 weights: ${genBf16Tps.toFixed(1)}, ${(genBf16Tps / genTps).toFixed(2)}x); engine memory: weights ${(mem.weights / 2 ** 20).toFixed(0)} MiB, grads ${(mem.grads / 2 ** 20).toFixed(0)}, AdamW ${(mem.optimizer / 2 ** 20).toFixed(0)}, activations peak ${(mem.activationsPeak / 2 ** 20).toFixed(0)}; process max RSS ${nativePeak.toFixed(0)} MiB`);
   const t = runTorch(c);
   if (t) log(`  torch:  train ${t.train_tps.toFixed(0)} tok/s, generate ${t.gen_tps.toFixed(1)} tok/s; max RSS ${t.peak_mb.toFixed(0)} MiB`);
   rows.push({ name: c.name, metric: 'train_tokens_per_s', shape: `${shape}, ${c.seqs}x${c.seqLen} tokens`, native: trainTps, torch: t?.train_tps ?? null, unit: 'tok/s', torch_ratio: t && peer?.peer.fair ? trainTps / t.train_tps : null, native_peak_mb: nativePeak, torch_peak_mb: t?.peak_mb ?? null });
   rows.push({ name: c.name, metric: 'generate_tokens_per_s', shape: `${shape}, ${c.prompts} prompts x ${c.promptLen} + ${c.newTokens} new (greedy)`, native: genTps, torch: t?.gen_tps ?? null, unit: 'tok/s', torch_ratio: t && peer?.peer.fair ? genTps / t.gen_tps : null, native_peak_mb: nativePeak, torch_peak_mb: t?.peak_mb ?? null });
+  rows.push({ name: c.name, metric: 'generate_bf16_tokens_per_s', shape: `${shape}, ${c.prompts} prompts x ${c.promptLen} + ${c.newTokens} new (greedy), bf16 weights; native = bf16 / fp32 ${(genBf16Tps / genTps).toFixed(2)}x`, native: genBf16Tps, torch: t?.gen_tps ?? null, unit: 'tok/s', torch_ratio: t && peer?.peer.fair ? genBf16Tps / t.gen_tps : null, native_peak_mb: nativePeak, torch_peak_mb: t?.peak_mb ?? null });
 }
 
-console.log('case                 metric                  native      torch   torch_ratio');
+console.log('case                 metric                      native      torch   torch_ratio');
 if (peer && !peer.peer.fair) console.log(`PyTorch peer not fair (${peer.peer.unfair_reason}): no torch ratios`);
 for (const r of rows) {
-  console.log(`${r.name.padEnd(20)} ${r.metric.padEnd(22)} ${r.native.toFixed(1).padStart(9)} ${(r.torch?.toFixed(1) ?? '-').padStart(10)} ${(r.torch_ratio?.toFixed(2) ?? '-').padStart(12)}`);
+  console.log(`${r.name.padEnd(20)} ${r.metric.padEnd(26)} ${r.native.toFixed(1).padStart(9)} ${(r.torch?.toFixed(1) ?? '-').padStart(10)} ${(r.torch_ratio?.toFixed(2) ?? '-').padStart(12)}`);
 }
 const jsonPath = opt('--json');
 if (jsonPath) {

@@ -1,4 +1,5 @@
-// Kernel benchmarks: `npm run bench [-- --json FILE] [--quick] [--no-torch] [--gpu]`.
+// Kernel benchmarks: `npm run bench [-- --json FILE] [--quick] [--no-torch] [--gpu] [--gemm]`
+// (--gemm: the CPU matrix products against OpenBLAS instead, bench/gemm.bench.ts).
 //
 // Each kernel runs at a realistic size under tinybench; the table shows the median time, the
 // bytes the kernel must move, the achieved GB/s, the ratio to this machine's memory bandwidth
@@ -31,6 +32,10 @@ interface Row {
 
 const { argv, flag, opt } = cliArgs();
 
+if (flag('--gemm')) {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', new URL('./gemm.bench.ts', import.meta.url).pathname, ...argv.filter((a) => a !== '--gemm')], { stdio: 'inherit' });
+  process.exit(r.status ?? 1);
+}
 if (flag('--gpu')) {
   const r = spawnSync(process.execPath, ['--import', 'tsx', new URL('./gpu.bench.ts', import.meta.url).pathname, ...argv.filter((a) => a !== '--gpu')], { stdio: 'inherit' });
   process.exit(r.status ?? 1);

@@ -1,8 +1,9 @@
 // Markdown tables from the results JSON, for bench/results/README.md and README.md:
-// `node --import tsx bench/tables.ts [bench/results/cpu-kernels.json] [bench/results/model.json]`.
+// `node --import tsx bench/tables.ts [bench/results/cpu-kernels.json] [bench/results/model.json] [bench/results/gemm.json ...]`
+// (every further argument: a gemm.bench.ts result, wall time or --cpu-time).
 import { readFileSync } from 'node:fs';
 
-const [kernelsPath = 'bench/results/cpu-kernels.json', modelPath = 'bench/results/model.json'] = process.argv.slice(2);
+const [kernelsPath = 'bench/results/cpu-kernels.json', modelPath = 'bench/results/model.json', ...gemmPaths] = process.argv.slice(2);
 const f = (x: number | null | undefined, d = 1) => (x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(d));
 
 interface Peer { torch_version: string; blas: string; threads: number; fair: boolean; unfair_reason: string | null; blas_libraries: { real: string }[] }
@@ -27,4 +28,11 @@ for (const r of m.rows) console.log(`| ${r.name} | ${r.metric} | ${f(r.native)} 
 if (m.gemm_peer) {
   console.log('\n| GEMM (m x k x n) | torch.mm GFLOP/s | numpy GFLOP/s |\n|---|---|---|');
   for (const g of m.gemm_peer.shapes) console.log(`| ${g.name} (${g.m} x ${g.k} x ${g.n}) | ${f(g.torch_gflops)} | ${f(g.numpy_gflops)} |`);
+}
+
+for (const gp of gemmPaths) {
+  const g = JSON.parse(readFileSync(gp, 'utf8'));
+  console.log(`\n### ${gp}\n\n${machineLine(g.machine, g.date)} (at the start ${(g.load_average_at_start as number[]).join(' / ')}); ${peerLine(g.torch_peer)}; ${g.clock}, best of ${g.rounds} rounds; native path ${g.native_path}\n`);
+  console.log('| product (m x k x n) | load | native fp32 GFLOP/s | native bf16 GFLOP/s | OpenBLAS GFLOP/s | fp32 / OpenBLAS | bf16 / fp32 |\n|---|---|---|---|---|---|---|');
+  for (const r of g.rows) console.log(`| ${r.name} (${r.m} x ${r.k} x ${r.n}) | ${f(r.load_1min)} | ${f(r.native_f32_gflops)} | ${f(r.native_bf16_gflops)} | ${f(r.peer_gflops)} | ${f(r.f32_vs_openblas, 2)} | ${f(r.bf16_vs_f32, 2)} |`);
 }

@@ -74,15 +74,16 @@ def peer_info(threads):
     }
 
 
-def time_ms(fn, reps, warmup=1):
-    """Best and median wall time of fn() in ms over `reps` runs, after `warmup` untimed runs."""
+def time_ms(fn, reps, warmup=1, clock=time.perf_counter):
+    """Best and median time of fn() in ms over `reps` runs, after `warmup` untimed runs (wall
+    time; clock=time.process_time for this process's CPU time)."""
     for _ in range(warmup):
         fn()
     ts = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
+        ts.append((clock() - t0) * 1e3)
     return min(ts), statistics.median(ts)
 
 
@@ -117,3 +118,35 @@ def gemm(shapes, reps=5):
     else:
         out_meta = {"numpy_version": None}
     return {"shapes": out, **out_meta, "note": "float32, one product per call, best of reps (median also given); GFLOP/s = 2mkn / best"}
+
+
+def serve_gemm(threads, stdin=None, stdout=None, cpu_time=False):
+    """Answers GEMM timing requests, one JSON line each, so that a benchmark can interleave the peer
+    with its own runs in one session: {"m", "k", "n", "reps"} -> {"torch_best_ms", "numpy_best_ms"}
+    (float32, row-major (m x k) @ (k x n), best of reps after one warm-up; wall time, or this
+    process's CPU time with cpu_time=True). Stops at end of input."""
+    import json
+    import sys
+
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(threads)
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    g = torch.Generator().manual_seed(0)
+    cache = {}
+    for line in stdin:
+        req = json.loads(line)
+        m, k, n, reps = req["m"], req["k"], req["n"], req["reps"]
+        if (m, k, n) not in cache:
+            cache.clear()
+            a = torch.randn(m, k, generator=g)
+            b = torch.randn(k, n, generator=g)
+            cache[(m, k, n)] = (a, b, a.numpy(), b.numpy())
+        a, b, an, bn = cache[(m, k, n)]
+        clock = time.process_time if cpu_time else time.perf_counter
+        tb, _ = time_ms(lambda: torch.mm(a, b), reps, clock=clock)
+        nb, _ = time_ms(lambda: an @ bn, reps, clock=clock)
+        stdout.write(json.dumps({"torch_best_ms": tb, "numpy_best_ms": nb}) + "\n")
+        stdout.flush()

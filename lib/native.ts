@@ -454,6 +454,34 @@ export function cpuInfo(): CpuInfo {
   return addon().cpuInfo();
 }
 
+/** The products of a linear layer y = x W^T (W [n, k], nn.Linear's layout). */
+export type LinearProductKind = 'forward' | 'backwardInput' | 'backwardWeight';
+/** Which implementation of the CPU matrix product runs (docs/kernels.md, "CPU GEMM"). */
+export type GemmPathName = 'auto' | 'avx512-bf16' | 'avx512' | 'generic' | 'reference';
+
+function gemmAddon() {
+  const a = addon();
+  if (!a.linearProduct || !a.gemmInfo) throw new MurphyNativeError('this native binary predates linearProduct: rebuild it (npm run build:native)', 'ENOLIB');
+  return { linearProduct: a.linearProduct, gemmInfo: a.gemmInfo };
+}
+
+/**
+ * One product of the model's CPU matrix multiply, on host arrays (for tests and benchmarks):
+ * `forward` out[m,n] (+)= a[m,k] b[n,k]^T (b may be bf16 bits: then a is rounded to bf16 and the
+ * products are summed in fp32); `backwardInput` out[m,k] (+)= a[m,n] b[n,k]; `backwardWeight`
+ * out[n,k] += a[m,n]^T b[m,k] (always accumulates). `path` forces an implementation for this
+ * call ('auto' = the CPU's best). Returns the path that ran.
+ */
+export function linearProduct(product: LinearProductKind, a: Float32Array, b: Float32Array | Uint16Array, out: Float32Array,
+  sizes: { m: number; n: number; k: number }, opts: { accumulate?: boolean; path?: GemmPathName } = {}): string {
+  return gemmAddon().linearProduct({ product, a, b, out, ...sizes, accumulate: opts.accumulate ?? product === 'backwardWeight', path: opts.path ?? 'auto' });
+}
+
+/** The GEMM path 'auto' takes on this CPU and the paths this CPU can run. */
+export function gemmInfo(): { best: string; paths: string[] } {
+  return gemmAddon().gemmInfo();
+}
+
 /** Sets the number of CPU threads the kernels use. */
 export function setNumThreads(n: number): void {
   addon().setNumThreads(n);
@@ -505,6 +533,12 @@ export class ModelEngine {
   zeroGrad(): void { this.e.zeroGrad(); }
   makeReference(): void { this.e.makeReference(); }
   memory(): ReturnType<RawEngine['memory']> { return this.e.memory(); }
+  /** bf16 weights for generation and/or the layers' forward (docs/model.md, "bf16 weights"). */
+  setBf16(use: { generate: boolean; forward: boolean }): void {
+    if (!this.e.setBf16) throw new MurphyNativeError('setBf16: this native binary predates bf16 weights; rebuild it (npm run build:native)', 'ENOLIB');
+    this.e.setBf16(use);
+  }
+  bf16(): { generate: boolean; forward: boolean } { return this.e.bf16?.() ?? { generate: false, forward: false }; }
 
   save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<void> {
     return withCallerStack(this.e.save(dir, dtype, maxShardBytes), callSite(this.save));

@@ -4,7 +4,7 @@
 // and KV-cache generation. Every long call runs off the event loop.
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { checkModelConfigText, ModelEngine, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineTrainStats, type GrpoLossOptions } from '../native.js';
+import { checkModelConfigText, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineTrainStats, type GrpoLossOptions } from '../native.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
 import { builtinTokenizerFiles, BUILTIN_SPECIALS, BUILTIN_VOCAB } from './tokenizer.js';
 
@@ -320,6 +320,26 @@ export class PolicyModel {
   }
 
   memory(): MemoryReport { return this.e.memory(); }
+
+  /**
+   * bf16 weights (docs/model.md, "bf16 weights"): `generate` runs generation's projections and
+   * LM head on a bf16 copy of the weights, `forward` the layers' projections of accumulate(),
+   * score() and logits() (the loss's LM head stays fp32). The fp32 master weights are what
+   * AdamW updates; the copy is refreshed by each optimizer step. Both off by default: generation's
+   * log-probs serve as the old log-probs of the loss, and the gradient is the fp32 policy's.
+   * Unset keys keep their current value.
+   */
+  setBf16(use: { generate?: boolean; forward?: boolean }): void {
+    const now = this.e.bf16();
+    for (const [k, v] of Object.entries(use)) {
+      if (k !== 'generate' && k !== 'forward') throw new MurphyNativeError(`setBf16: unknown option '${k}' (known: generate, forward)`, 'EINVAL');
+      if (typeof v !== 'boolean') throw new MurphyNativeError(`setBf16: '${k}' must be a boolean; got ${String(v)}`, 'EINVAL');
+    }
+    this.e.setBf16({ generate: use.generate ?? now.generate, forward: use.forward ?? now.forward });
+  }
+
+  /** Which calls use bf16 weights now. */
+  bf16(): { generate: boolean; forward: boolean } { return this.e.bf16(); }
 }
 
 /** Checks config.json text the way the loader does; throws naming the field. */

@@ -123,6 +123,9 @@ export interface RawEngine {
   makeReference(): void;
   generate(prompts: Int32Array[], opts: ResolvedGenerateOptions): Promise<RawGeneration[]>;
   memory(): RawMemoryReport;
+  /** Which calls use the bf16 copy of the weights; absent from binaries that predate it. */
+  setBf16?: (use: { generate: boolean; forward: boolean }) => void;
+  bf16?: () => { generate: boolean; forward: boolean };
 }
 
 export interface RawCpuInfo {
@@ -224,4 +227,10 @@ export interface RawAddon {
   randomModel(configJson: string, seed: number, initStd: number): Promise<RawEngine>;
   parseModelConfig(json: string, where: string): boolean;
   setReferenceOps(on: boolean): void;
+  /** The CPU matrix product (native/addon/gemm.cc); absent from binaries that predate it. */
+  linearProduct?: (args: {
+    product: string; a: Float32Array; b: Float32Array | Uint16Array; out: Float32Array; m: number; n: number; k: number;
+    accumulate: boolean; path: string;
+  }) => string;
+  gemmInfo?: () => { best: string; paths: string[] };
 }

@@ -84,6 +84,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setErrorClass", Napi::Function::New(env, SetErrorClass));
   register_kernels(env, exports);
   register_model(env, exports);
+  register_gemm(env, exports);
   gpu::register_gpu(env, exports);
   gpu::register_nccl(env, exports);
   exports.Set("DeviceBuffer", DeviceBuffer::Init(env));

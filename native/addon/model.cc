@@ -123,7 +123,8 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
          InstanceMethod("optimizerStep", &ModelEngine::OptimizerStep),
          InstanceMethod("zeroGrad", &ModelEngine::ZeroGrad), InstanceMethod("score", &ModelEngine::Score),
          InstanceMethod("logits", &ModelEngine::Logits), InstanceMethod("makeReference", &ModelEngine::MakeReference),
-         InstanceMethod("generate", &ModelEngine::Generate), InstanceMethod("memory", &ModelEngine::Memory)});
+         InstanceMethod("generate", &ModelEngine::Generate), InstanceMethod("memory", &ModelEngine::Memory),
+         InstanceMethod("setBf16", &ModelEngine::SetBf16), InstanceMethod("bf16", &ModelEngine::Bf16)});
     addon_data(env).model_engine = Napi::Persistent(f);
     return f;
   }
@@ -384,6 +385,27 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
                      return out;
                    });
     });
+  }
+
+  // setBf16({ generate, forward }): which calls use the bf16 copy of the weights (docs/model.md)
+  Napi::Value SetBf16(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsObject()) throw Error("setBf16: pass { generate: boolean, forward: boolean }");
+      auto lk = busy_guard();
+      Napi::Object o = info[0].As<Napi::Object>();
+      model::Engine::Bf16Use u;
+      u.generate = req_bool(o, "generate");
+      u.forward = req_bool(o, "forward");
+      eng_->set_bf16(u);
+      return info.Env().Undefined();
+    });
+  }
+
+  Napi::Value Bf16(const Napi::CallbackInfo& info) {
+    Napi::Object r = Napi::Object::New(info.Env());
+    r.Set("generate", eng_->bf16().generate);
+    r.Set("forward", eng_->bf16().forward);
+    return r;
   }
 
   Napi::Value ZeroGrad(const Napi::CallbackInfo& info) {

@@ -221,8 +221,14 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
   b.T = T, b.tokens = toks.data(), b.positions = pos.data(), b.seq_offsets = off.data(), b.n_seqs = nP;
   check_batch(b);
   std::vector<Vec> kpre(static_cast<size_t>(c.n_layers)), vpre(static_cast<size_t>(c.n_layers));
-  Fwd f{c, layout_, w_.data(), rope_};
-  const float* Wh = w_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
+  Fwd f{c, layout_, w_.data(), rope_, bf16_.generate ? bf16_weights() : nullptr};
+  const int64_t head_off = layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
+  const float* Wh = w_.data() + head_off;
+  // logits[M, V] = X[M, H] Wh^T, with the bf16 head when generation uses bf16 weights
+  auto head = [&](const float* X, float* out, int64_t M) {
+    if (f.wb) linear_forward_bf16(X, f.wb + head_off, out, M, V, H, false);
+    else linear_forward(X, Wh, out, M, V, H, false);
+  };
   Vec logits;
   {
     Acts A;
@@ -234,7 +240,7 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
     for (int64_t p = 0; p < nP; ++p)
       std::memcpy(last.data() + p * H, A.xf.data() + (off[size_t(p + 1)] - 1) * H, size_t(H) * 4);
     checked_resize(logits, nP * V, "the logits");
-    linear_forward(last.data(), Wh, logits.data(), nP, V, H, false);
+    head(last.data(), logits.data(), nP);
     act_peak_ = std::max(act_peak_, A.bytes() + int64_t(nP * V) * 4);
   }
   // samples
@@ -310,7 +316,7 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
     CachedAttn attn(c, live, kpre, vpre, off, plen);
     run_forward(f, t.data(), ps.data(), B, attn, A, false);
     resize(logits, B * V, "the logits");
-    linear_forward(A.xf.data(), Wh, logits.data(), B, V, H, false);
+    head(A.xf.data(), logits.data(), B);
     std::vector<Sample*> next;
     for (int64_t i = 0; i < B; ++i) {
       Sample& s = *live[size_t(i)];

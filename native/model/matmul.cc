@@ -1,22 +1,32 @@
-// Op family "matmul" on the CPU: C[M,N] = op(A)[M,K] op(B)[K,N] (+ beta C), fp32.
+// Op family "matmul" on the CPU: C[M,N] = op(A)[M,K] op(B)[K,N] (+ beta C), fp32 accumulation.
 //
-// Reference (plain loops):  C[i,j] = sum_k A(i,k) B(k,j)  (+ beta C[i,j])
-// Fast path (the BLIS / GotoBLAS structure):
-//   for each K slice of KC:   pack A into row panels of MR   (k-major: MR values per k)
-//     for each N chunk of NC: pack B into column panels of 16 (k-major: 16 values per k)
-//       parallel over MC x NT output tiles: an MR x 16 register-blocked micro-kernel
-//       (MR accumulator vectors of 16 floats, one broadcast-FMA per A value).
-// The micro-kernel is written with GCC vector types and compiled three times (AVX-512,
-// AVX2+FMA, baseline); the one matching the CPU is chosen once at run time.
-// Small M (decode: a few rows) takes a dot-product path that streams W once.
+// Reference (plain loops, the spec):  C[i,j] = sum_k A(i,k) B(k,j)  (+ beta C[i,j])
+// bf16 weights (linear_forward_bf16):  Y[i,j] = sum_k bf16(X[i,k]) W[j,k]   (W bf16, X rounded
+// to nearest even, products and sums in fp32 -- exact products, fp32 accumulation).
+// Fast paths, chosen once per process from the CPU (GemmPath, gemm.h; docs/kernels.md "CPU GEMM"):
+//   AVX-512 (gemm_avx512.cc): BLIS tiles, a 12 x 32 micro-kernel on 24 zmm accumulators, the
+//     2D tile space shared by the threads; bf16 with vdpbf16ps where the CPU has AVX512_BF16.
+//   Generic (below): the older GotoBLAS structure, for AVX2+FMA and the x86-64 baseline:
+//     for each K slice of KC: pack A into row panels of MR (k-major: MR values per k)
+//       for each N chunk of NC: pack B into column panels of 16 (k-major: 16 values per k)
+//         parallel over MC x NT output tiles: an MR x 16 register-blocked micro-kernel
+//     written with GCC vector types and compiled for AVX2 (MR = 6) and the baseline.
+//     bf16 there: X rounded, W widened to f32 in chunks of rows, then the f32 product.
+// Skinny products (decode, M <= kSkinnyRows) stream the weights once with dot products.
 #pragma GCC optimize("fp-contract=fast")
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
 
 #include "../cpu/simd.h"
 #include "../cpu/threads.h"
+#include "gemm.h"
 #include "murphy/model/ops.h"
 
 #define MURPHY_SIMD_BODY "../model/matmul_simd.inc"
@@ -96,13 +106,53 @@ inline __attribute__((always_inline)) void micro_body(int64_t kc, const float* _
 using MicroFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int, int, int, float);
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target("arch=x86-64-v4"))) void micro_v4(int64_t kc, const float* ap, const float* bp, float* c,
-                                                          int64_t ldc, int mr, int nr, int mode, float beta) {
-  micro_body<12>(kc, ap, bp, c, ldc, mr, nr, mode, beta);
-}
+// AVX2: the 6 x 16 tile in 12 ymm accumulators (+ 2 B vectors + 1 broadcast = 15 of 16
+// registers), written with intrinsics: GCC keeps an array of 64-byte generic vectors on the stack
+// on this target (every FMA went through memory: ~1 GFLOP/s).
 __attribute__((target("arch=x86-64-v3"))) void micro_v3(int64_t kc, const float* ap, const float* bp, float* c,
                                                           int64_t ldc, int mr, int nr, int mode, float beta) {
-  micro_body<6>(kc, ap, bp, c, ldc, mr, nr, mode, beta);
+  __m256 acc0[6], acc1[6];  // two 1-D arrays: GCC 12 keeps a 2-D one on the stack
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(bp + k * NR), b1 = _mm256_loadu_ps(bp + k * NR + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; ++r) {
+      const __m256 x = _mm256_broadcast_ss(ap + k * 6 + r);
+      acc0[r] = _mm256_fmadd_ps(x, b0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(x, b1, acc1[r]);
+    }
+  }
+  if (mr == 6 && nr == NR) {
+    const __m256 vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; ++r) {
+      float* cr = c + r * ldc;
+      __m256 x0 = acc0[r], x1 = acc1[r];
+      if (mode == 1) {
+        x0 = _mm256_add_ps(x0, _mm256_loadu_ps(cr));
+        x1 = _mm256_add_ps(x1, _mm256_loadu_ps(cr + 8));
+      } else if (mode == 2) {
+        x0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr), x0);
+        x1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr + 8), x1);
+      }
+      _mm256_storeu_ps(cr, x0);
+      _mm256_storeu_ps(cr + 8, x1);
+    }
+    return;
+  }
+  float tmp[6 * NR];
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r) {
+    _mm256_storeu_ps(tmp + r * NR, acc0[r]);
+    _mm256_storeu_ps(tmp + r * NR + 8, acc1[r]);
+  }
+  for (int r = 0; r < mr; ++r)
+    for (int j = 0; j < nr; ++j) {
+      float* cr = c + r * ldc + j;
+      const float x = tmp[r * NR + j];
+      *cr = mode == 0 ? x : (mode == 1 ? *cr + x : beta * *cr + x);
+    }
 }
 #endif
 void micro_base(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr, int mode,
@@ -117,9 +167,7 @@ struct Kernel {
 
 Kernel pick_kernel() {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  const char* lvl = cpu_simd_level();
-  if (std::strcmp(lvl, "avx512") == 0) return {micro_v4, 12};
-  if (std::strcmp(lvl, "avx2") == 0) return {micro_v3, 6};
+  if (simd_level_index() >= 1) return {micro_v3, 6};  // AVX2 (AVX-512 CPUs take gemm_avx512.cc)
 #endif
   return {micro_base, 6};
 }
@@ -148,6 +196,14 @@ void gemm_fast(const GemmArgs& a) {
         float* dst = apack.p + p * MR * kc;
         const int64_t i0 = p * MR;
         const int rows = int(std::min<int64_t>(MR, M - i0));
+        if (a.a_cs == 1) {  // rows contiguous in k: read each row front to back (a column walk
+                            // thrashes L1 when the row stride is a multiple of 4 KiB)
+          for (int r = 0; r < MR; ++r) {
+            const float* src = a.A + (i0 + r) * a.a_rs + k0;
+            for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = r < rows ? src[k] : 0.0f;
+          }
+          continue;
+        }
         for (int64_t k = 0; k < kc; ++k) {
           const float* src = a.A + i0 * a.a_rs + (k0 + k) * a.a_cs;
           int r = 0;
@@ -165,6 +221,13 @@ void gemm_fast(const GemmArgs& a) {
           float* dst = bpack.p + p * NR * kc;
           const int64_t j0 = n0 + p * NR;
           const int cols = int(std::min<int64_t>(NR, N - j0));
+          if (a.b_rs == 1) {  // columns contiguous in k (W in the forward): read each front to back
+            for (int j = 0; j < NR; ++j) {
+              const float* src = a.B + k0 + (j0 + j) * a.b_cs;
+              for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = j < cols ? src[k] : 0.0f;
+            }
+            continue;
+          }
           for (int64_t k = 0; k < kc; ++k) {
             const float* src = a.B + (k0 + k) * a.b_rs + j0 * a.b_cs;
             int j = 0;
@@ -198,7 +261,6 @@ void gemm_fast(const GemmArgs& a) {
 }
 
 // y[m, j] (+)= sum_k x[m, k] w[j, k]: W streamed once, rows of X reused from cache.
-
 void linear_small_m(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool acc) {
   parallel_for(N, 64, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j)
@@ -209,10 +271,76 @@ void linear_small_m(const float* X, const float* W, float* Y, int64_t M, int64_t
   });
 }
 
+thread_local GemmPath t_forced = GemmPath::Auto;
+
+GemmPath detect_best() {
+  if (simd_level_index() < 2) return GemmPath::Generic;
+  return cpu_has_avx512_bf16() ? GemmPath::Avx512Bf16 : GemmPath::Avx512;
+}
+
+// The path this product takes: the forced one where the CPU has it, else the best below it.
+GemmPath active_path() {
+  if (use_reference_ops()) return GemmPath::Reference;
+  static const GemmPath best = detect_best();
+  const GemmPath f = t_forced;
+  if (f == GemmPath::Auto) return best;
+  if (f == GemmPath::Reference || f == GemmPath::Generic) return f;
+  return int(f) < int(best) ? best : f;  // lower enum = more capable
+}
+
+// Y (+)= bf16(X) Wb^T on paths without AVX-512: X rounded to bf16, W widened in chunks of rows.
+void linear_forward_bf16_generic(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K,
+                                 bool acc) {
+  std::vector<float> xr(size_t(M * K));
+  MURPHY_SIMD_CALL(round_to_bf16, X, xr.data(), M * K);
+  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(N, (int64_t(4) << 20) / std::max<int64_t>(K, 1)));
+  std::vector<float> w(size_t(rows * K));
+  std::vector<float> y(size_t(M * rows));
+  for (int64_t j0 = 0; j0 < N; j0 += rows) {
+    const int64_t n = std::min(rows, N - j0);
+    MURPHY_SIMD_CALL(widen_bf16, Wb + j0 * K, w.data(), n * K);
+    if (M <= kSkinnyRows) {
+      linear_small_m(xr.data(), w.data(), y.data(), M, n, K, false);
+    } else {
+      GemmArgs a;
+      a.M = M, a.N = n, a.K = K;
+      a.A = xr.data(), a.a_rs = K, a.a_cs = 1;
+      a.B = w.data(), a.b_rs = 1, a.b_cs = K;
+      a.C = y.data(), a.ldc = n, a.beta = 0.0f;
+      gemm_fast(a);
+    }
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float* o = Y + i * N + j0 + j;
+        *o = acc ? *o + y[size_t(i * n + j)] : y[size_t(i * n + j)];
+      }
+  }
+}
+
+void check_sizes(int64_t M, int64_t N, int64_t K, const char* what) {
+  if (M < 0 || N < 0 || K < 0)
+    throw Error(std::string(what) + ": negative size (M " + std::to_string(M) + ", N " + std::to_string(N) + ", K " +
+                std::to_string(K) + ")");
+}
+
 }  // namespace
 
+void set_gemm_path(GemmPath p) { t_forced = p; }
+GemmPath gemm_forced_path() { return t_forced; }
+GemmPath gemm_path() { return active_path(); }
+GemmPath gemm_best_path() { return detect_best(); }
+const char* gemm_path_name(GemmPath p) {
+  switch (p) {
+    case GemmPath::Avx512Bf16: return "avx512-bf16";
+    case GemmPath::Avx512: return "avx512";
+    case GemmPath::Generic: return simd_level_index() >= 1 ? "avx2" : "baseline";
+    case GemmPath::Reference: return "reference";
+    default: return "auto";
+  }
+}
+
 void gemm_cpu(const GemmArgs& a) {
-  if (a.M < 0 || a.N < 0 || a.K < 0) throw Error("matmul: negative size");
+  check_sizes(a.M, a.N, a.K, "matmul");
   if (a.M == 0 || a.N == 0) return;
   if (a.K == 0) {
     for (int64_t i = 0; i < a.M; ++i)
@@ -222,18 +350,47 @@ void gemm_cpu(const GemmArgs& a) {
       }
     return;
   }
-  if (use_reference_ops()) return gemm_reference(a);
-  gemm_fast(a);
+  switch (active_path()) {
+    case GemmPath::Reference: return gemm_reference(a);
+    case GemmPath::Generic: return gemm_fast(a);
+    default: return gemm_avx512::gemm_f32(a);
+  }
 }
 
 void linear_forward(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
-  if (M <= 4 && !use_reference_ops()) return linear_small_m(X, W, Y, M, N, K, accumulate);
+  const GemmPath p = active_path();
+  if (M <= kSkinnyRows && M > 0 && N > 0 && K > 0 && p != GemmPath::Reference) {
+    check_sizes(M, N, K, "matmul");
+    if (p == GemmPath::Generic) return linear_small_m(X, W, Y, M, N, K, accumulate);
+    return gemm_avx512::linear_small_m_f32(X, W, Y, M, N, K, accumulate);
+  }
   GemmArgs a;
   a.M = M, a.N = N, a.K = K;
   a.A = X, a.a_rs = K, a.a_cs = 1;
   a.B = W, a.b_rs = 1, a.b_cs = K;  // B(k, j) = W[j, k]
   a.C = Y, a.ldc = N, a.beta = accumulate ? 1.0f : 0.0f;
   gemm_cpu(a);
+}
+
+void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K,
+                         bool accumulate) {
+  check_sizes(M, N, K, "matmul (bf16)");
+  if (M == 0 || N == 0) return;
+  const GemmPath p = active_path();
+  if (K == 0 || p == GemmPath::Reference) {
+    parallel_for(M, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k) s += double(bf16_bits_to_f32(f32_to_bf16(X[i * K + k]))) * bf16_bits_to_f32(Wb[j * K + k]);
+          float* y = Y + i * N + j;
+          *y = accumulate ? float(s + double(*y)) : float(s);
+        }
+    });
+    return;
+  }
+  if (p == GemmPath::Generic) return linear_forward_bf16_generic(X, Wb, Y, M, N, K, accumulate);
+  gemm_avx512::linear_forward_bf16(X, Wb, Y, M, N, K, accumulate, p == GemmPath::Avx512Bf16);
 }
 
 void linear_backward_input(const float* dY, const float* W, float* dX, int64_t M, int64_t N, int64_t K,

@@ -7,6 +7,7 @@
 
 #include "../cpu/threads.h"
 #include "murphy/adamw.h"
+#include "murphy/convert.h"
 #include "murphy/grpo_loss.h"
 #include "murphy/logprob.h"
 #include "murphy/model/model.h"
@@ -89,7 +90,7 @@ void Engine::save(const std::string& dir, FileDType dtype, int64_t max_shard_byt
 
 Engine::Memory Engine::memory() const {
   Memory m;
-  m.weights = int64_t(w_.size()) * 4;
+  m.weights = int64_t(w_.size()) * 4 + int64_t(wb_.size()) * 2;  // fp32 master + the bf16 copy
   m.grads = int64_t(g_.size()) * 4;
   m.optimizer = int64_t(m_.size() + v_.size()) * 4;
   m.reference = int64_t(ref_.size()) * 4;
@@ -150,9 +151,9 @@ void layer_forward(const Fwd& f, int64_t l, float* x, const int32_t* pos, int64_
   resize(A.qraw, T * qd, "activations");
   resize(A.kraw, T * kd, "activations");
   resize(A.v, T * kd, "activations");
-  linear_forward(src, f.P(lp.q), A.qraw.data(), T, qd, H, false);
-  linear_forward(src, f.P(lp.k), A.kraw.data(), T, kd, H, false);
-  linear_forward(src, f.P(lp.v), A.v.data(), T, kd, H, false);
+  f.linear(lp.q, src, A.qraw.data(), T, qd, H);
+  f.linear(lp.k, src, A.kraw.data(), T, kd, H);
+  f.linear(lp.v, src, A.v.data(), T, kd, H);
   resize(A.q, T * qd, "activations");
   resize(A.k, T * kd, "activations");
   if (qwen) {  // per-head norm over head_dim
@@ -172,7 +173,7 @@ void layer_forward(const Fwd& f, int64_t l, float* x, const int32_t* pos, int64_
   resize(A.lse, T * c.n_heads, "activations");
   attn.run(l, A.q.data(), A.k.data(), A.v.data(), A.att.data(), A.lse.data());
   resize(A.a, T * H, "activations");
-  linear_forward(A.att.data(), f.P(lp.o), A.a.data(), T, H, qd, false);
+  f.linear(lp.o, A.att.data(), A.a.data(), T, H, qd);
   resize(A.h, T * H, "activations");
   if (qwen) {
     for (int64_t i = 0; i < T * H; ++i) A.h[size_t(i)] = x[i] + A.a[size_t(i)];
@@ -191,11 +192,11 @@ void layer_forward(const Fwd& f, int64_t l, float* x, const int32_t* pos, int64_
   resize(A.gate, T * I, "activations");
   resize(A.up, T * I, "activations");
   resize(A.act, T * I, "activations");
-  linear_forward(min, f.P(lp.gate), A.gate.data(), T, I, H, false);
-  linear_forward(min, f.P(lp.up), A.up.data(), T, I, H, false);
+  f.linear(lp.gate, min, A.gate.data(), T, I, H);
+  f.linear(lp.up, min, A.up.data(), T, I, H);
   swiglu_forward_cpu(A.gate.data(), A.up.data(), A.act.data(), T * I);
   resize(A.m, T * H, "activations");
-  linear_forward(A.act.data(), f.P(lp.down), A.m.data(), T, H, I, false);
+  f.linear(lp.down, A.act.data(), A.m.data(), T, H, I);
   if (qwen) {
     std::memcpy(x, A.h.data(), size_t(T * H) * 4);
     add_inplace(x, A.m.data(), T * H);
@@ -209,8 +210,8 @@ void layer_forward(const Fwd& f, int64_t l, float* x, const int32_t* pos, int64_
 }  // namespace
 
 
-void Engine::forward(const float* w, const PackedBatch& b, Acts& a, bool keep) const {
-  Fwd f{cfg_, layout_, w, rope_};
+void Engine::forward(const float* w, const PackedBatch& b, Acts& a, bool keep, const uint16_t* wb) const {
+  Fwd f{cfg_, layout_, w, rope_, wb};
   PackedAttn attn(cfg_, b);
   run_forward(f, b.tokens, b.positions, b.T, attn, a, keep);
 }
@@ -350,7 +351,7 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
     ref = ref_buf.data();
   }
   Acts A;
-  forward(w_.data(), b, A, true);
+  forward(w_.data(), b, A, true, bf16_.forward ? bf16_weights() : nullptr);
   const std::vector<int64_t> first = first_flags(b);
   std::vector<int64_t> rows;  // token indices t in the loss
   std::vector<uint8_t> mask(static_cast<size_t>(T), 0);
@@ -443,6 +444,31 @@ void Engine::ensure_moments() {
   }
 }
 
+void Engine::set_bf16(const Bf16Use& u) {
+  bf16_ = u;
+  if (!u.generate && !u.forward) {
+    std::vector<uint16_t>().swap(wb_);
+    wb_fresh_ = false;
+  }
+}
+
+const uint16_t* Engine::bf16_weights() {
+  if (wb_.empty()) {
+    try {
+      wb_.resize(w_.size());
+    } catch (const std::bad_alloc&) {
+      throw Error("model: out of memory allocating the bf16 weights (" + std::to_string(w_.size() * 2) + " bytes)",
+                  ErrorCode::NoMem);
+    }
+    wb_fresh_ = false;
+  }
+  if (!wb_fresh_) {
+    f32_to_bf16_cpu(w_.data(), wb_.data(), int64_t(w_.size()));
+    wb_fresh_ = true;
+  }
+  return wb_.data();
+}
+
 AdamWResult Engine::optimizer_step(const AdamWOptions& o) {
   if (g_.empty()) zero_grad();
   ensure_moments();
@@ -455,6 +481,7 @@ AdamWResult Engine::optimizer_step(const AdamWOptions& o) {
     t.v = v_.data() + p.offset;
     t.numel = p.numel;
     t.decay = p.decay;
+    t.param_bf16 = wb_.empty() ? nullptr : wb_.data() + p.offset;  // the bf16 copy, written in the same pass
     ts.push_back(t);
   }
   AdamWArgs a;
@@ -463,7 +490,9 @@ AdamWResult Engine::optimizer_step(const AdamWOptions& o) {
   a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
   a.step = step_ + 1;
   a.max_grad_norm = o.max_grad_norm;
+  const bool was_fresh = wb_fresh_;
   AdamWResult r = adamw_cpu(a);
+  wb_fresh_ = !wb_.empty() && (r.skipped ? was_fresh : true);
   if (!r.skipped) ++step_;
   zero_grad();
   return r;
@@ -474,7 +503,7 @@ void Engine::score(const PackedBatch& b, float temperature, bool reference, floa
   if (reference && !has_reference()) throw Error("score: no reference copy (create it first)");
   const int64_t T = b.T, H = cfg_.hidden, V = cfg_.vocab;
   Acts A;
-  forward(reference ? ref_.data() : w_.data(), b, A, false);
+  forward(reference ? ref_.data() : w_.data(), b, A, false, !reference && bf16_.forward ? bf16_weights() : nullptr);
   const float* w = reference ? ref_.data() : w_.data();
   const float* Wh = w + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
   const std::vector<int64_t> first = first_flags(b);
@@ -506,7 +535,7 @@ void Engine::score(const PackedBatch& b, float temperature, bool reference, floa
 void Engine::logits(const PackedBatch& b, float* out) {
   check_batch(b);
   Acts A;
-  forward(w_.data(), b, A, false);
+  forward(w_.data(), b, A, false, bf16_.forward ? bf16_weights() : nullptr);
   const float* Wh = w_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
   linear_forward(A.xf.data(), Wh, out, b.T, cfg_.vocab, cfg_.hidden, false);
 }

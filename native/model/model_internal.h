@@ -49,7 +49,13 @@ struct Fwd {
   const Layout& L;
   const float* w;
   const RopeTable& rope;
+  const uint16_t* wb = nullptr;  // bf16 copy of w (same layout): the projections use it when set
   const float* P(int idx) const { return w + L.params[size_t(idx)].offset; }
+  // Y[M, N] = X[M, K] W^T for parameter idx ([N, K]): bf16 weights when wb is set.
+  void linear(int idx, const float* X, float* Y, int64_t M, int64_t N, int64_t K) const {
+    if (wb) linear_forward_bf16(X, wb + L.params[size_t(idx)].offset, Y, M, N, K, false);
+    else linear_forward(X, P(idx), Y, M, N, K, false);
+  }
 };
 
 // Runs the network on T tokens; leaves the final normed hidden states in A.xf.

@@ -149,7 +149,17 @@ class Engine {
 
   const ModelConfig& config() const { return cfg_; }
   const Layout& layout() const { return layout_; }
-  float* weights() { return w_.data(); }
+  // The fp32 master weights. The non-const accessor marks the bf16 copy stale (callers may write).
+  float* weights() { wb_fresh_ = false; return w_.data(); }
+  const float* weights() const { return w_.data(); }
+
+  // bf16 weights (docs/model.md, "bf16 weights"): a bf16 copy of the master weights, refreshed
+  // by each optimizer step (AdamW writes it in the same pass) or on first use after the weights
+  // changed, used by generate() (`generate`) and by the layers' forward of accumulate(), score()
+  // and logits() (`forward`; the LM head of the loss stays fp32). Both off by default.
+  struct Bf16Use { bool generate = false, forward = false; };
+  void set_bf16(const Bf16Use& u);
+  Bf16Use bf16() const { return bf16_; }
 
   // Writes `dir`/model.safetensors or sharded files plus the index (each file atomically).
   void save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) const;
@@ -188,12 +198,16 @@ class Engine {
   void init_layout(const ModelConfig& c);
   void ensure_moments();
   void check_batch(const PackedBatch& b) const;
-  void forward(const float* w, const PackedBatch& b, Acts& a, bool keep) const;
+  void forward(const float* w, const PackedBatch& b, Acts& a, bool keep, const uint16_t* wb = nullptr) const;
   void backward(const PackedBatch& b, Acts& a, float* dxf);
 
   ModelConfig cfg_;
   Layout layout_;
   std::vector<float> w_, g_, m_, v_, ref_;
+  std::vector<uint16_t> wb_;  // bf16 copy of w_ (empty while bf16 is off)
+  bool wb_fresh_ = false;
+  Bf16Use bf16_;
+  const uint16_t* bf16_weights();  // wb_, refreshed from w_ when stale
   std::vector<float> rope_cos_, rope_sin_;
   RopeTable rope_;
   int64_t step_ = 0;

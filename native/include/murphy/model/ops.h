@@ -37,6 +37,9 @@ void gemm_cpu(const GemmArgs& a);
 void linear_forward(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate);
 void linear_backward_input(const float* dY, const float* W, float* dX, int64_t M, int64_t N, int64_t K, bool accumulate);
 void linear_backward_weight(const float* dY, const float* X, float* dW, int64_t M, int64_t N, int64_t K);
+// The forward product with bf16 weights Wb [N, K] (raw bits): Y (+)= bf16(X) Wb^T, X rounded to
+// bf16 (nearest even), fp32 accumulation; vdpbf16ps where the CPU has AVX512_BF16.
+void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate);
 
 // ---- rmsnorm: y = x / sqrt(mean(x^2) + eps) * w, over rows of length n; rstd[r] kept for backward.
 //   backward: xh = x * rstd;  dx = rstd * (w dy - xh * mean(w dy xh));  dw += sum_rows dy xh

@@ -1,0 +1,173 @@
+// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N] [--only TEXT] [--cpu-time]`
+// (also `npm run bench -- --gemm ...`).
+//
+// Each matrix product of the model benchmark's configs (bench/model-shapes.ts: the projections'
+// forward, input gradient and weight gradient, the LM head, one decode step) timed as the native
+// fp32 product (linearProduct, the path 'auto' picks), the native bf16-weight forward (forward
+// shapes only) and the OpenBLAS peer (torch.mm and numpy.matmul, float32, the machine's threads:
+// bench/torch_peer.py's serve_gemm, one Python process answering one request at a time). The
+// three are interleaved per shape for --rounds rounds (default 3); each figure is the best over
+// all rounds of a best-of-reps, so that a busy machine's slow moments fall out of all sides alike.
+// Ratios: native fp32 / the faster of torch and numpy (the OpenBLAS peer); bf16 / native fp32.
+// The 1-minute load average is recorded per shape: on a shared machine absolute figures mean little.
+// --cpu-time: one thread on both sides (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)) and
+// CPU time instead of wall time (process.cpuUsage(), time.process_time()): a per-core comparison
+// that time-slicing by other processes on a busy machine does not distort (their cache traffic
+// still does).
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import os from 'node:os';
+import { cpuInfo, gemmInfo, linearProduct, setNumThreads, type LinearProductKind } from '../lib/native.js';
+import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
+import { gemmShapes, modelCases } from './model-shapes.js';
+import { describePeer, type TorchPeer } from './peer.js';
+
+const { flag, opt } = cliArgs();
+const quick = flag('--quick');
+const rounds = Number(opt('--rounds') ?? (quick ? 1 : 3));
+const cpuTime = flag('--cpu-time');
+if (cpuTime) setNumThreads(1);
+const threads = cpuInfo().threads;
+const log = (s: string) => process.stderr.write(`${s}\n`);
+const load1 = () => Math.round(os.loadavg()[0] * 100) / 100;
+
+// ---- the peer: one Python process, asked shape by shape
+interface PeerProc { info: TorchPeer; time(m: number, k: number, n: number, reps: number): Promise<{ torch_best_ms: number; numpy_best_ms: number }>; close(): void }
+
+async function startPeer(): Promise<PeerProc | null> {
+  if (flag('--no-torch')) return null;
+  const code = 'import json, sys, torch_peer\n'
+    + `print(json.dumps(torch_peer.peer_info(${threads})), flush=True)\n`
+    + `torch_peer.serve_gemm(${threads}, cpu_time=${cpuTime ? 'True' : 'False'})\n`;
+  const env = { ...process.env, PYTHONPATH: new URL('.', import.meta.url).pathname, ...(cpuTime ? { OPENBLAS_NUM_THREADS: '1' } : {}) };
+  const p = spawn('/usr/bin/python3', ['-c', code], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  p.stderr.on('data', (d) => { stderr += String(d); });
+  const lines = createInterface({ input: p.stdout })[Symbol.asyncIterator]();
+  const next = async () => {
+    const r = await lines.next();
+    if (r.done) throw new Error(`the peer exited: ${stderr.trim().split('\n').pop() ?? ''}`);
+    return JSON.parse(r.value);
+  };
+  try {
+    const info = (await next()) as TorchPeer;
+    return {
+      info,
+      time: async (m, k, n, reps) => {
+        p.stdin.write(`${JSON.stringify({ m, k, n, reps })}\n`);
+        return next();
+      },
+      close: () => p.stdin.end(),
+    };
+  } catch (e) {
+    log(`PyTorch peer unavailable (${(e as Error).message}); peer columns left empty`);
+    return null;
+  }
+}
+
+// ---- native side
+function filled(n: number, seed: number): Float32Array {
+  const a = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < Math.min(n, 65536); i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    a[i] = (s / 2 ** 32 - 0.5) * 2;
+  }
+  for (let i = 65536; i < n; i += 65536) a.copyWithin(i, 0, Math.min(65536, n - i));
+  return a;
+}
+function toBf16Bits(a: Float32Array): Uint16Array {
+  const u = new Uint32Array(a.buffer, a.byteOffset, a.length);
+  const out = new Uint16Array(a.length);
+  for (let i = 0; i < a.length; i++) out[i] = ((u[i] + 0x7fff + ((u[i] >>> 16) & 1)) >>> 16) & 0xffff;
+  return out;
+}
+
+/** Best of reps in ms: wall time, or with --cpu-time this process's CPU time (user + system). */
+function bestMs(fn: () => void, reps: number): number {
+  let best = Infinity;
+  for (let r = 0; r < reps; r++) {
+    if (cpuTime) {
+      const c0 = process.cpuUsage();
+      fn();
+      const c = process.cpuUsage(c0);
+      best = Math.min(best, (c.user + c.system) / 1000);
+    } else {
+      const t0 = performance.now();
+      fn();
+      best = Math.min(best, performance.now() - t0);
+    }
+  }
+  return best;
+}
+
+interface Row {
+  name: string; product: LinearProductKind; m: number; k: number; n: number; reps: number; load_1min: number;
+  native_f32_ms: number; native_bf16_ms: number | null; torch_ms: number | null; numpy_ms: number | null;
+  native_f32_gflops: number; native_bf16_gflops: number | null; peer_gflops: number | null;
+  f32_vs_openblas: number | null; bf16_vs_f32: number | null;
+}
+
+const peer = await startPeer();
+if (peer) log(describePeer(peer.info, threads));
+const gemm = gemmInfo();
+log(`gemm.bench: native path ${gemm.best}, ${threads} threads, ${rounds} round(s) per shape, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+const loadStart = os.loadavg();
+const rows: Row[] = [];
+for (const c of modelCases(quick)) {
+  for (const [name, m, k, n, product] of gemmShapes(c)) {
+    if (opt('--only') && !name.includes(opt('--only')!)) continue;
+    // The linear layer's sizes (tokens, out, in) behind the plain (m x k) (k x n) product.
+    const L = product === 'forward' ? { m, n, k } : product === 'backwardInput' ? { m, n: k, k: n } : { m: k, n: m, k: n };
+    const aLen = product === 'forward' ? L.m * L.k : L.m * L.n;
+    const bLen = product === 'backwardWeight' ? L.m * L.k : L.n * L.k;
+    const outLen = product === 'forward' ? L.m * L.n : product === 'backwardInput' ? L.m * L.k : L.n * L.k;
+    const a = filled(aLen, 1), b = filled(bLen, 2), out = new Float32Array(outLen);
+    const wb = product === 'forward' ? toBf16Bits(b) : null;
+    const f32 = () => { linearProduct(product, a, b, out, L, { accumulate: product === 'backwardWeight' }); };
+    const bf16 = () => { linearProduct('forward', a, wb!, out, L); };
+    const flops = 2 * m * k * n;
+    const t1 = bestMs(f32, 1);  // warm-up and size estimate
+    const reps = Math.max(1, Math.min(quick ? 3 : 10, Math.round(150 / Math.max(t1, 1e-3))));
+    let nf = Infinity, nb = Infinity, tt = Infinity, tn = Infinity;
+    if (wb) bestMs(bf16, 1);
+    for (let r = 0; r < rounds; r++) {
+      nf = Math.min(nf, bestMs(f32, reps));
+      if (wb) nb = Math.min(nb, bestMs(bf16, reps));
+      if (peer) {
+        const p = await peer.time(m, k, n, reps);
+        tt = Math.min(tt, p.torch_best_ms);
+        tn = Math.min(tn, p.numpy_best_ms);
+      }
+    }
+    const peerMs = peer ? Math.min(tt, tn) : null;
+    const fair = peer?.info.fair ?? false;
+    const row: Row = {
+      name, product, m, k, n, reps, load_1min: load1(),
+      native_f32_ms: nf, native_bf16_ms: wb ? nb : null, torch_ms: peer ? tt : null, numpy_ms: peer ? tn : null,
+      native_f32_gflops: flops / nf / 1e6, native_bf16_gflops: wb ? flops / nb / 1e6 : null, peer_gflops: peerMs ? flops / peerMs / 1e6 : null,
+      f32_vs_openblas: peerMs && fair ? peerMs / nf : null, bf16_vs_f32: wb ? nf / nb : null,
+    };
+    rows.push(row);
+    const f = (x: number | null, d = 1) => (x === null ? '-' : x.toFixed(d));
+    log(`  ${name.padEnd(36)} ${`${m}x${k}x${n}`.padEnd(18)} f32 ${f(row.native_f32_gflops).padStart(6)}  bf16 ${f(row.native_bf16_gflops).padStart(6)}  OpenBLAS ${f(row.peer_gflops).padStart(6)} GFLOP/s  f32/OpenBLAS ${f(row.f32_vs_openblas, 2)}  bf16/f32 ${f(row.bf16_vs_f32, 2)}  (load ${row.load_1min})`);
+  }
+}
+peer?.close();
+
+const f = (x: number | null, d = 2) => (x === null ? '-' : x.toFixed(d));
+console.log('shape                                m x k x n            f32 GF/s  bf16 GF/s  OpenBLAS GF/s  f32/OpenBLAS  bf16/f32');
+if (peer && !peer.info.fair) console.log(`peer not fair (${peer.info.unfair_reason}): no OpenBLAS ratios`);
+for (const r of rows) {
+  console.log(`${r.name.padEnd(36)} ${`${r.m}x${r.k}x${r.n}`.padEnd(20)} ${f(r.native_f32_gflops, 1).padStart(8)} ${f(r.native_bf16_gflops, 1).padStart(10)} ${f(r.peer_gflops, 1).padStart(14)} ${f(r.f32_vs_openblas).padStart(13)} ${f(r.bf16_vs_f32).padStart(9)}`);
+}
+const jsonPath = opt('--json');
+if (jsonPath) {
+  writeJsonAtomic(jsonPath, {
+    date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
+    threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: gemm.best, rounds, quick, torch_peer: peer?.info ?? null,
+    note: 'float32 GEMM (and bf16-weight forward); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms',
+    rows,
+  });
+  log(`gemm.bench: wrote ${jsonPath}`);
+}

@@ -1,0 +1,104 @@
+// Binding of the CPU matrix product (native/model/matmul.cc) for tests and benchmarks:
+// argument checks and conversion only.
+#include <napi.h>
+
+#include "../model/gemm.h"
+#include "args.h"
+#include "register.h"
+#include "murphy/model/ops.h"
+
+namespace murphy {
+namespace addon {
+namespace {
+
+constexpr int64_t kMaxDim = int64_t(1) << 31;
+
+model::GemmPath parse_path(const std::string& s) {
+  if (s == "auto") return model::GemmPath::Auto;
+  if (s == "avx512-bf16") return model::GemmPath::Avx512Bf16;
+  if (s == "avx512") return model::GemmPath::Avx512;
+  if (s == "generic") return model::GemmPath::Generic;
+  if (s == "reference") return model::GemmPath::Reference;
+  throw Error("linearProduct: 'path' must be 'auto', 'avx512-bf16', 'avx512', 'generic' or 'reference'; got '" + s + "'");
+}
+
+// Restores this thread's forced path when the call ends (also on error).
+struct PathScope {
+  model::GemmPath saved;
+  explicit PathScope(model::GemmPath p) : saved(model::gemm_forced_path()) { model::set_gemm_path(p); }
+  ~PathScope() { model::set_gemm_path(saved); }
+};
+
+// linearProduct({ product, a, b, out, m, n, k, accumulate, path }) -> the path's name.
+//   forward:        out[m,n] (+)= a[m,k] b[n,k]^T     (b: Float32Array, or Uint16Array bf16 bits)
+//   backwardInput:  out[m,k] (+)= a[m,n] b[n,k]
+//   backwardWeight: out[n,k]  += a[m,n]^T b[m,k]
+Napi::Value LinearProduct(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    if (!info[0].IsObject()) throw Error("linearProduct: pass one options object");
+    Napi::Object o = info[0].As<Napi::Object>();
+    const std::string product = req_string(o, "product");
+    const int64_t M = req_int(o, "m", 0, kMaxDim), N = req_int(o, "n", 0, kMaxDim), K = req_int(o, "k", 0, kMaxDim);
+    const bool acc = req_bool(o, "accumulate");
+    const model::GemmPath path = parse_path(req_string(o, "path"));
+    Napi::Value bv = o.Get("b");
+    const bool bf16 = bv.IsTypedArray() && bv.As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array;
+    if (bf16 && product != "forward")
+      throw Error("linearProduct: bf16 weights (a Uint16Array 'b') are supported by the 'forward' product only");
+    Buf a, b, out;
+    if (product == "forward") {
+      a = tensor(o.Get("a"), "a", Kind::F32, M * K);
+      b = tensor(bv, "b", bf16 ? Kind::BF16 : Kind::F32, N * K);
+      out = tensor(o.Get("out"), "out", Kind::F32, M * N);
+    } else if (product == "backwardInput") {
+      a = tensor(o.Get("a"), "a", Kind::F32, M * N);
+      b = tensor(bv, "b", Kind::F32, N * K);
+      out = tensor(o.Get("out"), "out", Kind::F32, M * K);
+    } else if (product == "backwardWeight") {
+      if (!acc) throw Error("linearProduct: 'backwardWeight' always accumulates; pass accumulate: true");
+      a = tensor(o.Get("a"), "a", Kind::F32, M * N);
+      b = tensor(bv, "b", Kind::F32, M * K);
+      out = tensor(o.Get("out"), "out", Kind::F32, N * K);
+    } else {
+      throw Error("linearProduct: 'product' must be 'forward', 'backwardInput' or 'backwardWeight'; got '" + product + "'");
+    }
+    if (same_device({&a, &b, &out}, "linearProduct") != Device::Host)
+      throw Error("linearProduct: host typed arrays only (the CPU matrix product)");
+    PathScope scope(path);
+    const float* A = static_cast<const float*>(a.ptr);
+    float* C = static_cast<float*>(out.ptr);
+    if (product == "forward" && bf16)
+      model::linear_forward_bf16(A, static_cast<const uint16_t*>(b.ptr), C, M, N, K, acc);
+    else if (product == "forward")
+      model::linear_forward(A, static_cast<const float*>(b.ptr), C, M, N, K, acc);
+    else if (product == "backwardInput")
+      model::linear_backward_input(A, static_cast<const float*>(b.ptr), C, M, N, K, acc);
+    else
+      model::linear_backward_weight(A, static_cast<const float*>(b.ptr), C, M, N, K);
+    return Napi::String::New(info.Env(), model::gemm_path_name(model::gemm_path()));
+  });
+}
+
+// gemmInfo() -> { best, paths }: the path 'auto' takes on this CPU and the ones it can run.
+Napi::Value GemmInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object r = Napi::Object::New(env);
+  const model::GemmPath best = model::gemm_best_path();
+  r.Set("best", model::gemm_path_name(best));
+  Napi::Array paths = Napi::Array::New(env);
+  uint32_t n = 0;
+  for (model::GemmPath p : {model::GemmPath::Avx512Bf16, model::GemmPath::Avx512, model::GemmPath::Generic})
+    if (int(p) >= int(best)) paths.Set(n++, Napi::String::New(env, p == model::GemmPath::Generic ? "generic" : model::gemm_path_name(p)));
+  r.Set("paths", paths);
+  return r;
+}
+
+}  // namespace
+
+void register_gemm(Napi::Env env, Napi::Object exports) {
+  exports.Set("linearProduct", Napi::Function::New(env, LinearProduct));
+  exports.Set("gemmInfo", Napi::Function::New(env, GemmInfo));
+}
+
+}  // namespace addon
+}  // namespace murphy

@@ -1,0 +1,554 @@
+// The AVX-512 matrix product (BLIS structure), fp32 and bf16. Called by matmul.cc only where
+// the CPU has AVX-512F (the bf16 micro-kernel only where it also has AVX512_BF16).
+//
+//   C[M,N] (+)= A[M,K] B[K,N], strided views (GemmArgs), fp32 accumulation.
+//
+// Tiles: the output is cut into row blocks (<= MCB rows) x column blocks (<= NCB columns), one
+// task each, run by parallel_for (so the 2D tile space is shared by the threads). A task walks
+// K in slices of KC: it packs its B block (KC x NCB, NR-column panels, k-major: 512 KiB, kept in
+// L2) and its rows of A (MR-row strips, k-major), then runs each strip: the MR x NR
+// micro-kernel across the block's panels, the strip's A micro-panel (MR x KC = 12 KiB) staying
+// in L1 while B streams from L2.
+// Micro-kernel: MR = 12 rows x NR = 32 columns = 24 zmm accumulators; per k two B vectors and
+// 12 broadcast A values (24 FMAs per 14 loads). The first K slice writes C (beta 0), adds to it
+// (beta 1) or scales it (other beta); later slices add.
+// bf16 (vdpbf16ps): operands are bf16 pairs along k (one 32-bit lane = k, k+1): the same
+// driver and packing run on the pairs as 32-bit values, the micro-kernel does
+// acc += a[2i] b[2i] + a[2i+1] b[2i+1] per lane. X is rounded to bf16 (nearest even) once per
+// call; W is bf16 already. Without AVX512_BF16 the bf16 values are widened to f32 while
+// packing and the f32 micro-kernel runs: the same products, summed in another order.
+// Skinny products (decode, M <= kSkinnyRows): no packing; blocks of 4 weight rows x up to 6
+// input rows accumulate 16-lane partial dot products and reduce them at the end, so each weight
+// row is read from memory once and reused from L1 for every input row.
+#include "gemm.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "../cpu/threads.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define MURPHY_HAVE_AVX512_GEMM 1
+// GCC 12's AVX-512 casts and masked loads start from an `undefined` vector (`__Y = __Y`),
+// which -Wmaybe-uninitialized reports wherever they are inlined: false positives.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace murphy {
+namespace model {
+namespace gemm_avx512 {
+
+#ifdef MURPHY_HAVE_AVX512_GEMM
+namespace {
+
+constexpr int MR = 12;
+constexpr int NR = 32;
+constexpr int64_t KC = 256;   // f32 k values, or bf16 k pairs, per slice
+constexpr int64_t NCB = 512;  // columns per task (B block KC x NCB x 4 bytes = 512 KiB: L2)
+constexpr int64_t MCB = 384;  // rows per task at most
+
+int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
+
+// Per-thread packing space (64-byte aligned, grown on demand, freed at thread exit).
+struct Scratch {
+  float* p = nullptr;
+  size_t cap = 0;
+  float* get(size_t n) {
+    if (n > cap) {
+      std::free(p);
+      const size_t bytes = round_up(int64_t(n) * 4 + 256, 64);
+      p = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (!p) {
+        cap = 0;
+        throw Error("matmul: out of memory allocating " + std::to_string(bytes) + " bytes of packing space", ErrorCode::NoMem);
+      }
+      cap = n;
+    }
+    return p;
+  }
+  ~Scratch() { std::free(p); }
+};
+thread_local Scratch t_apack, t_bpack;
+
+// Shared (not per-thread) buffers of one call.
+struct CallBuf {
+  float* p = nullptr;
+  explicit CallBuf(size_t n) {
+    const size_t bytes = round_up(int64_t(n) * 4 + 256, 64);
+    p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!p) throw Error("matmul: out of memory allocating " + std::to_string(bytes) + " bytes", ErrorCode::NoMem);
+  }
+  ~CallBuf() { std::free(p); }
+  CallBuf(const CallBuf&) = delete;
+  CallBuf& operator=(const CallBuf&) = delete;
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// AVX-512 code: packing and micro-kernels (no library templates in here, so nothing compiled
+// for AVX-512 can be picked by the linker for another file's use).
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v4")
+namespace v4 {
+namespace {
+
+#define MURPHY_AI static inline __attribute__((always_inline))
+
+#include "gemm_kernel_avx512.inc"
+
+// In-register transpose of a 16 x 16 block of 32-bit values: r[i] lane j -> r[j] lane i.
+MURPHY_AI void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
+    t[4 + i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xDD);
+    t[8 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
+    t[12 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xDD);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+  }
+}
+
+// Transposing copy: rows [0, nrows) of src (row stride ld, k contiguous) at k in [0, kc) ->
+// dst[k * dst_ld + row] for row < 16 (rows past nrows are 0), `store` lanes per row of dst.
+// Loads whole cache lines of each row: gathers down a column thrash L1 when the row stride is a
+// multiple of 4 KiB (every row in one set).
+MURPHY_AI void transpose_pack(const float* src, int64_t ld, int nrows, int64_t kc, float* dst, int64_t dst_ld,
+                              __mmask16 store) {
+  __m512 r[16];
+  for (int64_t k = 0; k < kc; k += 16) {
+    const __mmask16 mk = lanes(kc - k);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = i < nrows ? _mm512_maskz_loadu_ps(mk, src + i * ld + k) : _mm512_setzero_ps();
+    transpose16(r);
+    const int64_t n = imin(16, kc - k);
+    for (int64_t i = 0; i < n; ++i) _mm512_mask_storeu_ps(dst + (k + i) * dst_ld, store, r[i]);
+  }
+}
+
+// dst[k * MR + r] = A(i0 + r, k0 + k) for r < mr (0 for r >= mr), k < kc. Works on 32-bit
+// values: fp32, or bf16 pairs viewed as floats.
+void pack_a(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int mr, int64_t k0, int64_t kc, float* dst) {
+  const __mmask16 m = lanes(mr), mMR = lanes(MR);
+  if (a_rs == 1) {
+    const float* src = A + i0 + k0 * a_cs;
+    for (int64_t k = 0; k < kc; ++k)
+      _mm512_mask_storeu_ps(dst + k * MR, mMR, _mm512_maskz_loadu_ps(m, src + k * a_cs));
+    return;
+  }
+  if (a_cs == 1) return transpose_pack(A + i0 * a_rs + k0, a_rs, mr, kc, dst, MR, mMR);
+  for (int64_t k = 0; k < kc; ++k)
+    for (int r = 0; r < MR; ++r) dst[k * MR + r] = r < mr ? A[(i0 + r) * a_rs + (k0 + k) * a_cs] : 0.0f;
+}
+
+// pack_a for every MR-row strip of rows [i0, i0 + rows): strip s at dst + s MR kc. Columns of A
+// contiguous (a_rs = 1, dY^T in the weight gradient): each k-row segment is read front to back.
+void pack_a_block(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
+                  float* dst) {
+  const int64_t ns = (rows + MR - 1) / MR;
+  if (a_rs == 1) {
+    const __mmask16 mMR = lanes(MR);
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = A + i0 + (k0 + k) * a_cs;
+      for (int64_t st = 0; st < ns; ++st)
+        _mm512_mask_storeu_ps(dst + st * MR * kc + k * MR, mMR,
+                              _mm512_maskz_loadu_ps(lanes(imin(MR, rows - st * MR)), src + st * MR));
+    }
+    return;
+  }
+  for (int64_t st = 0; st < ns; ++st)
+    pack_a(A, a_rs, a_cs, i0 + st * MR, int(imin(MR, rows - st * MR)), k0, kc, dst + st * MR * kc);
+}
+
+// Panels of NR columns: dst[p NR kc + k NR + j] = B(k0 + k, j0 + p NR + j), 0 past ncols.
+void pack_b(const float* B, int64_t b_rs, int64_t b_cs, int64_t k0, int64_t kc, int64_t j0, int64_t ncols,
+            float* dst) {
+  if (b_cs == 1) {  // rows of B contiguous: read each row's segment front to back (one stream per row)
+    const int64_t np = (ncols + NR - 1) / NR;
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = B + (k0 + k) * b_rs + j0;
+      for (int64_t p = 0; p < np; ++p) {
+        const int64_t nr = imin(NR, ncols - p * NR);
+        float* d = dst + p * NR * kc + k * NR;
+        _mm512_store_ps(d, _mm512_maskz_loadu_ps(lanes(nr), src + p * NR));
+        _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(lanes(nr - 16), src + p * NR + 16));
+      }
+    }
+    return;
+  }
+  for (int64_t p = 0; p * NR < ncols; ++p) {
+    const int64_t jp = j0 + p * NR, nr = imin(NR, ncols - p * NR);
+    float* d = dst + p * NR * kc;
+    if (b_rs == 1) {
+      const float* src = B + k0 + jp * b_cs;
+      transpose_pack(src, b_cs, int(imin(16, nr)), kc, d, NR, 0xffff);
+      transpose_pack(src + 16 * b_cs, b_cs, int(nr > 16 ? nr - 16 : 0), kc, d + 16, NR, 0xffff);
+    } else {
+      for (int64_t k = 0; k < kc; ++k)
+        for (int j = 0; j < NR; ++j) d[k * NR + j] = j < nr ? B[(k0 + k) * b_rs + (jp + j) * b_cs] : 0.0f;
+    }
+  }
+}
+
+// bf16 W[N, K] (K in bf16 values) -> f32 panels as pack_b for B(k, j) = W[j, k], widening.
+void pack_b_widen(const uint16_t* W, int64_t K, int64_t k0, int64_t kc, int64_t j0, int64_t ncols, float* dst) {
+  for (int64_t p = 0; p * NR < ncols; ++p) {
+    const int64_t jp = j0 + p * NR, nr = imin(NR, ncols - p * NR);
+    float* d = dst + p * NR * kc;
+    for (int j = 0; j < NR; ++j) {
+      if (j >= nr) {
+        for (int64_t k = 0; k < kc; ++k) d[k * NR + j] = 0.0f;
+        continue;
+      }
+      const uint16_t* row = W + (jp + j) * K + k0;
+      for (int64_t k = 0; k < kc; ++k) {
+        const uint32_t u = uint32_t(row[k]) << 16;
+        std::memcpy(d + k * NR + j, &u, 4);
+      }
+    }
+  }
+}
+
+// One MR-row strip of a task across its column block.
+void strip_f32(int64_t kc, const float* ap, const float* bp, int64_t ncols, float* c, int64_t ldc, int mr, int mode,
+               float beta) {
+  for (int64_t j = 0; j < ncols; j += NR)
+    kernel<false>(kc, ap, bp + j * kc, c + j, ldc, mr, int(imin(NR, ncols - j)), mode, beta);
+}
+
+// ---- skinny products: Y[m, j] (+)= sum_k X[m, k] W[j, k] for rows j in [j0, j1).
+// Load<T> gives 16 f32 lanes of a weight row at k (masked past K).
+MURPHY_AI __m512 load_w(const float* w, int64_t k, __mmask16 m) { return _mm512_maskz_loadu_ps(m, w + k); }
+MURPHY_AI __m512 load_w(const uint16_t* w, int64_t k, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, w + k)), 16));
+}
+
+template <int MB, int JB, typename WT>
+MURPHY_AI void skinny_block(const float* X, int64_t ldx, const WT* W, float* Y, int64_t N, int64_t K, int64_t m0,
+                            int64_t j, bool acc) {
+  __m512 s[MB][JB];
+#pragma GCC unroll 6
+  for (int m = 0; m < MB; ++m)
+#pragma GCC unroll 4
+    for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    const __mmask16 mk = lanes(K - k);
+    __m512 w[JB];
+#pragma GCC unroll 4
+    for (int q = 0; q < JB; ++q) w[q] = load_w(W + (j + q) * K, k, mk);
+#pragma GCC unroll 6
+    for (int m = 0; m < MB; ++m) {
+      const __m512 x = _mm512_maskz_loadu_ps(mk, X + (m0 + m) * ldx + k);
+#pragma GCC unroll 4
+      for (int q = 0; q < JB; ++q) s[m][q] = _mm512_fmadd_ps(x, w[q], s[m][q]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int m = 0; m < MB; ++m) store_sums<JB>(s[m], Y + (m0 + m) * N + j, acc);
+}
+
+template <int JB, typename WT>
+MURPHY_AI void skinny_rows(const float* X, int64_t ldx, const WT* W, float* Y, int64_t M, int64_t N, int64_t K,
+                           int64_t j, bool acc) {
+  int64_t m = 0;
+  for (; m + 6 <= M; m += 6) skinny_block<6, JB>(X, ldx, W, Y, N, K, m, j, acc);
+  switch (M - m) {
+    case 5: skinny_block<5, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
+    case 4: skinny_block<4, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
+    case 3: skinny_block<3, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
+    case 2: skinny_block<2, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
+    case 1: skinny_block<1, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
+    default: break;
+  }
+}
+
+template <typename WT>
+void skinny(const float* X, int64_t ldx, const WT* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j0, int64_t j1,
+            bool acc) {
+  int64_t j = j0;
+  for (; j + 4 <= j1; j += 4) skinny_rows<4>(X, ldx, W, Y, M, N, K, j, acc);
+  for (; j < j1; ++j) skinny_rows<1>(X, ldx, W, Y, M, N, K, j, acc);
+}
+
+void skinny_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j0, int64_t j1,
+                bool acc) {
+  skinny(X, K, W, Y, M, N, K, j0, j1, acc);
+}
+// X already rounded to bf16 (and widened back); W widened on the fly.
+void skinny_widen(const float* X, const uint16_t* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j0, int64_t j1,
+                  bool acc) {
+  skinny(X, K, W, Y, M, N, K, j0, j1, acc);
+}
+
+// f32 -> bf16 rounded to nearest even, kept as f32 (low 16 bits zero); NaN stays NaN.
+MURPHY_AI __m512i round_bf16_bits(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+  r = _mm512_and_si512(r, _mm512_set1_epi32(int32_t(0xffff0000u)));
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  return _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+}
+
+// rows of X [*, K] -> bf16-rounded f32 [*, K] (dst may equal src)
+void round_rows_bf16(const float* X, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    _mm512_mask_storeu_epi32(dst + i, m, round_bf16_bits(_mm512_maskz_loadu_ps(m, X + i)));
+  }
+}
+
+// row of X [K] -> bf16 pairs [Kp] (as 32-bit values), zero past K.
+void pair_row_bf16(const float* x, uint32_t* dst, int64_t K, int64_t Kp) {
+  for (int64_t kp = 0; kp < Kp; kp += 16) {
+    const int64_t k = 2 * kp;
+    const __m512i lo = round_bf16_bits(_mm512_maskz_loadu_ps(lanes(K - k), x + k));
+    const __m512i hi = round_bf16_bits(_mm512_maskz_loadu_ps(lanes(K - k - 16), x + k + 16));
+    // 32 bf16 (top halves) in k order: even k in the low 16 bits of each pair
+    const __m512i words = _mm512_permutex2var_epi16(
+        lo, _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
+                             17, 15, 13, 11, 9, 7, 5, 3, 1),
+        hi);
+    _mm512_mask_storeu_epi32(dst + kp, lanes(Kp - kp), words);
+  }
+}
+
+#undef MURPHY_AI
+}  // namespace
+}  // namespace v4
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v4,avx512bf16")
+namespace v4bf {
+namespace {
+#define MURPHY_AI static inline __attribute__((always_inline))
+#include "gemm_kernel_avx512.inc"
+#undef MURPHY_AI
+void strip_bf16(int64_t kc, const float* ap, const float* bp, int64_t ncols, float* c, int64_t ldc, int mr, int mode,
+                float beta) {
+  for (int64_t j = 0; j < ncols; j += NR)
+    kernel<true>(kc, ap, bp + j * kc, c + j, ldc, mr, int(imin(NR, ncols - j)), mode, beta);
+}
+
+// Y[m, j] (+)= sum over pairs of Xp[m, kp] . Wp[j, kp] (vdpbf16ps), rows j in [j0, j1).
+// Xp [M, ldx pairs] zero-padded past K; W [N, K] bf16 (masked past K).
+template <int MB, int JB>
+inline __attribute__((always_inline)) void block(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y,
+                                                 int64_t N, int64_t K, int64_t m0, int64_t j, bool acc) {
+  __m512 s[MB][JB];
+#pragma GCC unroll 6
+  for (int m = 0; m < MB; ++m)
+#pragma GCC unroll 4
+    for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    const int64_t left = K - k;
+    const __mmask32 mk = left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << left) - 1u);
+    __m512bh w[JB];
+#pragma GCC unroll 4
+    for (int q = 0; q < JB; ++q) w[q] = (__m512bh)_mm512_maskz_loadu_epi16(mk, W + (j + q) * K + k);
+#pragma GCC unroll 6
+    for (int m = 0; m < MB; ++m) {
+      const __m512bh x = (__m512bh)_mm512_loadu_si512(Xp + (m0 + m) * ldx + k / 2);
+#pragma GCC unroll 4
+      for (int q = 0; q < JB; ++q) s[m][q] = _mm512_dpbf16_ps(s[m][q], x, w[q]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int m = 0; m < MB; ++m) store_sums<JB>(s[m], Y + (m0 + m) * N + j, acc);
+}
+
+template <int JB>
+inline __attribute__((always_inline)) void rows(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y, int64_t M,
+                                                int64_t N, int64_t K, int64_t j, bool acc) {
+  int64_t m = 0;
+  for (; m + 6 <= M; m += 6) block<6, JB>(Xp, ldx, W, Y, N, K, m, j, acc);
+  switch (M - m) {
+    case 5: block<5, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
+    case 4: block<4, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
+    case 3: block<3, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
+    case 2: block<2, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
+    case 1: block<1, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
+    default: break;
+  }
+}
+
+void skinny_dp(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y, int64_t M, int64_t N, int64_t K,
+               int64_t j0, int64_t j1, bool acc) {
+  int64_t j = j0;
+  for (; j + 4 <= j1; j += 4) rows<4>(Xp, ldx, W, Y, M, N, K, j, acc);
+  for (; j < j1; ++j) rows<1>(Xp, ldx, W, Y, M, N, K, j, acc);
+}
+}  // namespace
+}  // namespace v4bf
+#pragma GCC pop_options
+
+// ------------------------------------------------------------------------------------------
+// Drivers (baseline code: threads, buffers, the task grid)
+
+namespace {
+
+using PackA = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
+using Strip = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, int, float);
+// Packs the B block of a task: rows [k0, k0 + kc) x columns [j0, j0 + ncols) into NR-panels.
+using PackB = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t ncols, float* dst)>;
+
+// Products below this many flops run on the calling thread: waking the pool costs more (~10 us)
+// than the product itself.
+constexpr double kSerialFlops = 2e6;
+// parallel_for's grain for n items of a product of `flops`: everything in one chunk when small.
+int64_t grain_for(int64_t n, double flops, int64_t grain) { return flops < kSerialFlops ? (n > 0 ? n : 1) : grain; }
+
+struct Grid {
+  int64_t mcb, ncb, tm, tn;
+};
+
+// Row and column block sizes: blocks of at most MCB x NCB, cut smaller (down to 4 MR x 2 NR)
+// until there are about 4 tasks per thread, so that a busy or uneven machine still balances.
+Grid plan(int64_t M, int64_t N) {
+  const int64_t want = 4 * int64_t(num_threads());
+  Grid g;
+  g.mcb = imin(round_up(M, MR), MCB);
+  g.ncb = imin(round_up(N, NR), NCB);
+  auto count = [&] {
+    g.tm = (M + g.mcb - 1) / g.mcb;
+    g.tn = (N + g.ncb - 1) / g.ncb;
+    return g.tm * g.tn;
+  };
+  while (count() < want) {
+    if (g.ncb > 4 * NR) g.ncb = round_up(g.ncb / 2, NR);
+    else if (g.mcb > 4 * MR) g.mcb = round_up(g.mcb / 2, MR);
+    else break;
+  }
+  count();
+  return g;
+}
+
+// C[M, N] (+)= A B over K "units" (f32 values or bf16 pairs): the task grid, packing, strips.
+void drive(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, PackA pack_a,
+           const PackB& pack_b, Strip strip, float* C, int64_t ldc, float beta) {
+  const Grid g = plan(M, N);
+  const int base_mode = beta == 0.0f ? 0 : (beta == 1.0f ? 1 : 2);
+  parallel_for(g.tm * g.tn, grain_for(g.tm * g.tn, 2.0 * double(M) * double(N) * double(K), 1), [&](int64_t t0, int64_t t1) {
+    float* bbuf = t_bpack.get(size_t(KC * round_up(g.ncb, NR)));
+    float* abuf = t_apack.get(size_t(round_up(g.mcb, MR) * KC + 16));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i0 = (t / g.tn) * g.mcb, i1 = imin(M, i0 + g.mcb);
+      const int64_t j0 = (t % g.tn) * g.ncb, nc = imin(N, j0 + g.ncb) - j0;
+      for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        const int64_t kc = imin(KC, K - k0);
+        pack_b(k0, kc, j0, nc, bbuf);
+        pack_a(A, a_rs, a_cs, i0, i1 - i0, k0, kc, abuf);
+        const int mode = k0 == 0 ? base_mode : 1;
+        for (int64_t i = i0; i < i1; i += MR)
+          strip(kc, abuf + (i - i0) * kc, bbuf, nc, C + i * ldc + j0, ldc, int(imin(MR, i1 - i)), mode, beta);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void gemm_f32(const GemmArgs& a) {
+  const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+    v4::pack_b(a.B, a.b_rs, a.b_cs, k0, kc, j0, nc, dst);
+  };
+  drive(a.M, a.N, a.K, a.A, a.a_rs, a.a_cs, v4::pack_a_block, pb, v4::strip_f32, a.C, a.ldc, a.beta);
+}
+
+void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
+  parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
+    v4::skinny_f32(X, W, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
+  });
+}
+
+void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate,
+                         bool dpbf16) {
+  const float beta = accumulate ? 1.0f : 0.0f;
+  if (!dpbf16) {
+    // X rounded to bf16 (kept as f32), W widened while packing: the f32 kernels.
+    CallBuf xr(size_t(M * K));
+    parallel_for(M, grain_for(M, 100.0 * double(M) * double(K), 16), [&](int64_t r0, int64_t r1) { v4::round_rows_bf16(X + r0 * K, xr.p + r0 * K, (r1 - r0) * K); });
+    if (M <= kSkinnyRows) {
+      parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
+        v4::skinny_widen(xr.p, Wb, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
+      });
+      return;
+    }
+    const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+      v4::pack_b_widen(Wb, K, k0, kc, j0, nc, dst);
+    };
+    drive(M, N, K, xr.p, K, 1, v4::pack_a_block, pb, v4::strip_f32, Y, N, beta);
+    return;
+  }
+  // vdpbf16ps: X as bf16 pairs [M, Kp] (zero past K), padded to whole zmm for the skinny path.
+  const int64_t Kp = (K + 1) / 2, ldx = round_up(Kp, 16);
+  CallBuf xp(size_t(M * ldx));
+  uint32_t* Xp = reinterpret_cast<uint32_t*>(xp.p);
+  parallel_for(M, grain_for(M, 100.0 * double(M) * double(K), 16), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) v4::pair_row_bf16(X + r * K, Xp + r * ldx, K, ldx);
+  });
+  if (M <= kSkinnyRows) {
+    parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
+      v4bf::skinny_dp(Xp, ldx, Wb, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
+    });
+    return;
+  }
+  // W as pairs: W[j, 2kp], W[j, 2kp + 1] are one 32-bit value when K is even; an odd K (no
+  // model has one) gets a padded copy.
+  const float* Wp = reinterpret_cast<const float*>(Wb);
+  CallBuf* pad = nullptr;
+  if (K % 2 != 0) {
+    pad = new CallBuf(size_t(N * Kp));
+    uint32_t* d = reinterpret_cast<uint32_t*>(pad->p);
+    parallel_for(N, 64, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t kp = 0; kp < Kp; ++kp) {
+          const uint32_t lo = Wb[j * K + 2 * kp], hi = 2 * kp + 1 < K ? Wb[j * K + 2 * kp + 1] : 0;
+          d[j * Kp + kp] = lo | (hi << 16);
+        }
+    });
+    Wp = pad->p;
+  }
+  try {
+    const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+      v4::pack_b(Wp, 1, Kp, k0, kc, j0, nc, dst);
+    };
+    drive(M, N, Kp, xp.p, ldx, 1, v4::pack_a_block, pb, v4bf::strip_bf16, Y, N, beta);
+  } catch (...) {
+    delete pad;
+    throw;
+  }
+  delete pad;
+}
+
+#else  // no AVX-512 build: never called (matmul.cc checks the CPU first)
+void gemm_f32(const GemmArgs&) { throw Error("matmul: AVX-512 path not compiled in"); }
+void linear_small_m_f32(const float*, const float*, float*, int64_t, int64_t, int64_t, bool) {
+  throw Error("matmul: AVX-512 path not compiled in");
+}
+void linear_forward_bf16(const float*, const uint16_t*, float*, int64_t, int64_t, int64_t, bool, bool) {
+  throw Error("matmul: AVX-512 path not compiled in");
+}
+#endif
+
+}  // namespace gemm_avx512
+}  // namespace model
+}  // namespace murphy

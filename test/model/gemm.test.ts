@@ -1,0 +1,140 @@
+// The CPU matrix product (native/model/matmul.cc, gemm_avx512.cc) against float64 sums computed
+// here, on every path this CPU can run (AVX-512 with vdpbf16ps, AVX-512, the generic AVX2/baseline
+// kernel, the reference loops), for the three products of a linear layer and the bf16-weight
+// forward, with and without accumulation, on fresh random shapes plus the edge sizes: 1, primes,
+// sizes that are not multiples of the 12 x 32 tile, that cross the K slice (256 values / 256 bf16
+// pairs), the 512-column and 384-row task blocks, and the skinny-path boundary (32 rows).
+// Tolerances are the rounding-error bounds, so they cannot flake and an indexing error fails:
+//   fp32:  |y - y64| <= K 2^-23 sum_k |a b| + 2^-23 |y_old|
+//   bf16 weights, against the bf16-rounded inputs: the same bound (exact products, fp32 sums);
+//   against the unrounded fp32 inputs: + 2^-7 sum_k |a b| (x and w each rounded by <= 2^-9 relative).
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { gemmInfo, linearProduct, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
+import { Rng, testSeed } from '../helpers/random.js';
+
+const seed = testSeed('gemm');
+const rng = new Rng(seed);
+const U = 2 ** -23;
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+/** bf16 bits of x, round to nearest even (finite inputs). */
+function bf16Bits(x: number): number {
+  f32[0] = x;
+  const u = u32[0];
+  return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
+}
+function bf16Value(bits: number): number {
+  u32[0] = bits << 16;
+  return f32[0];
+}
+
+interface Shape { m: number; n: number; k: number }
+
+/** Float64 result and the sum of |products| per output, for out = op(a, b) (+ old). */
+function reference(product: LinearProductKind, a: Float32Array | Float64Array, b: Float32Array | Float64Array, s: Shape) {
+  const { m, n, k } = s;
+  // forward: out[m,n] = a[m,k] b[n,k]^T; backwardInput: out[m,k] = a[m,n] b[n,k];
+  // backwardWeight: out[n,k] = a[m,n]^T b[m,k]
+  const [rows, cols, inner] = product === 'forward' ? [m, n, k] : product === 'backwardInput' ? [m, k, n] : [n, k, m];
+  const A = (i: number, t: number) => (product === 'forward' ? a[i * k + t] : product === 'backwardInput' ? a[i * n + t] : a[t * n + i]);
+  const B = (t: number, j: number) => (product === 'forward' ? b[j * k + t] : b[t * k + j]);
+  const y = new Float64Array(rows * cols), abs = new Float64Array(rows * cols);
+  for (let i = 0; i < rows; i++) {
+    for (let j = 0; j < cols; j++) {
+      let sum = 0, sa = 0;
+      for (let t = 0; t < inner; t++) {
+        const p = A(i, t) * B(t, j);
+        sum += p;
+        sa += Math.abs(p);
+      }
+      y[i * cols + j] = sum;
+      abs[i * cols + j] = sa;
+    }
+  }
+  return { y, abs, inner };
+}
+
+function check(label: string, got: Float32Array, want: Float64Array, abs: Float64Array, old: Float32Array | null, inner: number, extra: number) {
+  for (let i = 0; i < got.length; i++) {
+    const w = want[i] + (old ? old[i] : 0);
+    const tol = Math.max(inner, 1) * U * abs[i] + extra * abs[i] + (old ? U * Math.abs(old[i]) * 2 : 0) + 1e-30;
+    const err = Math.abs(got[i] - w);
+    if (!(err <= tol)) assert.fail(`${label}: element ${i} is ${got[i]}, float64 says ${w} (error ${err.toExponential(2)} > bound ${tol.toExponential(2)}); seed ${seed}`);
+  }
+}
+
+const edge: Shape[] = [
+  { m: 1, n: 1, k: 1 }, { m: 1, n: 37, k: 64 }, { m: 3, n: 5, k: 7 }, { m: 32, n: 33, k: 31 }, { m: 33, n: 32, k: 17 },
+  { m: 13, n: 97, k: 257 }, { m: 41, n: 45, k: 523 }, { m: 37, n: 530, k: 11 }, { m: 397, n: 35, k: 13 },
+  { m: 12, n: 32, k: 256 }, { m: 24, n: 64, k: 1 }, { m: 61, n: 3, k: 300 },
+];
+function randomShapes(count: number): Shape[] {
+  const out: Shape[] = [];
+  while (out.length < count) {
+    const s = { m: 1 + rng.int(rng.next() < 0.3 ? 32 : 200), n: 1 + rng.int(rng.next() < 0.2 ? 600 : 130), k: 1 + rng.int(rng.next() < 0.3 ? 600 : 90) };
+    if (s.m * s.n * s.k <= 1.5e6) out.push(s);
+  }
+  return out;
+}
+const shapes = [...edge, ...randomShapes(6)];
+const { best, paths } = gemmInfo();
+const allPaths: GemmPathName[] = [...(paths as GemmPathName[]), 'reference'];
+
+describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; seed ${seed})`, () => {
+  it('auto resolves to the best path this CPU has', () => {
+    const r = linearProduct('forward', new Float32Array(1), new Float32Array(1), new Float32Array(1), { m: 1, n: 1, k: 1 });
+    assert.equal(r, best);
+  });
+
+  for (const path of allPaths) {
+    for (const product of ['forward', 'backwardInput', 'backwardWeight'] as const) {
+      it(`${path}: ${product}, accumulate off and on, ${shapes.length} shapes`, () => {
+        for (const s of shapes) {
+          const { m, n, k } = s;
+          const a = rng.normals(product === 'forward' ? m * k : m * n);
+          const b = rng.normals(product === 'backwardWeight' ? m * k : n * k);
+          const outLen = product === 'forward' ? m * n : product === 'backwardInput' ? m * k : n * k;
+          const ref = reference(product, a, b, s);
+          for (const accumulate of product === 'backwardWeight' ? [true] : [false, true]) {
+            const old = accumulate ? rng.normals(outLen) : null;
+            const out = old ? Float32Array.from(old) : new Float32Array(outLen).fill(Number.NaN);  // overwritten, never read
+            const ran = linearProduct(product, a, b, out, s, { accumulate, path });
+            if (path === 'generic') assert.match(ran, /^(avx2|baseline)$/);
+            else assert.equal(ran, path, 'the forced path ran');
+            check(`${path} ${product} ${m}x${n}x${k} acc=${accumulate}`, out, ref.y, ref.abs, old, ref.inner, 0);
+          }
+        }
+      });
+    }
+
+    it(`${path}: forward with bf16 weights, accumulate off and on, ${shapes.length} shapes`, () => {
+      for (const s of shapes) {
+        const { m, n, k } = s;
+        const x = rng.normals(m * k);
+        const wb = new Uint16Array(n * k);
+        for (let i = 0; i < wb.length; i++) wb[i] = bf16Bits(rng.normal());
+        const wv = Float64Array.from(wb, bf16Value);
+        const xr = Float64Array.from(x, (v) => bf16Value(bf16Bits(v)));
+        const exact = reference('forward', xr, wv, s);   // the products the kernel multiplies
+        const loose = reference('forward', x, wv, s);    // against the unrounded activations
+        for (const accumulate of [false, true]) {
+          const old = accumulate ? rng.normals(m * n) : null;
+          const out = old ? Float32Array.from(old) : new Float32Array(m * n).fill(Number.NaN);
+          linearProduct('forward', x, wb, out, s, { accumulate, path });
+          check(`${path} bf16 ${m}x${n}x${k} acc=${accumulate}`, out, exact.y, exact.abs, old, exact.inner, 0);
+          check(`${path} bf16 vs fp32 ${m}x${n}x${k} acc=${accumulate}`, out, loose.y, loose.abs, old, loose.inner, 2 ** -7);
+        }
+      }
+    });
+  }
+
+  it('refuses bad input with one line naming it', () => {
+    const z = new Float32Array(6);
+    assert.throws(() => linearProduct('forward', z, z, new Float32Array(5), { m: 2, n: 2, k: 3 }), /'out' has 5 elements but 4/);
+    assert.throws(() => linearProduct('backwardInput', z, new Uint16Array(6), z, { m: 2, n: 3, k: 2 }), /bf16 weights.*'forward' product only/);
+    assert.throws(() => linearProduct('forward', z, z, z, { m: 2, n: 3, k: 2 }, { path: 'fast' as GemmPathName }), /'path' must be/);
+    assert.throws(() => linearProduct('backwardWeight', z, z, z, { m: 1, n: 6, k: 1 }, { accumulate: false }), /always accumulates/);
+  });
+});
