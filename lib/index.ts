@@ -13,3 +13,4 @@ export { encodeSafetensorsF32, decodeSafetensorsF32, readSafetensorsF32, tensorM
 export * from './eval/index.js';
 export * from './report/index.js';
 export * from './demo/index.js';
+export * from './dist/index.js';

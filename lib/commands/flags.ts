@@ -25,6 +25,7 @@ export const FLAG_RULES: Record<string, Record<string, FlagRule>> = {
   'verify-dataset': { limit: count, workers: count, timeout: seconds, programTimeout: seconds },
   serve: { port: { int: true, min: 0, max: 65535 }, maxBatch: count },
   report: { maxTrees: { int: true, min: 0 } },
+  train: { nprocPerNode: { int: true, min: 1 } },
   'init-model': { seed: { int: true, min: 0 }, initStd: { above: 0 }, shardMb: { min: 0 }, vocab: count, hidden: count, intermediate: count, layers: count, heads: count, kvHeads: count, headDim: count, maxPositions: count },
 };
 

@@ -33,6 +33,9 @@ import { formatStepLine, type StepMetrics } from '../train/metrics.js';
 import { RunLock } from '../train/lock.js';
 import { checkOutputDir, fileSize, RunDir, writeFileAtomic } from '../train/rundir.js';
 import { StopSignal } from '../train/signals.js';
+import { broadcastJson, type Collective } from '../dist/collective.js';
+import { DataParallel } from '../dist/data-parallel.js';
+import { checkpointShards, DistributedPolicy } from '../dist/zero.js';
 
 export interface RunTrainingOptions {
   /** Continue the run in this directory (its config.json is used; see RESUMABLE_KEYS). */
@@ -49,6 +52,11 @@ export interface RunTrainingOptions {
   overrideConfig?: boolean;
   /** Log the full configuration and one line per step (default: a short header and a bar per phase). */
   verbose?: boolean;
+  /**
+   * This process is one rank of a data-parallel job (lib/dist, docs/distributed.md): ZeRO-1 over
+   * the collective; rank 0 alone holds the lock and writes the run directory.
+   */
+  dist?: { collective: Collective };
 }
 
 export interface RunTrainingResult {
@@ -135,6 +143,13 @@ function removeHalfMadeRun(run: RunDir, existed: boolean, before: ReadonlySet<st
   return true;
 }
 
+/** Several ranks need a collective backend for the device: the CPU one exists, NCCL not yet. */
+export function checkRanksDevice(c: TrainConfig, worldSize: number): void {
+  if (worldSize > 1 && c.device === 'cuda') {
+    throw new ConfigError(`--device cuda with ${worldSize} ranks needs the NCCL backend, which this build does not have yet; use --device cpu (docs/distributed.md)`);
+  }
+}
+
 export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {}): Promise<RunTrainingResult> {
   const log = o.log ?? (() => undefined);
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
@@ -157,16 +172,17 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     if (o.resume && !existed) throw new TrainError(`cannot resume ${run.root}: no such directory`);
     const before = new Set(existed ? readdirSync(run.root) : []);
     // The lock comes first: nothing else is written to the directory before it is held.
-    const lock = RunLock.acquire(run.root, log);
+    const writer = !o.dist || o.dist.collective.rank === 0;
+    const lock = writer ? RunLock.acquire(run.root, log) : null;
     try {
       return await runLocked(c, o, parts, run, stopSignal, deviceLines);
     } catch (e) {
-      if (!o.resume && removeHalfMadeRun(run, existed, before)) {
+      if (writer && !o.resume && removeHalfMadeRun(run, existed, before)) {
         log(`${run.root}: stopped before the first checkpoint; removed what this run wrote, so the directory can be used again`);
       }
       throw e;
     } finally {
-      lock.release();
+      lock?.release();
     }
   } finally {
     stopSignal.uninstall();
@@ -176,9 +192,16 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
 async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, run: RunDir, stopSignal: StopSignal, deviceLines: string[]): Promise<RunTrainingResult> {
   const log = o.log ?? (() => undefined);
   const progress = o.progress ?? silentProgress;
+  const coll = o.dist?.collective;
+  const writer = !coll || coll.rank === 0;
+  if (coll) checkRanksDevice(c, coll.worldSize);
   let point: ResumePoint | null = null;
   if (o.resume) {
-    point = resolveResume(run, log);
+    // Rank 0 chooses (and may set damaged checkpoints aside); the others take its choice.
+    point = coll ? await broadcastJson(coll, writer ? resolveResume(run, log) : undefined) : resolveResume(run, log);
+    if (!coll && checkpointShards(point.dir)) {
+      throw new TrainError(`checkpoint ${point.dir} holds the optimizer shards of a ${checkpointShards(point.dir)!.worldSize}-rank run; resume it with --nproc-per-node N (any N: the shards are re-sharded)`);
+    }
     const saved = readCheckpointConfig(point.dir);
     if (saved) {
       const diff = configDifferences(c as unknown as Record<string, unknown>, saved);
@@ -190,7 +213,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       }
       if (diff.length) log(`--override-config: continuing with ${run.configPath}, which differs from the checkpoint's configuration in ${diff.join(', ')}`);
     }
-  } else if (fileSize(run.metricsPath) > 0 || checkpointDirs(run).length > 0) {
+  } else if (writer && (fileSize(run.metricsPath) > 0 || checkpointDirs(run).length > 0)) {
     throw new TrainError(`${run.root} already holds a run; use --resume ${run.root} or another --out`);
   }
 
@@ -210,12 +233,18 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   else model = await createDemoModel(c.seed, c.modelPreset);
   const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
   if (c.backend === 'vllm') {
+    let servers = c.serverUrl!.split(',').map((s) => s.trim());
+    if (coll && coll.worldSize > 1) {
+      // Each rank talks to its own share of the servers (and syncs weights to them).
+      if (servers.length < coll.worldSize) throw new ConfigError(`config key "serverUrl" (--server-url): ${coll.worldSize} ranks need at least ${coll.worldSize} vLLM servers (one or more per rank), got ${servers.length}`);
+      servers = servers.filter((_, i) => i % coll.worldSize === coll.rank);
+    }
     backend = await VllmBackend.connect({
-      servers: c.serverUrl!.split(',').map((s) => s.trim()),
+      servers,
       model: c.servedModelName ?? undefined,
       apiKey: c.vllmApiKey ?? undefined,
       tokenizer: tok,
-      syncDir: join(resolve(run.root), 'sync'),
+      syncDir: join(resolve(run.root), coll && coll.worldSize > 1 ? `sync-rank${coll.rank}` : 'sync'),
       weightSync: weightSyncFor(c.weightSync, { bucketBytes: c.weightSyncBucketMb * 2 ** 20, timeoutMs: c.weightSyncTimeoutS * 1000, log }),
       maxRetries: 2,
     });
@@ -223,7 +252,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   stopSignal.throwIfRequested('before training started');
 
   // ---- from here on the run directory is written
-  if (!o.resume) writeFileAtomic(run.configPath, JSON.stringify(withoutSecrets(c), null, 2) + '\n');
+  if (!o.resume && writer) writeFileAtomic(run.configPath, JSON.stringify(withoutSecrets(c), null, 2) + '\n');
   log(
     formatRunHeader({
       demo: parts.demo,
@@ -247,7 +276,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   );
   if (!tokenizerDir) {
     tokenizerDir = join(run.root, 'tokenizer');
-    if (!existsSync(join(tokenizerDir, 'tokenizer.json'))) {
+    if (writer && !existsSync(join(tokenizerDir, 'tokenizer.json'))) {
       mkdirSync(tokenizerDir, { recursive: true });
       for (const [f, text] of Object.entries(builtinTokenizerFiles())) writeFileSync(join(tokenizerDir, f), text);
     }
@@ -356,7 +385,8 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
 
   let summary: TrainSummary;
   try {
-    if (parts.demo && !o.resume && c.sftSteps > 0) {
+    // With several ranks only rank 0 warms up: its weights and AdamW state are broadcast below.
+    if (parts.demo && !o.resume && c.sftSteps > 0 && writer) {
       progress.start('warm-up', c.sftSteps);
       const losses = await supervisedWarmup(policy, parts.problems, prompts as ChatPromptBuilder<Problem>, tok, {
         steps: c.sftSteps,
@@ -374,11 +404,14 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       await backend.syncWeights(policy, 0);
     }
     firstStep = point ? point.state.step : 0;
-    summary = await train(c, run, { policy, backend, executor, prompts, problems: parts.problems, extractCode: extract, stopTokenIds: stop, evaluate, progress: loopProgress, onStep }, {
+    // Data parallel: ZeRO-1 around the policy (rank 0's weights broadcast to all); only rank 0 evaluates.
+    const dp = coll ? await DistributedPolicy.create(coll, policy, model) : null;
+    summary = await train(c, run, { policy: dp ?? policy, backend, executor, prompts, problems: parts.problems, extractCode: extract, stopTokenIds: stop, evaluate: writer ? evaluate : undefined, progress: loopProgress, onStep }, {
       resume: Boolean(o.resume),
       resumeFrom: point ?? undefined,
       stop: stopSignal,
       stopAfterStep: o.stopAfterStep,
+      parallel: dp ? new DataParallel(coll!, dp) : undefined,
     });
   } finally {
     endTrainBar();
@@ -386,7 +419,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     await backend.close();
   }
   let reportPath: string | null = null;
-  if (o.report ?? true) {
+  if ((o.report ?? true) && writer) {
     reportPath = writeReport(run.root);
   }
   return { runDir: run.root, summary, evals, reportPath };

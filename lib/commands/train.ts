@@ -5,12 +5,38 @@ import type { Argv, CommandModule } from 'yargs';
 import { configOptions, flagsFromArgv, resolveConfig } from '../config/index.js';
 import { StderrProgress } from '../train/progress.js';
 import { exitCodeForSignal } from '../train/signals.js';
-import { resumeConfig, runTraining } from './run-training.js';
+import { checkRanksDevice, resumeConfig, runTraining } from './run-training.js';
+import { SoloCollective, type Collective } from '../dist/collective.js';
+import { readDistEnv } from '../dist/env.js';
+import { launchLocal } from '../dist/launch.js';
+import { TcpCollective } from '../dist/tcp.js';
+import { silentProgress } from '../train/progress.js';
+
+/** The command line without --nproc-per-node (what each rank runs). */
+export function withoutLauncherFlags(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === '--nproc-per-node') i++;
+    else if (!a.startsWith('--nproc-per-node=')) out.push(a);
+  }
+  return out;
+}
+
+/** This process's collective when it is a rank of a job (torchrun/Slurm variables or --nproc-per-node), else null. */
+async function joinJob(): Promise<Collective | null> {
+  const d = readDistEnv();
+  if (d.source === 'single') return null;
+  if (d.worldSize === 1) return new SoloCollective();
+  const timeout = Number(process.env.MURPHY_DIST_TIMEOUT ?? 1800);
+  return TcpCollective.create({ rank: d.rank, worldSize: d.worldSize, masterAddr: d.masterAddr, masterPort: d.masterPort, timeoutMs: timeout * 1000 });
+}
 
 interface TrainArgs {
   config?: string;
   resume?: string;
   overrideConfig?: boolean;
+  nprocPerNode?: number;
   [key: string]: unknown;
 }
 
@@ -22,6 +48,7 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
       .option('config', { type: 'string', describe: 'YAML or JSON configuration file (keys in camelCase or snake_case); flags override it' })
       .option('resume', { type: 'string', describe: 'Continue the run in RUN_DIR from its newest checkpoint that verifies' })
       .option('override-config', { type: 'boolean', default: false, describe: 'With --resume: continue even though RUN_DIR/config.json differs from the checkpoint\'s configuration' })
+      .option('nproc-per-node', { type: 'number', describe: 'Data-parallel training: start this many rank processes on this machine (one GPU each with --device cuda; they share the CPU with --device cpu). Several machines: docs/distributed.md' })
       .option('verbose', { type: 'boolean', describe: 'Print every setting at the start and one line of figures per step (and the stack trace of an error)' })
       .options(configOptions())
       .epilogue(
@@ -33,19 +60,37 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
       .example('$0 train --model ./qwen3-0.6b --dataset mbpp.jsonl --backend vllm --server-url http://127.0.0.1:8000', 'a real model next to a vLLM server') as unknown as Argv<TrainArgs>,
   handler: async (argv) => {
     const flags = flagsFromArgv(argv);
+    delete flags.nprocPerNode;
     const cfg = argv.resume ? resumeConfig(argv.resume, flags) : resolveConfig({ file: argv.config ?? null, flags });
+    if (argv.nprocPerNode !== undefined) {
+      checkRanksDevice(cfg, argv.nprocPerNode);
+      process.exitCode = await launchLocal({ nprocPerNode: argv.nprocPerNode, args: withoutLauncherFlags(process.argv.slice(2)), device: cfg.device });
+      return;
+    }
+    const collective = await joinJob();
+    const quiet = collective !== null && collective.rank !== 0;
     const t0 = performance.now();
     const progress = new StderrProgress();
-    const r = await runTraining(cfg, {
-      resume: argv.resume,
-      overrideConfig: argv.overrideConfig,
-      progress,
-      verbose: Boolean(argv.verbose),
-      log: (l) => {
-        progress.clear();
-        process.stdout.write(l + '\n');
-      },
-    });
+    let r;
+    try {
+      r = await runTraining(cfg, {
+        resume: argv.resume,
+        overrideConfig: argv.overrideConfig,
+        progress: quiet ? silentProgress : progress,
+        verbose: Boolean(argv.verbose),
+        log: quiet ? () => undefined : (l) => {
+          progress.clear();
+          process.stdout.write(l + '\n');
+        },
+        dist: collective ? { collective } : undefined,
+      });
+    } finally {
+      await collective?.close();
+    }
+    if (quiet) {
+      if (r.summary.signal) process.exitCode = exitCodeForSignal(r.summary.signal);
+      return;
+    }
     const evals = r.evals;
     const first = evals.find((e) => e.label === 'initial');
     const last = [...evals].reverse().find((e) => e.label === 'final');

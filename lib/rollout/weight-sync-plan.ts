@@ -21,7 +21,7 @@ export interface PlannedTensor {
   offset: number;
 }
 
-export interface Bucket {
+export interface SyncBucket {
   bytes: number;
   tensors: PlannedTensor[];
 }
@@ -30,18 +30,18 @@ export interface Bucket {
 export interface SyncMeta {
   step: number;
   dtype: 'bfloat16';
-  buckets: Bucket[];
+  buckets: SyncBucket[];
 }
 
 /**
  * Packs params in order into buckets of at most bucketBytes (bf16: 2 bytes an element); a
  * tensor that alone exceeds bucketBytes gets a bucket of its own. Pure.
  */
-export function bucketPlan(params: readonly { name: string; shape: number[]; numel: number }[], bucketBytes: number = DEFAULT_BUCKET_BYTES): Bucket[] {
+export function bucketPlan(params: readonly { name: string; shape: number[]; numel: number }[], bucketBytes: number = DEFAULT_BUCKET_BYTES): SyncBucket[] {
   if (!Number.isSafeInteger(bucketBytes) || bucketBytes < 2) throw new RolloutError(`the weight-sync bucket size must be an integer >= 2 bytes, got ${bucketBytes}`);
   const seen = new Set<string>();
-  const out: Bucket[] = [];
-  let cur: Bucket | undefined;
+  const out: SyncBucket[] = [];
+  let cur: SyncBucket | undefined;
   for (const p of params) {
     if (seen.has(p.name)) throw new RolloutError(`parameter '${p.name}' is listed twice`);
     seen.add(p.name);
@@ -57,7 +57,7 @@ export function bucketPlan(params: readonly { name: string; shape: number[]; num
 }
 
 /** The bucket's bytes: each tensor of the policy converted to bf16 (round to nearest even) at its offset. */
-export function packBucket(policy: Pick<PolicyWeights, 'getParam'>, b: Bucket): Uint8Array {
+export function packBucket(policy: Pick<PolicyWeights, 'getParam'>, b: SyncBucket): Uint8Array {
   const buf = new ArrayBuffer(b.bytes);
   for (const t of b.tensors) {
     const w = policy.getParam(t.name);
@@ -68,7 +68,7 @@ export function packBucket(policy: Pick<PolicyWeights, 'getParam'>, b: Bucket): 
 }
 
 /** The tensors of a received bucket, as float32 (what the CPU engine loads). */
-export function unpackBucket(bytes: Uint8Array, b: Bucket): { name: string; shape: number[]; data: Float32Array }[] {
+export function unpackBucket(bytes: Uint8Array, b: SyncBucket): { name: string; shape: number[]; data: Float32Array }[] {
   if (bytes.length !== b.bytes) throw new RolloutError(`a bucket of ${bytes.length} bytes arrived, the plan says ${b.bytes}`);
   const aligned = bytes.byteOffset % 2 === 0 ? bytes : bytes.slice();
   return b.tensors.map((t) => ({

@@ -15,7 +15,8 @@ import { buildTrees, type TreeBuildConfig } from '../murphy/tree.js';
 import { extractFromCompletion } from '../prompt/extract.js';
 import type { CodeExtractor, Completion, ExecResult, Executor, PromptBuilder, RolloutTree, SampleParams, Sampler } from '../murphy/types.js';
 import type { RolloutBackend, RolloutParams } from '../rollout/types.js';
-import { packSamples, planMicroBatches } from './batching.js';
+import type { StepParallel } from '../dist/data-parallel.js';
+import { packSamples, planMicroBatches, sampleTokens } from './batching.js';
 import { resolveResume, restoreReference, saveReference, writeCheckpoint, type ResumePoint, type TrainerState } from './checkpoint.js';
 import { TrainError } from './error.js';
 import { formatStepLine, treeMetrics, type StepMetrics } from './metrics.js';
@@ -55,6 +56,11 @@ export interface TrainOptions {
   stopAfterStep?: number;
   /** Checkpoints kept (older ones are removed). Default 2. */
   keepCheckpoints?: number;
+  /**
+   * Data parallelism (lib/dist): this process is one rank of several; problems are split, the
+   * trees gathered, micro-batches dealt out, and only the writer rank writes run files.
+   */
+  parallel?: StepParallel;
 }
 
 export interface TrainSummary {
@@ -201,7 +207,9 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   const policy = deps.policy;
   if (deps.problems.length === 0) throw new TrainError('no training problems');
   if (!(c.temperature > 0)) throw new TrainError('config key "temperature" (--temperature): training needs a temperature > 0');
-  run.create();
+  const par = opts.parallel;
+  const writer = !par || par.writer;
+  if (writer) run.create();
 
   // ---- signals (installed first: a signal during the initial evaluation also ends in a checkpoint)
   const stop = opts.stop ?? new StopSignal();
@@ -210,6 +218,9 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   const unlisten = stop.onRequest((sig) => progress.line(`\n${sig}: finishing the current phase, writing a checkpoint, then exiting`));
   let stopAfterStep = false;
   const stopping = (): boolean => stop.requested || stopAfterStep;
+  // With several ranks a stop is acted on only where every rank asks (a collective).
+  let stopAgreed = false;
+  const agreeStop = async (): Promise<boolean> => (stopAgreed = par ? await par.any(stopping()) : stopping());
 
   // ---- state: fresh or resumed
   let state: TrainerState;
@@ -221,7 +232,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       state = point.state;
       const info = await policy.loadState(ck);
       if (c.beta > 0) await restoreReference(run, policy, ck);
-      run.truncateTo(state);
+      if (writer) run.truncateTo(state);
       lastCheckpoint = ck;
       progress.line(`resumed from ${ck} at step ${state.step}${info.optimizerState ? '' : ' (optimizer moments were not saved: not an exact resume)'}`);
     } else {
@@ -242,7 +253,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       state = { version: 1, step: 0, problemsConsumed: 0, seed: c.seed, groupSize: G, followUpGroupSize: Gp, metricsBytes: 0, treesBytes: 0, optimizerState: false };
       if (c.beta > 0) {
         policy.makeReference();
-        saveReference(run, policy);
+        if (writer) saveReference(run, policy);
       }
       if (deps.evaluate) await deps.evaluate('initial', 0);
     }
@@ -260,16 +271,20 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   let savedAt = state.step;
 
   const checkpoint = async (): Promise<void> => {
-    lastCheckpoint = await writeCheckpoint(run, policy, state, keep, withoutSecrets(c));
+    if (par && !par.writer) {
+      await par.joinCheckpoint();
+      lastCheckpoint = run.checkpointDir(state.step);
+    } else lastCheckpoint = await writeCheckpoint(run, policy, state, keep, withoutSecrets(c));
     savedAt = state.step;
   };
 
   try {
-    while (state.step < c.maxSteps && !stopping()) {
+    while (state.step < c.maxSteps && !(await agreeStop())) {
       const step = state.step + 1;
       const tStep = performance.now();
       const idx = batchIndices(deps.problems.length, state.problemsConsumed, c.batchSize, c.seed);
       const problems = idx.map((i) => deps.problems[i]!);
+      const share = par ? par.share(problems.length) : { begin: 0, end: problems.length };
 
       // ---- rollouts + execution
       const ins = instrument(deps.backend, deps.executor, progress);
@@ -277,11 +292,12 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       const buildCfg = stepBuildConfig<P>(c, state.groupSize, state.followUpGroupSize, step, deps.stopTokenIds);
       let trees: RolloutTree<P>[];
       try {
-        trees = await buildTrees(problems, { sampler: ins.sampler, executor: ins.exec, prompts: deps.prompts, extractCode: deps.extractCode ?? extractFromCompletion }, buildCfg);
+        trees = await buildTrees(problems.slice(share.begin, share.end), { sampler: ins.sampler, executor: ins.exec, prompts: deps.prompts, extractCode: deps.extractCode ?? extractFromCompletion }, buildCfg);
       } finally {
         ins.done();
       }
-      if (stopping()) break; // the step is discarded: resume redoes it identically
+      if (await agreeStop()) break; // the step is discarded: resume redoes it identically
+      if (par) trees = await par.gatherTrees(trees, problems);
       const report = processTrees(trees, processConfig(c), { trusted: true });
       const all = flattenSamples(trees);
       // With beta = 0 a zero-advantage sample adds exactly 0 to the loss and its gradient, so it
@@ -294,20 +310,24 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       const tTrain = performance.now();
       const plan = planMicroBatches(samples, c.microBatchTokens);
       const totalLoss = counted.reduce((a, s) => a + s.completionIds.length, 0);
-      const micro: TrainStats[] = [];
-      let tokensTrained = 0;
-      progress.start('training', plan.length);
-      for (let k = 0; k < plan.length; k++) {
+      let micro: TrainStats[] = [];
+      const tokensTrained = plan.reduce((a, mb) => a + mb.reduce((b, s) => b + sampleTokens(s), 0), 0);
+      const mine = par ? par.trainShare(plan) : plan.map((_, k) => k);
+      const mineStats: { index: number; stats: TrainStats }[] = [];
+      let tokensDone = 0;
+      progress.start('training', mine.length);
+      for (const [j, k] of mine.entries()) {
         const mb = packSamples(plan[k]!);
         if (!useSamplerLogprobs || mb.batch.oldLogp === undefined) {
           mb.batch.oldLogp = await policy.score(mb.batch, { temperature: loss.temperature });
         }
         const scale = c.lossType === 'dapo' ? mb.lossTokens / totalLoss : mb.samples.length / counted.length;
-        micro.push(await policy.accumulate(mb.batch, loss, scale));
-        tokensTrained += mb.tokens;
-        progress.update(k + 1, `${tokensTrained} tokens`);
+        mineStats.push({ index: k, stats: await policy.accumulate(mb.batch, loss, scale) });
+        tokensDone += mb.tokens;
+        progress.update(j + 1, `${tokensDone} tokens`);
       }
       progress.end();
+      micro = par ? await par.gatherMicro(mineStats, plan.length) : mineStats.map((x) => x.stats);
       const lr = learningRate(step, lrOpts);
       // No trainable sample (every group zero-variance): no optimizer step, so AdamW's
       // momentum does not keep moving the weights on a zero gradient.
@@ -324,6 +344,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       // ---- bookkeeping
       state.step = step;
       state.problemsConsumed += problems.length;
+      const aborted = (deps.backend.counters?.aborted ?? 0) - abortedBefore;
       const act = micro.reduce((a, s) => a + s.nActive, 0);
       const wavg = (f: (s: TrainStats) => number): number => (act > 0 ? micro.reduce((a, s) => a + f(s) * s.nActive, 0) / act : 0);
       const tm = treeMetrics(trees);
@@ -333,7 +354,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
         epoch: Math.floor((state.problemsConsumed - 1) / deps.problems.length),
         lr,
         ...tm,
-        aborted: (deps.backend.counters?.aborted ?? 0) - abortedBefore,
+        aborted: par ? (await par.sum([aborted]))[0]! : aborted,
         zeroVarianceGroups: report.advantages.zeroVarianceGroups,
         samples: all.length,
         samplesTrained: samples.length,
@@ -357,19 +378,22 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
         },
       };
       metrics.push(m);
-      if (c.logTrees) state.treesBytes = run.appendTreeLines(trees.map((t) => JSON.stringify({ step, ...treeToJSON(t, { tokenIds: false }) })));
-      state.metricsBytes = run.appendMetrics([m]);
+      if (writer) {
+        if (c.logTrees) state.treesBytes = run.appendTreeLines(trees.map((t) => JSON.stringify({ step, ...treeToJSON(t, { tokenIds: false }) })));
+        state.metricsBytes = run.appendMetrics([m]);
+      }
       if (deps.onStep) deps.onStep(m);
       else progress.line(formatStepLine(m, c.maxSteps));
 
       if (opts.stopAfterStep === step) stopAfterStep = true;
-      if (step % c.saveSteps === 0 || step === c.maxSteps || stopping()) await checkpoint();
+      if ((await agreeStop()) || step % c.saveSteps === 0 || step === c.maxSteps) await checkpoint();
       if (deps.evaluate && !stopping() && ((c.evalSteps > 0 && step % c.evalSteps === 0 && step < c.maxSteps) || step === c.maxSteps)) {
         await deps.evaluate(step === c.maxSteps ? 'final' : `step-${step}`, step);
       }
     }
-    if (stopping() && savedAt !== state.step) await checkpoint();
-    if (stopping() && state.step === 0 && lastCheckpoint === null) await checkpoint();
+    const stopped = par ? stopAgreed : stopping();
+    if (stopped && savedAt !== state.step) await checkpoint();
+    if (stopped && state.step === 0 && lastCheckpoint === null) await checkpoint();
   } finally {
     unlisten();
     if (ownSignals) stop.uninstall();

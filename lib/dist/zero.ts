@@ -1,0 +1,296 @@
+// ZeRO-1 data parallelism over a Policy: the fp32 master weights and AdamW moments of the flat
+// parameter vector are sharded across ranks (lib/dist/shards.ts); each optimizer step
+// reduce-scatters the accumulated gradients bucket by bucket (lib/dist/buckets.ts), takes the
+// global gradient norm from an all-reduce of the shards' squared norms, steps its shard with the
+// AdamW kernel (lib/native.ts adamw over the shard's slices), and all-gathers the updated
+// weights into every rank's model. Checkpoints: every rank writes its shard; rank 0 also the
+// Hugging Face weights and the full fp32 master weights. Loading re-shards from any world size
+// (or from a one-process checkpoint's optimizer.safetensors).
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { adamw, type AdamWHyper, type AdamWTensor } from '../native.js';
+import { resolveAdamWOptions } from '../native/options.js';
+import { encodeSafetensorsF32, readSafetensorsF32 } from '../safetensors.js';
+import type { OptimizerResult, Policy, PolicyStateInfo } from '../train/policy.js';
+import { writeFileAtomic } from '../train/rundir.js';
+import { flatLayout, planBuckets, type Bucket, type FlatParam } from './buckets.js';
+import { broadcastJson, type Collective } from './collective.js';
+import { assembleRange, intersect, planShards, rangeCounts, type Range, type ShardPlan } from './shards.js';
+
+/** Access to the accumulated gradients of the model behind a Policy (PolicyModel has both). */
+export interface GradientAccess {
+  getGrad(name: string): Float32Array;
+  zeroGrad(): void;
+  /** The model's own AdamW state (e.g. after the demo's warm-up), taken over by the shards. */
+  optimizerState?(): { step: number; tensors: Record<string, Float32Array> };
+}
+
+/** A Policy whose weights can be set (NativePolicy). */
+export type SettablePolicy = Policy & { setParam(name: string, values: Float32Array): void };
+
+export interface ZeroOptions {
+  /** Bucket size of the gradient reduce-scatter and weight all-gather, bytes (default 32 MiB). */
+  bucketBytes?: number;
+  /** Shard alignment, elements (default 64). */
+  align?: number;
+}
+
+/** File name of rank r's optimizer shard in a checkpoint of a world of w ranks. */
+export function shardFileName(rank: number, worldSize: number): string {
+  const p = (n: number): string => String(n).padStart(5, '0');
+  return `optimizer-shard-${p(rank)}-of-${p(worldSize)}.safetensors`;
+}
+const SHARD_FILE = /^optimizer-shard-(\d{5})-of-(\d{5})\.safetensors$/;
+
+/** Shard files in a checkpoint directory: their world size (null when none), or a line saying what is wrong. */
+export function checkpointShards(dir: string): { worldSize: number; files: string[] } | null {
+  const files = existsSync(dir) ? readdirSync(dir).filter((n) => SHARD_FILE.test(n)).sort() : [];
+  if (files.length === 0) return null;
+  const ws = new Set(files.map((f) => Number(SHARD_FILE.exec(f)![2])));
+  if (ws.size !== 1) throw new Error(`${dir}: optimizer shards of different world sizes (${[...ws].join(', ')})`);
+  const w = [...ws][0]!;
+  if (files.length !== w) throw new Error(`${dir}: ${files.length} of ${w} optimizer shard files; the checkpoint is incomplete`);
+  return { worldSize: w, files: files.map((f) => join(dir, f)) };
+}
+
+/** A fingerprint of the parameter layout (names and sizes in order). */
+function layoutKey(params: readonly FlatParam[]): string {
+  let h = 0x811c9dc5;
+  for (const p of params) for (const ch of `${p.name}:${p.numel};`) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193) >>> 0;
+  return `${params.length}-${h.toString(16)}`;
+}
+
+export class DistributedPolicy implements Policy {
+  readonly layout: FlatParam[];
+  readonly total: number;
+  readonly shards: ShardPlan;
+  readonly buckets: Bucket[];
+  private readonly shapes: number[][];
+  /** This rank's range of the flat vector and its fp32 master weights and moments. */
+  readonly range: Range;
+  private master: Float32Array;
+  private m: Float32Array;
+  private v: Float32Array;
+  private steps = 0;
+
+  private constructor(
+    readonly coll: Collective,
+    readonly inner: SettablePolicy,
+    private readonly grads: GradientAccess,
+    opts: ZeroOptions,
+  ) {
+    const ps = inner.params();
+    const f = flatLayout(ps);
+    this.layout = f.params;
+    this.total = f.total;
+    this.shapes = ps.map((p) => p.shape);
+    this.shards = planShards(this.total, coll.worldSize, opts.align);
+    this.buckets = planBuckets(this.layout, opts.bucketBytes ?? 32 * 2 ** 20, 4);
+    this.range = this.shards.ranges[coll.rank]!;
+    const n = this.range.end - this.range.begin;
+    this.master = new Float32Array(n);
+    this.m = new Float32Array(n);
+    this.v = new Float32Array(n);
+  }
+
+  /**
+   * Wraps `inner` (collective: every rank calls it): rank 0's weights, and its model's AdamW
+   * moments and step count when it has taken steps (the demo's warm-up), are broadcast to
+   * every rank, and each rank keeps its shard of them.
+   */
+  static async create(coll: Collective, inner: SettablePolicy, grads: GradientAccess, opts: ZeroOptions = {}): Promise<DistributedPolicy> {
+    const d = new DistributedPolicy(coll, inner, grads, opts);
+    const flat = d.flatWeights();
+    for (const b of d.buckets) await coll.broadcast(flat.subarray(b.begin, b.end), 0);
+    if (coll.rank !== 0) d.setFlatWeights(flat);
+    d.master = flat.slice(d.range.begin, d.range.end);
+    const st = coll.rank === 0 && grads.optimizerState ? grads.optimizerState() : null;
+    const step = new Float64Array([st?.step ?? 0]);
+    await coll.broadcast(step, 0);
+    if (step[0]! > 0) {
+      for (const [suffix, into] of [['exp_avg', 'm'], ['exp_avg_sq', 'v']] as const) {
+        const full = new Float32Array(d.total);
+        if (st) for (const p of d.layout) full.set(st.tensors[`${p.name}.${suffix}`]!, p.offset);
+        for (const b of d.buckets) await coll.broadcast(full.subarray(b.begin, b.end), 0);
+        d[into] = full.slice(d.range.begin, d.range.end);
+      }
+      d.steps = step[0]!;
+    }
+    return d;
+  }
+
+  /** This rank's shard: its range, master weights and moments (copies; tests and tools). */
+  shardState(): { range: Range; master: Float32Array; m: Float32Array; v: Float32Array; step: number } {
+    return { range: { ...this.range }, master: this.master.slice(), m: this.m.slice(), v: this.v.slice(), step: this.steps };
+  }
+
+  /** The optimizer steps taken. */
+  get step(): number {
+    return this.steps;
+  }
+
+  private flatWeights(): Float32Array {
+    const flat = new Float32Array(this.total);
+    for (const p of this.layout) flat.set(this.inner.getParam(p.name), p.offset);
+    return flat;
+  }
+
+  private setFlatWeights(flat: Float32Array): void {
+    for (const p of this.layout) this.inner.setParam(p.name, flat.subarray(p.offset, p.offset + p.numel));
+  }
+
+  /** This rank's part of [b.begin, b.end), relative to its shard. */
+  private local(b: Range): Range {
+    const x = intersect(b, this.range);
+    const begin = Math.max(x.begin, this.range.begin) - this.range.begin;
+    return { begin, end: Math.max(begin, x.end - this.range.begin) };
+  }
+
+  // ---- Policy: everything but the optimizer and the state is the inner policy's
+  params(): { name: string; shape: number[]; numel: number }[] { return this.inner.params(); }
+  getParam(name: string): Float32Array { return this.inner.getParam(name); }
+  setParam(name: string, values: Float32Array): void {
+    this.inner.setParam(name, values);
+    const p = this.layout.find((x) => x.name === name);
+    if (!p) return;
+    const x = intersect(this.range, { begin: p.offset, end: p.offset + p.numel });
+    if (x.end > x.begin) this.master.set(values.subarray(x.begin - p.offset, x.end - p.offset), x.begin - this.range.begin);
+  }
+  save(dir: string): Promise<void> { return this.inner.save(dir); }
+  accumulate(...a: Parameters<Policy['accumulate']>): ReturnType<Policy['accumulate']> { return this.inner.accumulate(...a); }
+  score(...a: Parameters<Policy['score']>): ReturnType<Policy['score']> { return this.inner.score(...a); }
+  makeReference(): void { this.inner.makeReference(); }
+
+  /**
+   * The ZeRO-1 step (collective). Formulas: g = sum over ranks of each rank's accumulated
+   * gradient (reduce-scatter, rank order); ||g|| = sqrt(sum over ranks of the shard's sum of
+   * squares); clip coef = min(1, maxGradNorm / (||g|| + 1e-6)) as the one-process kernel;
+   * then AdamW on the shard (native kernel, clipping off, the coef applied to g first).
+   */
+  async optimizerStep(h: AdamWHyper): Promise<OptimizerResult> {
+    const o = resolveAdamWOptions('optimizerStep', h);
+    const flat = new Float32Array(this.total);
+    for (const p of this.layout) flat.set(this.grads.getGrad(p.name), p.offset);
+    this.grads.zeroGrad();
+    const g = new Float32Array(this.master.length);
+    for (const b of this.buckets) {
+      const l = this.local(b);
+      await this.coll.reduceScatter(flat.subarray(b.begin, b.end), g.subarray(l.begin, l.end), { counts: rangeCounts(this.shards, b.begin, b.end) });
+    }
+    let sq = 0;
+    for (let i = 0; i < g.length; i++) sq += g[i]! * g[i]!;
+    const tot = new Float64Array([sq]);
+    await this.coll.allReduce(tot);
+    const gradNorm = Math.sqrt(tot[0]!);
+    let clipCoef = 1;
+    if (o.maxGradNorm > 0) {
+      if (!Number.isFinite(gradNorm)) return { gradNorm, clipCoef: 0, skipped: true, step: this.steps };
+      clipCoef = Math.min(1, o.maxGradNorm / (gradNorm + 1e-6));
+      if (clipCoef < 1) {
+        const c = Math.fround(clipCoef);
+        for (let i = 0; i < g.length; i++) g[i] = c * g[i]!;
+      }
+    }
+    const tensors: AdamWTensor[] = [];
+    this.layout.forEach((p, i) => {
+      const x = intersect(this.range, { begin: p.offset, end: p.offset + p.numel });
+      if (x.end <= x.begin) return;
+      const a = x.begin - this.range.begin, e = x.end - this.range.begin;
+      tensors.push({ param: this.master.subarray(a, e), grad: g.subarray(a, e), m: this.m.subarray(a, e), v: this.v.subarray(a, e), decay: this.shapes[i]!.length > 1 });
+    });
+    if (tensors.length) adamw(tensors, { lr: o.lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weightDecay, maxGradNorm: 0, step: this.steps + 1 });
+    this.steps++;
+    for (const b of this.buckets) {
+      const l = this.local(b);
+      await this.coll.allGather(this.master.subarray(l.begin, l.end), flat.subarray(b.begin, b.end), rangeCounts(this.shards, b.begin, b.end));
+    }
+    this.setFlatWeights(flat);
+    return { gradNorm, clipCoef, skipped: false, step: this.steps };
+  }
+
+  // ---- checkpoints
+
+  private writeShard(dir: string): void {
+    const n = this.master.length;
+    const t = { master: { shape: [n], data: this.master }, exp_avg: { shape: [n], data: this.m }, exp_avg_sq: { shape: [n], data: this.v } };
+    const meta = {
+      step: String(this.steps), rank: String(this.coll.rank), world_size: String(this.coll.worldSize),
+      begin: String(this.range.begin), end: String(this.range.end), total: String(this.total), layout: layoutKey(this.layout),
+    };
+    writeFileAtomic(join(dir, shardFileName(this.coll.rank, this.coll.worldSize)), encodeSafetensorsF32(t, meta));
+  }
+
+  /**
+   * Rank 0 (inside writeCheckpoint): tells the other ranks where, writes the Hugging Face
+   * weights, the full fp32 master weights (the all-gathered ones) and its shard, and returns
+   * once every rank's shard is written.
+   */
+  async saveState(dir: string): Promise<PolicyStateInfo> {
+    if (this.coll.rank !== 0) throw new Error('DistributedPolicy.saveState runs on rank 0; the other ranks call joinSave()');
+    await broadcastJson(this.coll, { dir });
+    const hfDir = join(dir, 'policy');
+    await this.inner.save(hfDir);
+    const w: Record<string, { shape: number[]; data: Float32Array }> = {};
+    this.layout.forEach((p, i) => (w[p.name] = { shape: this.shapes[i]!, data: this.inner.getParam(p.name) }));
+    writeFileAtomic(join(dir, 'master.safetensors'), encodeSafetensorsF32(w, { kind: 'fp32 master weights' }));
+    this.writeShard(dir);
+    await this.coll.barrier();
+    return { hfDir, optimizerState: true };
+  }
+
+  /** Ranks other than 0: their part of rank 0's saveState. Returns the directory written to. */
+  async joinSave(): Promise<string> {
+    const { dir } = await broadcastJson<{ dir: string }>(this.coll, undefined);
+    this.writeShard(dir);
+    await this.coll.barrier();
+    return dir;
+  }
+
+  /**
+   * Every rank: the weights from master.safetensors (through the inner policy), then this
+   * rank's master shard and moments: its own shard file when the world size is the same,
+   * else re-sharded from all shard files, or from a one-process optimizer.safetensors.
+   */
+  async loadState(dir: string): Promise<PolicyStateInfo> {
+    const info = await this.inner.loadState(dir);
+    const flat = this.flatWeights();
+    const shards = checkpointShards(dir);
+    const want = this.range;
+    let m: Float32Array, v: Float32Array, step: number;
+    if (shards) {
+      const pieces: { begin: number; master: Float32Array; m: Float32Array; v: Float32Array }[] = [];
+      let steps = -1;
+      for (const f of shards.files) {
+        const { tensors, metadata } = readSafetensorsF32(f);
+        if (Number(metadata.total) !== this.total || metadata.layout !== layoutKey(this.layout)) {
+          throw new Error(`${f}: written for another model (${metadata.total} parameters, layout ${metadata.layout}; this one has ${this.total}, ${layoutKey(this.layout)})`);
+        }
+        const b = Number(metadata.begin);
+        if (Math.min(want.end, Number(metadata.end)) <= Math.max(want.begin, b) && want.end > want.begin) continue;
+        if (!tensors.exp_avg || !tensors.exp_avg_sq || !tensors.master) throw new Error(`${f}: missing master / exp_avg / exp_avg_sq`);
+        if (steps >= 0 && Number(metadata.step) !== steps) throw new Error(`${f}: step ${metadata.step}, other shards ${steps}`);
+        steps = Number(metadata.step);
+        pieces.push({ begin: b, master: tensors.master.data, m: tensors.exp_avg.data, v: tensors.exp_avg_sq.data });
+      }
+      if (steps < 0) steps = Number(readSafetensorsF32(shards.files[0]!).metadata.step);
+      m = assembleRange(pieces.map((p) => ({ begin: p.begin, data: p.m })), want);
+      v = assembleRange(pieces.map((p) => ({ begin: p.begin, data: p.v })), want);
+      step = steps;
+    } else if (existsSync(join(dir, 'optimizer.safetensors'))) {
+      const { tensors, metadata } = readSafetensorsF32(join(dir, 'optimizer.safetensors'));
+      const piece = (suffix: string) => this.layout.map((p) => ({ begin: p.offset, data: tensors[`${p.name}.${suffix}`]!.data }));
+      m = assembleRange(piece('exp_avg'), want);
+      v = assembleRange(piece('exp_avg_sq'), want);
+      step = Number(metadata.step ?? 0);
+    } else {
+      m = new Float32Array(want.end - want.begin);
+      v = new Float32Array(want.end - want.begin);
+      step = 0;
+    }
+    this.master = flat.slice(want.begin, want.end);
+    this.m = m;
+    this.v = v;
+    this.steps = step;
+    return { hfDir: info.hfDir, optimizerState: shards !== null || info.optimizerState };
+  }
+}

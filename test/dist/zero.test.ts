@@ -1,0 +1,108 @@
+// ZeRO-1 on the CPU engine: two ranks (in one process, loopback TCP) that each accumulate half
+// of a batch and step their shards match one model that accumulates the whole batch (within
+// float tolerance: the gradient sums run in another order), with clipping and weight decay, in
+// small buckets; both ranks hold bit-identical weights; a checkpoint written by 2 ranks loads
+// on 2 ranks (each its own shard), on 3 and on 1 (re-sharding) with the same moments, bit for bit.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { SoloCollective } from '../../lib/dist/collective.js';
+import { DistributedPolicy } from '../../lib/dist/zero.js';
+import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
+import { setNumThreads } from '../../lib/native.js';
+import { NativePolicy } from '../../lib/train/policy.js';
+import { Rng, testSeed } from '../helpers/random.js';
+import { closeWorlds, localWorld } from './helpers.js';
+
+const seed = testSeed('dist/zero');
+// Two ranks share this process (and the CPU with other test files): one kernel thread.
+setNumThreads(1);
+const root = mkdtempSync(join(tmpdir(), 'murphy-zero-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+function batch(rng: Rng, seqs: number, vocab: number): TrainBatch {
+  const lens = Array.from({ length: seqs }, () => 6 + rng.int(10));
+  const T = lens.reduce((a, b) => a + b, 0);
+  const seqOffsets = new Int32Array(seqs + 1);
+  lens.forEach((l, i) => (seqOffsets[i + 1] = seqOffsets[i]! + l));
+  const tokens = Int32Array.from({ length: T }, () => rng.int(vocab));
+  const mask = Uint8Array.from({ length: T }, (_, t) => (seqOffsets.includes(t) ? 0 : 1));
+  const adv = new Float32Array(T);
+  for (let s = 0; s < seqs; s++) adv.fill(rng.uniform(-1, 1), seqOffsets[s]!, seqOffsets[s + 1]!);
+  const oldLogp = Float32Array.from({ length: T }, () => -1 - rng.uniform(0, 3));
+  return { tokens, seqOffsets, mask, advantages: adv, oldLogp };
+}
+
+const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
+const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
+
+after(closeWorlds);
+
+describe('ZeRO-1 on the CPU engine', () => {
+  it('two ranks with half a batch each step like one process with the whole batch; checkpoints re-shard', async () => {
+    const rng = new Rng(seed);
+    const ref = await PolicyModel.random('tiny', { seed: 3 });
+    const models = [await PolicyModel.random('tiny', { seed: 3 }), await PolicyModel.random('tiny', { seed: 99 })];
+    const world = await localWorld(2);
+    // rank 1 starts from other weights: create() broadcasts rank 0's
+    const dps = await Promise.all(world.map((c, r) => DistributedPolicy.create(c, new NativePolicy(models[r]!), models[r]!, { bucketBytes: 8192 })));
+    assert.ok(dps[0]!.buckets.length > 3);
+    const V = ref.info.vocabSize;
+    const names = ref.params().map((p) => p.name);
+    let worst = 0;
+    for (let step = 0; step < 2; step++) {
+      const a = batch(rng, 3, V), b = batch(rng, 2, V);
+      await ref.accumulate(a, loss, 0.5);
+      await ref.accumulate(b, loss, 0.5);
+      const r1 = await ref.optimizerStep(hyper);
+      await models[0]!.accumulate(a, loss, 0.5);
+      await models[1]!.accumulate(b, loss, 0.5);
+      const rs = await Promise.all(dps.map((d) => d.optimizerStep(hyper)));
+      assert.equal(rs[0]!.gradNorm, rs[1]!.gradNorm);
+      assert.ok(Math.abs(rs[0]!.gradNorm - r1.gradNorm) <= 1e-5 * r1.gradNorm, `grad norm ${rs[0]!.gradNorm} vs ${r1.gradNorm}`);
+      assert.ok(rs[0]!.clipCoef < 1);
+      for (const n of names) {
+        const w0 = models[0]!.getParam(n), w1 = models[1]!.getParam(n), wr = ref.getParam(n);
+        assert.deepEqual(w0, w1, `${n}: ranks differ`);
+        for (let i = 0; i < wr.length; i++) worst = Math.max(worst, Math.abs(w0[i]! - wr[i]!));
+      }
+    }
+    // Adam's update is at most ~lr per element per step; summation order moves it far less.
+    assert.ok(worst <= 1e-4, `max |w - w_ref| = ${worst}`);
+
+    const dir = join(root, 'ck');
+    const [info] = await Promise.all([dps[0]!.saveState(dir), dps[1]!.joinSave()]);
+    assert.equal(info.optimizerState, true);
+    assert.deepEqual(readdirSync(dir).filter((f) => f.startsWith('optimizer-shard')).sort(), ['optimizer-shard-00000-of-00002.safetensors', 'optimizer-shard-00001-of-00002.safetensors']);
+    const cat = (xs: Float32Array[]) => Float32Array.from(xs.flatMap((x) => Array.from(x)));
+    const before = dps.map((d) => d.shardState());
+    await Promise.all(world.map((c) => c.close()));
+
+    // the same world size: each rank reads its own shard back, bit for bit
+    const w2 = await localWorld(2);
+    const m2 = await Promise.all(w2.map(() => PolicyModel.random('tiny', { seed: 5 })));
+    const d2 = await Promise.all(w2.map((c, r) => DistributedPolicy.create(c, new NativePolicy(m2[r]!), m2[r]!)));
+    await Promise.all(d2.map((d) => d.loadState(dir)));
+    assert.deepEqual(d2.map((d) => d.shardState()), before);
+    await Promise.all(w2.map((c) => c.close()));
+
+    const w3 = await localWorld(3);
+    const m3 = await Promise.all(w3.map(() => PolicyModel.random('tiny', { seed: 7 })));
+    const d3 = await Promise.all(w3.map((c, r) => DistributedPolicy.create(c, new NativePolicy(m3[r]!), m3[r]!)));
+    await Promise.all(d3.map((d) => d.loadState(dir)));
+    const after3 = d3.map((d) => d.shardState());
+    assert.deepEqual(cat(after3.map((s) => s.m)), cat(before.map((s) => s.m)));
+    assert.deepEqual(cat(after3.map((s) => s.v)), cat(before.map((s) => s.v)));
+    assert.deepEqual(cat(after3.map((s) => s.master)), cat(before.map((s) => s.master)));
+    assert.ok(after3.every((s) => s.step === 2));
+    for (const n of names) assert.deepEqual(m3[2]!.getParam(n), models[0]!.getParam(n));
+    await Promise.all(w3.map((c) => c.close()));
+
+    const m1 = await PolicyModel.random('tiny', { seed: 8 });
+    const d1 = await DistributedPolicy.create(new SoloCollective(), new NativePolicy(m1), m1);
+    await d1.loadState(dir);
+    assert.deepEqual(d1.shardState().m, cat(before.map((s) => s.m)));
+  });
+});
