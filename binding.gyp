@@ -7,6 +7,7 @@
         "<!@(node -p \"require('fs').readdirSync('native/addon').filter(f => f.endsWith('.cc')).map(f => 'native/addon/' + f).join(' ')\")",
         "<!@(node -p \"require('fs').readdirSync('native/model').filter(f => f.endsWith('.cc')).map(f => 'native/model/' + f).join(' ')\")",
         "<!@(node -p \"require('fs').readdirSync('native/gpu').filter(f => f.endsWith('.cc')).map(f => 'native/gpu/' + f).join(' ')\")",
+        "<!@(node -p \"require('fs').readdirSync('native/gpu/engine').filter(f => f.endsWith('.cc')).map(f => 'native/gpu/engine/' + f).join(' ')\")",
         "native/dispatch.cc",
         "native/validate.cc",
         "native/grpo_stats.cc"

@@ -19,7 +19,7 @@ import {
   resolveTrainOptions,
 } from './native/options.js';
 import type {
-  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawTensor,
+  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawTensor,
 } from './native/raw.js';
 
 export { MurphyNativeError, NATIVE_ERROR_CODES, type NativeErrorCode } from './native/errors.js';
@@ -504,7 +504,7 @@ export const cuda = {
 // user-facing PolicyModel on this; every option is resolved here and every async call keeps
 // its caller's stack.
 
-export type { RawBatch as EngineBatch, RawModelConfig as EngineConfig, RawParamMeta as EngineParam } from './native/raw.js';
+export type { RawBatch as EngineBatch, RawModelConfig as EngineConfig, RawParamMeta as EngineParam, RawEngineChoice as EngineChoice } from './native/raw.js';
 export type { RawTrainStats as EngineTrainStats, RawGeneration as EngineGeneration, RawMemoryReport as EngineMemory } from './native/raw.js';
 
 /** One native model: weights, gradients, AdamW state, KV-cache generation. */
@@ -512,18 +512,19 @@ export class ModelEngine {
   private constructor(private readonly e: RawEngine) {}
 
   /** Loads a Hugging Face directory (config.json + safetensors). */
-  static async load(dir: string): Promise<ModelEngine> {
+  static async load(dir: string, engine?: RawEngineChoice): Promise<ModelEngine> {
     const site = callSite(ModelEngine.load);
-    return new ModelEngine(await withCallerStack(addon().loadModel(dir), site));
+    return new ModelEngine(await withCallerStack(addon().loadModel(dir, engine), site));
   }
 
   /** A random model of a config.json text, normal(0, initStd) matrices, seeded. */
-  static async random(configJson: string, seed: number, initStd: number): Promise<ModelEngine> {
+  static async random(configJson: string, seed: number, initStd: number, engine?: RawEngineChoice): Promise<ModelEngine> {
     const site = callSite(ModelEngine.random);
-    return new ModelEngine(await withCallerStack(addon().randomModel(configJson, seed, initStd), site));
+    return new ModelEngine(await withCallerStack(addon().randomModel(configJson, seed, initStd, engine), site));
   }
 
   config(): ReturnType<RawEngine['config']> { return this.e.config(); }
+  engine(): ReturnType<RawEngine['engine']> { return this.e.engine(); }
   params(): ReturnType<RawEngine['params']> { return this.e.params(); }
   getParam(name: string): Float32Array { return this.e.getParam(name); }
   setParam(name: string, values: Float32Array): void { this.e.setParam(name, values); }
@@ -597,6 +598,13 @@ export function checkModelConfigText(json: string, where: string): void {
 /** Tests: run the plain reference loops instead of the fast paths (process-wide). */
 export function setReferenceOps(on: boolean): void {
   addon().setReferenceOps(on);
+}
+
+/** The bf16 GEMM rate (TFLOP/s) cuBLASLt reaches on device 0 for Y[m,n] = X[m,k] W^T; the GPU benchmark's peak. */
+export function deviceGemmTflops(m: number, n: number, k: number, iters: number): number {
+  const f = addon().deviceGemmTflops;
+  if (f === undefined) throw new MurphyNativeError('deviceGemmTflops: the loaded native binary predates it; rebuild it', 'ENOLIB');
+  return f(m, n, k, iters);
 }
 
 // ---------------------------------------------------------------------------------------

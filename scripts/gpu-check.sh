@@ -6,12 +6,14 @@
 #   pack [--no-build]   builds the CUDA addon (bash .ci/cuda-build.sh; --no-build reuses
 #                       build-cuda/) and writes .gpu-pack/ (git-ignored): the .node file, this
 #                       machine's node binary (xz), and the few node_modules the GPU tests
-#                       import (tsx, esbuild and its linux-x64 binary, node-gyp-build, tinybench).
+#                       import (tsx, esbuild and its linux-x64 binary, node-gyp-build, tinybench,
+#                       @huggingface's tokenizers and jinja for the engine test's demo run).
 #                       Carry it: the device tool's carry = [".gpu-pack"].
 #   run --out DIR       unpacks node to /tmp, runs `test:gpu` (test/gpu/*.test.ts), then the
 #                       kernel tests again under `compute-sanitizer --tool memcheck` when it is
 #                       installed, then `bench:gpu`; logs and summary.json (exit codes and the
-#                       pass/fail/skip counts) go to DIR. Exits non-zero when a step failed.
+#                       pass/fail/skip counts) go to DIR; then bench/gpu-model.bench.ts --quick (the
+#                       policy engine's training step). Exits non-zero when a step failed.
 # Written on a machine without a GPU: `run` has been exercised there only (every GPU test
 # skips, saying why); it has not yet run on a GPU.
 set -uo pipefail
@@ -27,7 +29,7 @@ pack() {
   cp build-cuda/Release/murphy_native.node "$PACK.tmp/"
   if [ -f "$PACK/node.xz" ] && [ "$PACK/node.xz" -nt "$(command -v node)" ]; then cp "$PACK/node.xz" "$PACK.tmp/"
   else xz -9 -T0 -c "$(command -v node)" > "$PACK.tmp/node.xz"; fi
-  for m in tsx esbuild node-gyp-build tinybench; do cp -a "node_modules/$m" "$PACK.tmp/node_modules/"; done
+  for m in tsx esbuild node-gyp-build tinybench @huggingface; do cp -a "node_modules/$m" "$PACK.tmp/node_modules/"; done  # @huggingface: the demo run of test/gpu/engine.test.ts (tokenizer, chat template)
   cp -a node_modules/@esbuild/linux-x64 "$PACK.tmp/node_modules/@esbuild/"
   rm -f "$PACK.tmp/node_modules/esbuild/bin/esbuild"  # the same binary as @esbuild/linux-x64's (ESBUILD_BINARY_PATH)
   rm -rf "$PACK" && mv "$PACK.tmp" "$PACK"
@@ -63,15 +65,19 @@ run() {
   else
     echo "compute-sanitizer not found on PATH: memcheck not run" > "$out/memcheck.log"
   fi
-  timeout 240 "$node" --import tsx bench/run.ts --gpu > "$out/bench-gpu.log" 2>&1; local b_rc=$?
+  timeout 150 "$node" --import tsx bench/gpu.bench.ts --json "$out/bench-gpu.json" > "$out/bench-gpu.log" 2>&1; local b_rc=$?
   [ "$b_rc" = 0 ] || status=1
+  # the policy engine's training step; --quick (4k-token micro-batches) while attention runs on the host
+  timeout 150 "$node" --import tsx bench/gpu-model.bench.ts --quick --json "$out/bench-gpu-model.json" > "$out/bench-gpu-model.log" 2>&1; local g_rc=$?
+  [ "$g_rc" = 0 ] || status=1
 
   cat > "$out/summary.json" <<JSON
 {
   "testGpu": { "exitCode": $t_rc, "pass": $(count "$out/test-gpu.log" pass), "fail": $(count "$out/test-gpu.log" fail), "skipped": $(count "$out/test-gpu.log" skipped) },
   "memcheck": { "exitCode": $m_rc, "pass": $(count "$out/memcheck.log" pass), "fail": $(count "$out/memcheck.log" fail) },
   "benchGpu": { "exitCode": $b_rc },
-  "logs": ["test-gpu.log", "memcheck.log", "bench-gpu.log", "nvidia-smi.txt"]
+  "benchGpuModel": { "exitCode": $g_rc },
+  "logs": ["test-gpu.log", "memcheck.log", "bench-gpu.log", "bench-gpu-model.log", "nvidia-smi.txt"]
 }
 JSON
   cat "$out/summary.json"

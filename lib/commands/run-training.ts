@@ -12,7 +12,7 @@ import { repairSplit, RepairExecutor } from '../demo/repair.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
 import { createExecutor } from '../exec/create.js';
 import { timeoutLimits } from '../exec/types.js';
-import { builtinTokenizerFiles, PolicyModel } from '../model/index.js';
+import { builtinTokenizerFiles, PolicyModel, type EngineOptions } from '../model/index.js';
 import { mix32 } from '../murphy/rng.js';
 import type { CodeExtractor, Executor, PromptBuilder } from '../murphy/types.js';
 import { ChatPromptBuilder } from '../prompt/chat.js';
@@ -23,7 +23,7 @@ import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { weightSyncFor } from '../rollout/weight-sync.js';
 import { writeReport } from '../report/html.js';
-import { selectTrainingDevice } from '../gpu/device.js';
+import { policyEngine, selectTrainingDevice } from '../gpu/device.js';
 import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
@@ -52,6 +52,8 @@ export interface RunTrainingOptions {
   overrideConfig?: boolean;
   /** Log the full configuration and one line per step (default: a short header and a bar per phase). */
   verbose?: boolean;
+  /** Tests: the policy's engine instead of the one --device selects (e.g. the GPU engine emulated on the CPU). */
+  engine?: EngineOptions;
   /**
    * This process is one rank of a data-parallel job (lib/dist, docs/distributed.md): ZeRO-1 over
    * the collective; rank 0 alone holds the lock and writes the run directory.
@@ -159,8 +161,10 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     // Where the policy trains: fails at once (before any rollout or file) when --device cuda cannot run.
     // Its lines (a memory plan, the choice) are printed with the run header, or at once on failure.
     const deviceLines: string[] = [];
+    let engine: EngineOptions;
     try {
-      selectTrainingDevice(c, (l) => deviceLines.push(l));
+      const sel = selectTrainingDevice(c, (l) => deviceLines.push(l));
+      engine = o.engine ?? policyEngine(sel);
     } catch (e) {
       for (const l of deviceLines) log(l);
       throw e;
@@ -175,7 +179,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     const writer = !o.dist || o.dist.collective.rank === 0;
     const lock = writer ? RunLock.acquire(run.root, log) : null;
     try {
-      return await runLocked(c, o, parts, run, stopSignal, deviceLines);
+      return await runLocked(c, o, parts, run, stopSignal, deviceLines, engine);
     } catch (e) {
       if (writer && !o.resume && removeHalfMadeRun(run, existed, before)) {
         log(`${run.root}: stopped before the first checkpoint; removed what this run wrote, so the directory can be used again`);
@@ -189,7 +193,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
   }
 }
 
-async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, run: RunDir, stopSignal: StopSignal, deviceLines: string[]): Promise<RunTrainingResult> {
+async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, run: RunDir, stopSignal: StopSignal, deviceLines: string[], engine: EngineOptions): Promise<RunTrainingResult> {
   const log = o.log ?? (() => undefined);
   const progress = o.progress ?? silentProgress;
   const coll = o.dist?.collective;
@@ -228,9 +232,9 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   }
   let backend: RolloutBackend | null = null;
   let model: PolicyModel;
-  if (point) model = await PolicyModel.load(join(point.dir, 'policy'));
-  else if (c.model) model = await PolicyModel.load(c.model);
-  else model = await createDemoModel(c.seed, c.modelPreset);
+  if (point) model = await PolicyModel.load(join(point.dir, 'policy'), engine);
+  else if (c.model) model = await PolicyModel.load(c.model, engine);
+  else model = await createDemoModel(c.seed, c.modelPreset, engine);
   const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
   if (c.backend === 'vllm') {
     let servers = c.serverUrl!.split(',').map((s) => s.trim());

@@ -1,7 +1,7 @@
 // The CPU demo's parts: a tiny random Qwen3-shaped model with the built-in byte-level
 // tokenizer, a compact chat prompt for the repair task, and the supervised warm-up.
 import type { Problem } from '../data/types.js';
-import { builtinTokenizerFiles, BUILTIN_VOCAB, PolicyModel, presets, type ModelSizes } from '../model/index.js';
+import { builtinTokenizerFiles, BUILTIN_VOCAB, PolicyModel, presets, type EngineOptions, type ModelSizes } from '../model/index.js';
 import { mix32, mulberry32 } from '../murphy/rng.js';
 import type { Completion } from '../murphy/types.js';
 import { ChatPromptBuilder } from '../prompt/chat.js';
@@ -23,8 +23,8 @@ export function demoModelSizes(preset: 'tiny' | 'small' = 'tiny'): ModelSizes {
   return { ...base, vocabSize: Math.max(base.vocabSize, BUILTIN_VOCAB), eosTokenId: 256 + 2, dtype: 'float32', maxPositionEmbeddings: 1024 };
 }
 
-export async function createDemoModel(seed: number, preset: 'tiny' | 'small' = 'tiny'): Promise<PolicyModel> {
-  return PolicyModel.random(demoModelSizes(preset), { seed, initStd: 0.02 });
+export async function createDemoModel(seed: number, preset: 'tiny' | 'small' = 'tiny', engine: EngineOptions = {}): Promise<PolicyModel> {
+  return PolicyModel.random(demoModelSizes(preset), { seed, initStd: 0.02, ...engine });
 }
 
 /** Chat prompts for the repair task: the task line as the user turn, feedback verbatim as the next user turn. */

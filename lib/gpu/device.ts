@@ -1,18 +1,19 @@
 // `--device auto|cpu|cuda`: where the policy trains, decided before anything else happens
 // in a run (no rollout, no file written). cuda needs, in this order: a binary built with
-// CUDA, a usable device, cuBLASLt, a memory plan that fits, and the CUDA policy engine —
-// which does not exist yet, so `--device cuda` on a machine that passes every check still
-// fails, saying so. `auto` picks cpu and says why.
+// CUDA, a usable device, cuBLASLt and a memory plan that fits; then the policy is built on
+// the device engine (native/gpu/engine, bf16 storage). `auto` picks cuda when all of that
+// holds, else cpu, and says why.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TrainConfig } from '../config/schema.js';
 import { hfConfig, presets } from '../model/config.js';
+import type { EngineOptions } from '../model/index.js';
 import { binaryInfo, cuda, type CudaStatus } from '../native.js';
 import { findCublasLt, type CublasLtReport } from './cublaslt.js';
 import { formatMemoryPlan, memoryPlan, modelShapeFromHfConfig, planProblem, type MemoryPlan, type ModelShape, type PlanSettings } from './memory-plan.js';
 
-/** Whether the CUDA policy engine exists in this version. Flip it when it does (issue 13). */
-export const CUDA_ENGINE_IMPLEMENTED = false;
+/** Whether the CUDA policy engine exists in this version (issue 13: it does; probes in tests may say otherwise). */
+export const CUDA_ENGINE_IMPLEMENTED = true;
 
 export class DeviceError extends Error {
   override name = 'DeviceError';
@@ -99,6 +100,16 @@ export function runModelShape(c: Pick<TrainConfig, 'model' | 'modelPreset'>): Mo
   return modelShapeFromHfConfig(hfConfig(presets[c.modelPreset]), `preset ${c.modelPreset}`);
 }
 
+/**
+ * The engine a run's policy is built on for a selection: the CPU engine, or the device engine
+ * in bf16 with the plan's checkpointing (config gradientCheckpointing, unset = on from 1e9
+ * parameters).
+ */
+export function policyEngine(sel: DeviceSelection): EngineOptions {
+  if (sel.device === 'cpu') return { device: 'cpu' };
+  return { device: 'cuda', storage: 'bf16', gradientCheckpointing: sel.plan?.gradientCheckpointing ?? false };
+}
+
 /** selectDevice for a run's configuration on this machine; logs the plan (cuda) and the choice. */
 export function selectTrainingDevice(c: TrainConfig, log: (line: string) => void = () => undefined, probe: DeviceProbe = machineProbe()): DeviceSelection {
   const sel = selectFor(c, log, probe);
@@ -108,8 +119,12 @@ export function selectTrainingDevice(c: TrainConfig, log: (line: string) => void
 
 function selectFor(c: TrainConfig, log: (line: string) => void, probe: DeviceProbe): DeviceSelection {
   if (c.device === 'cpu') return selectDevice('cpu', probe);
-  const plan = c.device === 'cuda'
+  // auto plans too when it will pick cuda: the plan decides checkpointing and must fit
+  let lt: CublasLtReport | undefined;
+  const once: DeviceProbe = { ...probe, cublasLt: () => (lt ??= probe.cublasLt()) };
+  const wantsPlan = c.device === 'cuda' || (cudaBlocker(once) === null && once.engineImplemented);
+  const plan = wantsPlan
     ? { shape: runModelShape(c), settings: { microBatchTokens: c.microBatchTokens, gradientCheckpointing: c.gradientCheckpointing, beta: c.beta } }
     : undefined;
-  return selectDevice(c.device, probe, plan, log);
+  return selectDevice(c.device, once, plan, log);
 }

@@ -4,7 +4,8 @@
 // and KV-cache generation. Every long call runs off the event loop.
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { checkModelConfigText, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineTrainStats, type GrpoLossOptions } from '../native.js';
+import { findCublasLt } from '../gpu/cublaslt.js';
+import { checkModelConfigText, cuda, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions } from '../native.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
 import { builtinTokenizerFiles, BUILTIN_SPECIALS, BUILTIN_VOCAB } from './tokenizer.js';
 
@@ -92,7 +93,7 @@ export interface GenerateOptions {
    * finishReason 'abort'.
    */
   cancel?: Int32Array;
-  /** Called after every decode step with the tokens it sampled (sample = prompt * n + j). */
+  /** Called after every decode step with the tokens it sampled (sample = prompt * n + j); every call has run when the promise resolves. */
   onStep?: (step: GenerateStep) => void;
 }
 
@@ -173,6 +174,35 @@ function rawBatch(b: TrainBatch): EngineBatch {
   };
 }
 
+/**
+ * Where a PolicyModel runs. 'cpu' (default): the CPU engine (native/model). 'cuda': the
+ * device engine on the GPU (CUDA build with a device and cuBLASLt). 'emulate': the same device
+ * engine over the CPU harness backend, every kernel run block by block on the host — the test
+ * and debug mode of the GPU engine (slow; tiny models only). See docs/gpu.md.
+ */
+export interface EngineOptions {
+  device?: 'cpu' | 'cuda' | 'emulate';
+  /** Storage dtype of the device engines' weights and activations: 'bf16' (default, production) or 'f32' (precision mode). */
+  storage?: 'bf16' | 'f32';
+  /** Device engines: recompute each decoder layer in the backward pass instead of keeping its activations. Default false. */
+  gradientCheckpointing?: boolean;
+  /** Tests, 'emulate' only: the CPU harness runs blocks and threads in reverse order (results must not change). */
+  reverseHarness?: boolean;
+}
+
+function engineChoice(o: EngineOptions): EngineChoice {
+  const device = o.device ?? 'cpu';
+  if (device !== 'cpu' && device !== 'cuda' && device !== 'emulate') throw new Error(`device must be 'cpu', 'cuda' or 'emulate', got '${String(device)}'`);
+  const storage = o.storage ?? 'bf16';
+  if (storage !== 'bf16' && storage !== 'f32') throw new Error(`storage must be 'bf16' or 'f32', got '${String(storage)}'`);
+  if (device === 'cuda' && cuda.status().available) {
+    // the GEMMs need cuBLASLt opened for the process first (a CPU-only binary or no device: the native side says so)
+    const lt = findCublasLt({ install: true });
+    if (!lt.found) throw new Error(`device 'cuda': ${lt.reason ?? 'cuBLASLt not found'}`);
+  }
+  return { device, storage, gradientCheckpointing: o.gradientCheckpointing ?? false, reverseHarness: o.reverseHarness ?? false };
+}
+
 /** The policy network. Create with PolicyModel.load(dir) or PolicyModel.random(sizes). */
 export class PolicyModel {
   private readonly e: ModelEngine;
@@ -188,22 +218,24 @@ export class PolicyModel {
   }
 
   /** Loads a Hugging Face directory: config.json + model.safetensors or a sharded index (bf16/fp16/fp32). */
-  static async load(dir: string): Promise<PolicyModel> {
-    const e = await ModelEngine.load(resolve(dir));
+  static async load(dir: string, engine: EngineOptions = {}): Promise<PolicyModel> {
+    const e = await ModelEngine.load(resolve(dir), engineChoice(engine));
     const cfg = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
     return new PolicyModel(e, cfg, resolve(dir));
   }
 
   /** A randomly initialised model (normal(0, initStd) matrices, unit norm gains), seeded. */
-  static async random(sizes: ModelSizes | PresetName, opts: { seed?: number; initStd?: number } = {}): Promise<PolicyModel> {
+  static async random(sizes: ModelSizes | PresetName, opts: { seed?: number; initStd?: number } & EngineOptions = {}): Promise<PolicyModel> {
     const s = typeof sizes === 'string' ? presets[sizes] : sizes;
     if (s === undefined) throw new Error(`unknown model preset '${String(sizes)}' (tiny, small, qwen3-0.6b)`);
     const cfg = hfConfig(s);
-    const e = await ModelEngine.random(JSON.stringify(cfg), opts.seed ?? 0, opts.initStd ?? 0.02);
+    const e = await ModelEngine.random(JSON.stringify(cfg), opts.seed ?? 0, opts.initStd ?? 0.02, engineChoice(opts));
     return new PolicyModel(e, cfg);
   }
 
   get info(): ModelInfo { return this.e.config(); }
+  /** The engine this model runs on and its storage dtype ('f32' for the CPU engine). */
+  get engine(): { device: 'cpu' | 'cuda' | 'emulate'; storage: 'bf16' | 'f32' } { return this.e.engine(); }
   params(): ParamMeta[] { return this.e.params(); }
   getParam(name: string): Float32Array { return this.e.getParam(name); }
   setParam(name: string, values: Float32Array): void { this.e.setParam(name, values); }

@@ -73,6 +73,16 @@ export interface RawModelConfig {
   dtype: 'float32' | 'bfloat16' | 'float16';
 }
 
+/** Which engine a model runs on: the CPU engine, or the device engine over the CPU harness
+ * ('emulate') or CUDA, with its storage dtype and per-layer activation checkpointing. */
+export interface RawEngineChoice {
+  device: 'cpu' | 'emulate' | 'cuda';
+  storage: 'bf16' | 'f32';
+  gradientCheckpointing: boolean;
+  /** Tests, 'emulate' only: the harness runs blocks and threads in reverse order. */
+  reverseHarness?: boolean;
+}
+
 export interface RawParamMeta {
   name: string;
   shape: number[];
@@ -108,6 +118,7 @@ export interface RawMemoryReport {
 /** One native model (native/addon/model.cc's ModelEngine). */
 export interface RawEngine {
   config(): RawModelConfig;
+  engine(): { device: RawEngineChoice['device']; storage: RawEngineChoice['storage'] };
   params(): RawParamMeta[];
   getParam(name: string): Float32Array;
   setParam(name: string, values: Float32Array): void;
@@ -223,10 +234,11 @@ export interface RawAddon {
   cpuInfo(): RawCpuInfo;
   setNumThreads(n: number): void;
   cudaStatus(): RawCudaStatus;
-  loadModel(dir: string): Promise<RawEngine>;
-  randomModel(configJson: string, seed: number, initStd: number): Promise<RawEngine>;
+  loadModel(dir: string, engine?: RawEngineChoice): Promise<RawEngine>;
+  randomModel(configJson: string, seed: number, initStd: number, engine?: RawEngineChoice): Promise<RawEngine>;
   parseModelConfig(json: string, where: string): boolean;
   setReferenceOps(on: boolean): void;
+  deviceGemmTflops?(m: number, n: number, k: number, iters: number): number;
   /** The CPU matrix product (native/addon/gemm.cc); absent from binaries that predate it. */
   linearProduct?: (args: {
     product: string; a: Float32Array; b: Float32Array | Uint16Array; out: Float32Array; m: number; n: number; k: number;

@@ -4,6 +4,7 @@
 // One engine runs one call at a time (a per-engine mutex); calls queue in order.
 #include <napi.h>
 
+#include <condition_variable>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -11,6 +12,8 @@
 
 #include "args.h"
 #include "register.h"
+#include "../gpu/engine/cuda_engine.h"
+#include "../gpu/engine/policy_engine.h"
 #include "murphy/model/model.h"
 #include "murphy/model/ops.h"
 
@@ -19,6 +22,7 @@ namespace addon {
 namespace {
 
 using model::Engine;
+using model::PolicyEngine;
 
 template <typename T>
 std::vector<T> copy_of(const Buf& b) {
@@ -109,6 +113,35 @@ void deliver_steps(Napi::Env env, Napi::Function cb, std::vector<model::StepToke
   cb.Call({o});
 }
 
+// On the worker thread, after the last decode step: queues a fence behind the step deliveries
+// and waits until the JS thread has run it, so every onStep call has happened before the
+// promise resolves (the thread-safe function's queue and the worker's completion are separate
+// event-loop sources, with no order between them). An environment being torn down still runs
+// the fence (with env == nullptr).
+void wait_for_deliveries(Napi::ThreadSafeFunction& f) {
+  struct Fence {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto fence = std::make_shared<Fence>();
+  auto* arg = new std::shared_ptr<Fence>(fence);
+  auto signal = [](Napi::Env, Napi::Function, std::shared_ptr<Fence>* a) {
+    std::unique_ptr<std::shared_ptr<Fence>> own(a);
+    {
+      std::lock_guard<std::mutex> lk((*a)->m);
+      (*a)->done = true;
+    }
+    (*a)->cv.notify_all();
+  };
+  if (f.NonBlockingCall(arg, signal) != napi_ok) {
+    delete arg;
+    return;
+  }
+  std::unique_lock<std::mutex> lk(fence->m);
+  fence->cv.wait(lk, [&] { return fence->done; });
+}
+
 class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
  public:
   static Napi::Function Init(Napi::Env env) {
@@ -124,21 +157,22 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
          InstanceMethod("zeroGrad", &ModelEngine::ZeroGrad), InstanceMethod("score", &ModelEngine::Score),
          InstanceMethod("logits", &ModelEngine::Logits), InstanceMethod("makeReference", &ModelEngine::MakeReference),
          InstanceMethod("generate", &ModelEngine::Generate), InstanceMethod("memory", &ModelEngine::Memory),
-         InstanceMethod("setBf16", &ModelEngine::SetBf16), InstanceMethod("bf16", &ModelEngine::Bf16)});
+         InstanceMethod("setBf16", &ModelEngine::SetBf16), InstanceMethod("bf16", &ModelEngine::Bf16),
+         InstanceMethod("engine", &ModelEngine::EngineInfo)});
     addon_data(env).model_engine = Napi::Persistent(f);
     return f;
   }
   explicit ModelEngine(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ModelEngine>(info) {
     if (info.Length() != 1 || !info[0].IsExternal())
       throw Napi::TypeError::New(info.Env(), "ModelEngine is created by loadModel() or randomModel()");
-    eng_.reset(info[0].As<Napi::External<Engine>>().Data());
+    eng_.reset(info[0].As<Napi::External<PolicyEngine>>().Data());
   }
-  static Napi::Object Wrap(Napi::Env env, Engine* e) {
-    return addon_data(env).model_engine.New({Napi::External<Engine>::New(env, e)});
+  static Napi::Object Wrap(Napi::Env env, PolicyEngine* e) {
+    return addon_data(env).model_engine.New({Napi::External<PolicyEngine>::New(env, e)});
   }
 
  private:
-  std::unique_ptr<Engine> eng_;
+  std::unique_ptr<PolicyEngine> eng_;
   std::shared_ptr<std::mutex> mu_ = std::make_shared<std::mutex>();
 
   // sync calls must not race a running async call
@@ -199,7 +233,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       auto lk = busy_guard();
       const model::ParamInfo& p = find(info[0]);
       Napi::Float32Array a = Napi::Float32Array::New(info.Env(), size_t(p.numel));
-      std::memcpy(a.Data(), eng_->weights() + p.offset, size_t(p.numel) * 4);
+      eng_->get_param(p, a.Data());
       return a;
     });
   }
@@ -209,7 +243,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       auto lk = busy_guard();
       const model::ParamInfo& p = find(info[0]);
       Buf b = host(info[1], "values", Kind::F32, p.numel);
-      std::memcpy(eng_->weights() + p.offset, b.ptr, size_t(p.numel) * 4);
+      eng_->set_param(p, static_cast<const float*>(b.ptr));
       return info.Env().Undefined();
     });
   }
@@ -221,8 +255,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       const model::ParamInfo& p = find(info[0]);
       Napi::Float32Array m = Napi::Float32Array::New(info.Env(), size_t(p.numel));
       Napi::Float32Array v = Napi::Float32Array::New(info.Env(), size_t(p.numel));
-      std::memcpy(m.Data(), eng_->adam_m() + p.offset, size_t(p.numel) * 4);
-      std::memcpy(v.Data(), eng_->adam_v() + p.offset, size_t(p.numel) * 4);
+      eng_->get_adam(p, m.Data(), v.Data());
       Napi::Object o = Napi::Object::New(info.Env());
       o.Set("m", m);
       o.Set("v", v);
@@ -239,8 +272,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       Buf m = host(info[1], "m", Kind::F32, p.numel);
       Buf v = host(info[2], "v", Kind::F32, p.numel);
       const int64_t step = to_int(info[3], "step", 0, int64_t(1) << 50);
-      std::memcpy(eng_->adam_m() + p.offset, m.ptr, size_t(p.numel) * 4);
-      std::memcpy(eng_->adam_v() + p.offset, v.ptr, size_t(p.numel) * 4);
+      eng_->set_adam(p, static_cast<const float*>(m.ptr), static_cast<const float*>(v.ptr));
       eng_->set_step(step);
       return info.Env().Undefined();
     });
@@ -251,7 +283,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       auto lk = busy_guard();
       const model::ParamInfo& p = find(info[0]);
       Napi::Float32Array a = Napi::Float32Array::New(info.Env(), size_t(p.numel));
-      if (eng_->grads()) std::memcpy(a.Data(), eng_->grads() + p.offset, size_t(p.numel) * 4);
+      eng_->get_grad(p, a.Data());
       return a;
     });
   }
@@ -268,7 +300,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       else if (dt == "float16") d = model::FileDType::F16;
       else throw Error("save: 'dtype' must be 'float32', 'bfloat16' or 'float16'");
       int64_t shard = to_int(info[2], "maxShardBytes", 0, int64_t(1) << 50);
-      Engine* e = eng_.get();
+      PolicyEngine* e = eng_.get();
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { e->save(dir, d, shard); },
                    [](Napi::Env env) { return env.Undefined(); });
     });
@@ -334,7 +366,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       read_grpo_options(oo, opt.loss);
       opt.chunk_tokens = req_int(oo, "chunkTokens", 1, std::numeric_limits<int32_t>::max());
       opt.grad_scale = float(req_number(oo, "gradScale"));
-      Engine* e = eng_.get();
+      PolicyEngine* e = eng_.get();
       return queue(
           info.Env(), info.This().As<Napi::Object>(), mu_,
           [=]() {
@@ -374,7 +406,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       o.weight_decay = req_number(h, "weightDecay");
       o.max_grad_norm = float(req_number(h, "maxGradNorm"));
       auto r = std::make_shared<AdamWResult>();
-      Engine* e = eng_.get();
+      PolicyEngine* e = eng_.get();
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *r = e->optimizer_step(o); },
                    [=](Napi::Env env) -> Napi::Value {
                      Napi::Object out = Napi::Object::New(env);
@@ -425,7 +457,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       if (!info[2].IsBoolean()) throw Error("score: 'reference' must be true or false");
       const bool ref = info[2].As<Napi::Boolean>().Value();
       auto out = std::make_shared<std::vector<float>>(bc->tokens.size());
-      Engine* e = eng_.get();
+      PolicyEngine* e = eng_.get();
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_,
                    [=]() { e->score(bc->view(), temp, ref, out->data()); },
                    [=](Napi::Env env) -> Napi::Value {
@@ -441,7 +473,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       if (!info[0].IsObject()) throw Error("logits: pass the batch object");
       auto bc = batch_of(info[0].As<Napi::Object>());
       auto out = std::make_shared<std::vector<float>>();
-      Engine* e = eng_.get();
+      PolicyEngine* e = eng_.get();
       const int64_t n = int64_t(bc->tokens.size()) * e->config().vocab;
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_,
                    [=]() {
@@ -538,7 +570,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
         throw Error("generate: 'onStep' must be null or a function");
       }
       auto res = std::make_shared<std::vector<model::GenResult>>();
-      Engine* e = eng_.get();
+      PolicyEngine* e = eng_.get();
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_,
                    [=]() {
                      (void)cancel_ref;
@@ -547,6 +579,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
                        ~Release() { if (f) f->Release(); }
                      } release{step_fn};
                      *res = e->generate(*prompts, so);
+                     if (step_fn) wait_for_deliveries(*step_fn);
                    },
                    [=](Napi::Env env) -> Napi::Value {
                      Napi::Array out = Napi::Array::New(env, res->size());
@@ -575,6 +608,16 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
     });
   }
 
+  // engine() -> { device: 'cpu' | 'emulate' | 'cuda', storage: 'f32' | 'bf16' }
+  Napi::Value EngineInfo(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("device", eng_->device());
+      o.Set("storage", eng_->storage());
+      return o;
+    });
+  }
+
   Napi::Value Memory(const Napi::CallbackInfo& info) {
     return guarded(info, [&]() -> Napi::Value {
       Engine::Memory m = eng_->memory();
@@ -589,26 +632,63 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
   }
 };
 
-// loadModel(dir) -> Promise<ModelEngine>
+// The engine options of loadModel / randomModel: undefined or { device: 'cpu' | 'emulate' | 'cuda',
+// storage: 'bf16' | 'f32', gradientCheckpointing: boolean } (lib/model resolves the defaults).
+struct EngineChoice {
+  bool cpu = true;
+  model::DeviceEngineSpec spec;
+};
+EngineChoice engine_choice(const Napi::Value& v) {
+  EngineChoice c;
+  if (v.IsUndefined() || v.IsNull()) return c;
+  if (!v.IsObject()) throw Error("engine options must be an object { device, storage, gradientCheckpointing }");
+  Napi::Object o = v.As<Napi::Object>();
+  const Napi::Value d = o.Get("device"), s = o.Get("storage"), g = o.Get("gradientCheckpointing");
+  if (!d.IsString()) throw Error("engine options: 'device' must be 'cpu', 'emulate' or 'cuda'");
+  const std::string dev = d.As<Napi::String>().Utf8Value();
+  if (dev == "cpu") return c;
+  if (dev != "emulate" && dev != "cuda") throw Error("engine options: 'device' must be 'cpu', 'emulate' or 'cuda' (got '" + dev + "')");
+  c.cpu = false;
+  c.spec.device = dev;
+  if (!s.IsString()) throw Error("engine options: 'storage' must be 'bf16' or 'f32'");
+  c.spec.storage = s.As<Napi::String>().Utf8Value();
+  if (!g.IsBoolean()) throw Error("engine options: 'gradientCheckpointing' must be true or false");
+  c.spec.gradient_checkpointing = g.As<Napi::Boolean>().Value();
+  const Napi::Value r = o.Get("reverseHarness");  // optional, tests: emulate's harness order
+  if (!r.IsUndefined() && !r.IsBoolean()) throw Error("engine options: 'reverseHarness' must be true or false");
+  c.spec.reverse_harness = r.IsBoolean() && r.As<Napi::Boolean>().Value();
+  return c;
+}
+
+// loadModel(dir, engine?) -> Promise<ModelEngine>
 Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     if (!info[0].IsString()) throw Error("loadModel: 'dir' must be a string");
     std::string dir = info[0].As<Napi::String>().Utf8Value();
-    auto holder = std::make_shared<std::unique_ptr<Engine>>();
-    return queue(info.Env(), Napi::Object(), nullptr, [=]() { *holder = Engine::load(dir); },
+    const EngineChoice ch = engine_choice(info[1]);
+    auto holder = std::make_shared<std::unique_ptr<PolicyEngine>>();
+    return queue(info.Env(), Napi::Object(), nullptr,
+                 [=]() {
+                   *holder = ch.cpu ? model::wrap_cpu_engine(Engine::load(dir)) : model::load_device_engine(ch.spec, dir);
+                 },
                  [=](Napi::Env env) -> Napi::Value { return ModelEngine::Wrap(env, holder->release()); });
   });
 }
 
-// randomModel(configJson, seed, initStd) -> Promise<ModelEngine>
+// randomModel(configJson, seed, initStd, engine?) -> Promise<ModelEngine>
 Napi::Value RandomModel(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     if (!info[0].IsString()) throw Error("randomModel: 'configJson' must be a string");
     model::ModelConfig c = model::parse_config(info[0].As<Napi::String>().Utf8Value(), "config");
     uint64_t seed = uint64_t(to_int(info[1], "seed", 0, int64_t(1) << 53));
     float std_ = float(to_number(info[2], "initStd"));
-    auto holder = std::make_shared<std::unique_ptr<Engine>>();
-    return queue(info.Env(), Napi::Object(), nullptr, [=]() { *holder = Engine::random(c, seed, std_); },
+    const EngineChoice ch = engine_choice(info[3]);
+    auto holder = std::make_shared<std::unique_ptr<PolicyEngine>>();
+    return queue(info.Env(), Napi::Object(), nullptr,
+                 [=]() {
+                   *holder = ch.cpu ? model::wrap_cpu_engine(Engine::random(c, seed, std_))
+                                    : model::random_device_engine(ch.spec, c, seed, std_);
+                 },
                  [=](Napi::Env env) -> Napi::Value { return ModelEngine::Wrap(env, holder->release()); });
   });
 }
@@ -621,6 +701,16 @@ Napi::Value ParseModelConfig(const Napi::CallbackInfo& info) {
     const std::string where = info[1].As<Napi::String>().Utf8Value();
     model::parse_config(info[0].As<Napi::String>().Utf8Value(), where);
     return Napi::Boolean::New(info.Env(), true);
+  });
+}
+
+// deviceGemmTflops(m, n, k, iters) -> the bf16 cuBLASLt GEMM rate on device 0 (CUDA build with a device)
+Napi::Value DeviceGemmTflops(const Napi::CallbackInfo& info) {
+  return guarded(info, [&]() -> Napi::Value {
+    const int64_t lim = int64_t(1) << 20;
+    const double t = gpu::lt_gemm_tflops(to_int(info[0], "m", 1, lim), to_int(info[1], "n", 1, lim),
+                                         to_int(info[2], "k", 1, lim), int(to_int(info[3], "iters", 1, 10000)));
+    return Napi::Number::New(info.Env(), t);
   });
 }
 
@@ -637,6 +727,7 @@ void register_model(Napi::Env env, Napi::Object exports) {
   exports.Set("randomModel", Napi::Function::New(env, RandomModel));
   exports.Set("parseModelConfig", Napi::Function::New(env, ParseModelConfig));
   exports.Set("setReferenceOps", Napi::Function::New(env, SetReferenceOps));
+  exports.Set("deviceGemmTflops", Napi::Function::New(env, DeviceGemmTflops));
 }
 
 }  // namespace addon

@@ -26,9 +26,10 @@ struct Shape {
   bool ta, tb;
   int64_t m, n, k, lda, ldb, ldc;
   int out;
+  int in = 0;  // 0: bf16 A and B; 1: fp32 A and B (the device engine's f32 precision mode)
   bool operator<(const Shape& o) const {
-    return std::tie(device, ta, tb, m, n, k, lda, ldb, ldc, out) <
-           std::tie(o.device, o.ta, o.tb, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.out);
+    return std::tie(device, ta, tb, m, n, k, lda, ldb, ldc, out, in) <
+           std::tie(o.device, o.ta, o.tb, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.out, o.in);
   }
 };
 
@@ -67,8 +68,9 @@ const Prepared& prepare(const Shape& s, const DeviceLt& d) {  // g_mu held
   LT_CHECK(L.MatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   LT_CHECK(L.MatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   // Stored shapes: op(A) is m x k, so A is stored k x m when transposed; likewise B.
-  LT_CHECK(L.MatrixLayoutCreate(&p.a, CUDA_R_16BF, uint64_t(s.ta ? s.k : s.m), uint64_t(s.ta ? s.m : s.k), s.lda));
-  LT_CHECK(L.MatrixLayoutCreate(&p.b, CUDA_R_16BF, uint64_t(s.tb ? s.n : s.k), uint64_t(s.tb ? s.k : s.n), s.ldb));
+  const int in_type = s.in == 1 ? CUDA_R_32F : CUDA_R_16BF;
+  LT_CHECK(L.MatrixLayoutCreate(&p.a, in_type, uint64_t(s.ta ? s.k : s.m), uint64_t(s.ta ? s.m : s.k), s.lda));
+  LT_CHECK(L.MatrixLayoutCreate(&p.b, in_type, uint64_t(s.tb ? s.n : s.k), uint64_t(s.tb ? s.k : s.n), s.ldb));
   LT_CHECK(L.MatrixLayoutCreate(&p.c, s.out == int(LtOut::F32) ? CUDA_R_32F : CUDA_R_16BF, uint64_t(s.m), uint64_t(s.n), s.ldc));
   cublasLtMatmulPreference_t pref = nullptr;
   LT_CHECK(L.MatmulPreferenceCreate(&pref));
@@ -85,22 +87,24 @@ const Prepared& prepare(const Shape& s, const DeviceLt& d) {  // g_mu held
   LT_CHECK(L.MatmulPreferenceDestroy(pref));
   if (returned < 1 || result.state != CUBLAS_STATUS_SUCCESS)
     throw Error("cuBLASLt has no algorithm for a " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
-                std::to_string(s.k) + " bf16 GEMM (transa " + std::to_string(ta) + ", transb " + std::to_string(tb) + ")");
+                std::to_string(s.k) + (s.in == 1 ? " fp32" : " bf16") + std::string(" GEMM (transa ") + std::to_string(ta) + ", transb " + std::to_string(tb) + ")");
   p.algo = result.algo;
   return g_prepared.emplace(s, p).first->second;
 }
 
 }  // namespace
 
-void linear_lt(LinearProduct which, const uint16_t* first, const uint16_t* second, void* out, LtOut out_type,
-               int64_t M, int64_t N, int64_t K, bool accumulate, cudaStream_t stream) {
+namespace {
+
+void run_lt(LinearProduct which, const void* first, const void* second, void* out, LtOut out_type, int in, int64_t M,
+            int64_t N, int64_t K, bool accumulate, cudaStream_t stream) {
   if (M <= 0 || N <= 0 || K <= 0) return;
   if (which == LinearProduct::BackwardWeight && out_type != LtOut::F32)
     throw Error("linear_lt: the weight gradient accumulates in fp32 (out_type must be F32)");
   const LtGemmPlan p = linear_plan(which, M, N, K, accumulate);
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
-  const Shape s{dev, p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(out_type)};
+  const Shape s{dev, p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(out_type), in};
   std::lock_guard<std::mutex> lk(g_mu);
   DeviceLt& d = device_lt(dev);
   const Prepared& pr = prepare(s, d);
@@ -109,6 +113,18 @@ void linear_lt(LinearProduct which, const uint16_t* first, const uint16_t* secon
   const void* B = p.b_is == 0 ? first : second;
   LT_CHECK(api().Matmul(d.handle, pr.desc, &alpha, A, pr.a, B, pr.b, &beta, out, pr.c, out, pr.c, &pr.algo, d.workspace,
                         kLtWorkspaceBytes, stream));
+}
+
+}  // namespace
+
+void linear_lt(LinearProduct which, const uint16_t* first, const uint16_t* second, void* out, LtOut out_type,
+               int64_t M, int64_t N, int64_t K, bool accumulate, cudaStream_t stream) {
+  run_lt(which, first, second, out, out_type, 0, M, N, K, accumulate, stream);
+}
+
+void linear_lt_f32(LinearProduct which, const float* first, const float* second, float* out, int64_t M, int64_t N,
+                   int64_t K, bool accumulate, cudaStream_t stream) {
+  run_lt(which, first, second, out, LtOut::F32, 1, M, N, K, accumulate, stream);
 }
 
 }  // namespace gpu

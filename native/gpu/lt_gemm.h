@@ -20,6 +20,10 @@ enum class LtOut { F32, BF16 };
 void linear_lt(LinearProduct which, const uint16_t* first, const uint16_t* second, void* out, LtOut out_type,
                int64_t M, int64_t N, int64_t K, bool accumulate, cudaStream_t stream);
 
+// The same with fp32 operands and output (fp32 compute): the device engine's f32 storage mode.
+void linear_lt_f32(LinearProduct which, const float* first, const float* second, float* out, int64_t M, int64_t N,
+                   int64_t K, bool accumulate, cudaStream_t stream);
+
 // The bytes of workspace each device's cuBLASLt calls may use (docs/gpu.md's memory plan).
 constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 

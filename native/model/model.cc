@@ -108,7 +108,7 @@ void Engine::zero_grad() {
   else std::fill(g_.begin(), g_.end(), 0.0f);
 }
 
-void Engine::check_batch(const PackedBatch& b) const {
+void check_packed_batch(const ModelConfig& cfg_, const PackedBatch& b) {
   if (b.T <= 0) throw Error("batch: no tokens");
   if (b.n_seqs < 1 || !b.seq_offsets) throw Error("batch: seqOffsets must hold at least [0, nTokens]");
   if (b.seq_offsets[0] != 0 || b.seq_offsets[b.n_seqs] != b.T)
@@ -125,6 +125,8 @@ void Engine::check_batch(const PackedBatch& b) const {
                   " is beyond max_position_embeddings (" + std::to_string(cfg_.max_pos) + ")");
   }
 }
+
+void Engine::check_batch(const PackedBatch& b) const { check_packed_batch(cfg_, b); }
 
 // ------------------------------------------------------------------------------------
 // forward
@@ -318,8 +320,6 @@ void Engine::backward(const PackedBatch& b, Acts& A, float* dxf) {
 // ------------------------------------------------------------------------------------
 // loss, training step, scoring
 
-namespace {
-
 // rows of xf whose logits are needed: row t-1 predicts token t (t not first in its sequence)
 std::vector<int64_t> first_flags(const PackedBatch& b) {
   std::vector<int64_t> first(static_cast<size_t>(b.T), 0);
@@ -332,7 +332,6 @@ int64_t chunk_rows(int64_t want, int64_t vocab) {
   return std::max<int64_t>(1, std::min(want, cap));
 }
 
-}  // namespace
 
 TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
   const PackedBatch& b = in.batch;

@@ -60,6 +60,14 @@ struct Fwd {
 
 // Runs the network on T tokens; leaves the final normed hidden states in A.xf.
 // keep = false reuses one layer's activation slot for every layer (no backward possible).
+// Shared with the device engine (native/gpu/engine/), which computes the same numbers:
+// the batch checks (one clear error per problem), the flags of each sequence's first token
+// (row t-1 of the final hidden states predicts token t when t is not first), and the lm-head
+// chunk: `want` rows, at most 64 MiB of fp32 logits.
+void check_packed_batch(const ModelConfig& c, const PackedBatch& b);
+std::vector<int64_t> first_flags(const PackedBatch& b);
+int64_t chunk_rows(int64_t want, int64_t vocab);
+
 void run_forward(const Fwd& f, const int32_t* tokens, const int32_t* pos, int64_t T, AttnHook& attn, Acts& A,
                  bool keep);
 

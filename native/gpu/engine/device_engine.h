@@ -1,0 +1,692 @@
+// DeviceEngine<Backend, S>: the policy engine with its whole state where the backend keeps
+// memory (the GPU for CudaBackend, host memory for HostBackend = "emulate"), written once
+// over the backend so that all of its logic runs in npm test on the CPU.
+//
+// The numbers are model::Engine's (native/model/model.cc, the spec): the same forward, loss,
+// backward and AdamW, op for op, with the harness kernels of kernels/model_kernels.h, the
+// linear products of gemm_plan.h, the packed causal GQA attention, the chunked lm-head feeding
+// the fused log-prob and GRPO/KL (or cross-entropy) loss (at most chunk_rows x vocab fp32
+// logits at once), and the multi-tensor AdamW with global-norm clipping.
+//
+// State and dtypes (S = storage: uint16_t = bf16 in production, float as a precision mode):
+//   master weights fp32 [P]        AdamW updates them (bf16 cannot hold lr * update next to w)
+//   compute weights S [P]          what every kernel and GEMM reads; refreshed by AdamW's pass
+//                                  (param_bf16) after each step. f32 storage: the master itself.
+//   gradients fp32 [P]             accumulated over micro-batches (GEMMs write weight
+//                                  gradients with beta = 1 straight into them)
+//   moments fp32 [2P]              allocated on first use
+//   KL reference S [P]             make_reference(): a copy of the compute weights
+//   activations S (+ fp32 rstd / lse), and activation gradients S.
+// Activation checkpointing: every layer's input is kept; with checkpointing on, backward
+// recomputes layer l's forward into one activation slot just before its backward.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../../model/model_internal.h"
+#include "../../model/weights.h"
+#include "../gemm_plan.h"
+#include "../kernels/model_kernels.h"
+#include "engine_kernels.h"
+#include "host_backend.h"
+#include "policy_engine.h"
+
+namespace murphy {
+namespace gpu {
+
+// A typed allocation of the backend's memory; grows (reallocates, contents lost) on ensure().
+template <class B, class X>
+class DBuf {
+ public:
+  DBuf() = default;
+  DBuf(const DBuf&) = delete;
+  DBuf& operator=(const DBuf&) = delete;
+  DBuf(DBuf&& o) noexcept { swap(o); }
+  DBuf& operator=(DBuf&& o) noexcept { swap(o); return *this; }
+  ~DBuf() { release(); }
+  void ensure(B* b, int64_t n, const char* what) {
+    if (n <= cap_ && p_) { n_ = n; return; }
+    release();
+    b_ = b;
+    p_ = static_cast<X*>(b->alloc(size_t(std::max<int64_t>(n, 1)) * sizeof(X), what));
+    cap_ = std::max<int64_t>(n, 1), n_ = n;
+  }
+  void release() noexcept {
+    if (p_) b_->free(p_);
+    p_ = nullptr, cap_ = n_ = 0;
+  }
+  X* data() const { return p_; }
+  int64_t size() const { return n_; }
+  int64_t bytes() const { return cap_ * int64_t(sizeof(X)); }
+  bool empty() const { return p_ == nullptr; }
+
+ private:
+  void swap(DBuf& o) noexcept { std::swap(b_, o.b_), std::swap(p_, o.p_), std::swap(cap_, o.cap_), std::swap(n_, o.n_); }
+  B* b_ = nullptr;
+  X* p_ = nullptr;
+  int64_t cap_ = 0, n_ = 0;
+};
+
+template <class B, typename S>
+class DeviceEngine final : public model::PolicyEngine {
+  static_assert(std::is_same<S, float>::value || std::is_same<S, uint16_t>::value, "storage is f32 or bf16");
+  static constexpr bool kF32 = std::is_same<S, float>::value;
+  template <class X> using Buf = DBuf<B, X>;
+  using Vec = std::vector<float>;
+
+ public:
+  // Takes the fp32 weights (layout of make_layout(c)) and uploads them.
+  DeviceEngine(std::unique_ptr<B> backend, const model::ModelConfig& c, const float* w_host, bool checkpointing)
+      : b_(std::move(backend)), cfg_(c), L_(model::make_layout(c)), ckpt_(checkpointing) {
+    const int64_t P = L_.total;
+    master_.ensure(b(), P, "the fp32 master weights");
+    upload_chunked(master_.data(), w_host, P);
+    if (!kF32) {
+      wc_own_.ensure(b(), P, "the bf16 compute weights");
+      refresh_compute(0, P);
+    }
+    grads_.ensure(b(), P, "the fp32 gradients");
+    b_->zero(grads_.data(), size_t(P) * 4);
+    const int64_t half = c.head_dim / 2;
+    Vec cs(size_t(c.max_pos * half)), sn(size_t(c.max_pos * half));
+    model::rope_table_init(cs.data(), sn.data(), c.max_pos, c.head_dim, c.rope_theta);
+    cos_.ensure(b(), c.max_pos * half, "the rotary tables");
+    sin_.ensure(b(), c.max_pos * half, "the rotary tables");
+    b_->upload(cos_.data(), cs.data(), cs.size() * 4);
+    b_->upload(sin_.data(), sn.data(), sn.size() * 4);
+  }
+
+  const model::ModelConfig& config() const override { return cfg_; }
+  const model::Layout& layout() const override { return L_; }
+  std::string device() const override { return B::name(); }
+  std::string storage() const override { return kF32 ? "f32" : "bf16"; }
+  void set_gradient_checkpointing(bool on) override { ckpt_ = on; }
+
+  void get_param(const model::ParamInfo& p, float* out) override {
+    b_->download(out, master_.data() + p.offset, size_t(p.numel) * 4);
+  }
+  void set_param(const model::ParamInfo& p, const float* in) override {
+    upload_chunked(master_.data() + p.offset, in, p.numel);
+    if (!kF32) refresh_compute(p.offset, p.numel);
+    shadow_.reset();
+  }
+  void get_grad(const model::ParamInfo& p, float* out) override {
+    b_->download(out, grads_.data() + p.offset, size_t(p.numel) * 4);
+  }
+  void get_adam(const model::ParamInfo& p, float* m, float* v) override {
+    ensure_moments();
+    b_->download(m, m_.data() + p.offset, size_t(p.numel) * 4);
+    b_->download(v, v_.data() + p.offset, size_t(p.numel) * 4);
+  }
+  void set_adam(const model::ParamInfo& p, const float* m, const float* v) override {
+    ensure_moments();
+    upload_chunked(m_.data() + p.offset, m, p.numel);
+    upload_chunked(v_.data() + p.offset, v, p.numel);
+  }
+  int64_t step() const override { return step_; }
+  void set_step(int64_t s) override { step_ = s; }
+
+  void save(const std::string& dir, model::FileDType dtype, int64_t max_shard_bytes) override {
+    Vec w;
+    model::checked_resize(w, L_.total, "the host copy of the weights (save)");
+    b_->download(w.data(), master_.data(), size_t(L_.total) * 4);
+    model::save_weights(dir, L_, w.data(), dtype, max_shard_bytes);
+  }
+
+  void zero_grad() override { b_->zero(grads_.data(), size_t(L_.total) * 4); }
+
+  void make_reference() override {
+    ref_.ensure(b(), L_.total, "the frozen reference copy");
+    b_->copy(ref_.data(), wc(), size_t(L_.total) * sizeof(S));
+  }
+
+  model::Engine::Memory memory() const override {
+    model::Engine::Memory m;
+    m.weights = master_.bytes() + wc_own_.bytes();
+    m.grads = grads_.bytes();
+    m.optimizer = m_.bytes() + v_.bytes();
+    m.reference = ref_.bytes();
+    m.activations_peak = act_peak_;
+    return m;
+  }
+
+  // ---------------------------------------------------------------------------------
+  // training step (model::Engine::accumulate's steps, on the backend)
+
+  model::TrainStats accumulate(const model::TrainInputs& in, const model::TrainOptions& opt) override {
+    const model::PackedBatch& hb = in.batch;
+    model::check_packed_batch(cfg_, hb);
+    const int64_t T = hb.T, H = cfg_.hidden, V = cfg_.vocab;
+    const bool need_ref = !opt.cross_entropy && opt.loss.beta != 0.0f;
+    Vec ref_host;
+    const float* ref = in.ref_logp;
+    if (need_ref && !ref) {
+      if (ref_.empty())
+        throw Error("train step: beta > 0 needs reference log-probs (pass refLogp, or create the reference copy)");
+      ref_host.resize(size_t(T));
+      score(hb, opt.temperature, true, ref_host.data());
+      ref = ref_host.data();
+    }
+    if (!opt.cross_entropy && (!in.advantages || !in.old_logp))
+      throw Error("train step: advantages and oldLogp are required for the GRPO loss");
+    upload_batch(hb);
+    forward(wc(), T, true);
+    const std::vector<int64_t> first = model::first_flags(hb);
+    std::vector<int32_t> rows;  // tokens t in the loss; row t - 1 of xf predicts them
+    std::vector<uint8_t> mask(size_t(T), 0);
+    for (int64_t t = 0; t < T; ++t)
+      if (!first[size_t(t)] && (!in.mask || in.mask[t])) rows.push_back(int32_t(t)), mask[size_t(t)] = 1;
+    const int64_t n = int64_t(rows.size());
+    const S* Wh = wc() + head_param().offset;
+    float* Gh = grads_.data() + head_param().offset;
+    const int64_t C = model::chunk_rows(opt.chunk_tokens, V);
+    ensure_head(C, n);
+    note_peak(int64_t(C * V) * (8 + int64_t(sizeof(S))) + 2 * C * H * int64_t(sizeof(S)));
+    // pass 1: log-probs of the active tokens, chunk by chunk
+    Vec logp(static_cast<size_t>(T), 0.0f), lp_c(static_cast<size_t>(C));
+    for (int64_t r0 = 0; r0 < n; r0 += C) {
+      const int64_t cn = std::min(C, n - r0);
+      head_logits(rows.data() + r0, cn, Wh);
+      LogprobForwardArgs fa;
+      fa.logits = logits_.data(), fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt_.data();
+      fa.temperature = opt.temperature, fa.logp = lpc_.data(), fa.lse = lse_.data() + r0;
+      b_->logprob_forward(fa);
+      b_->download(lp_c.data(), lpc_.data(), size_t(cn) * 4);
+      for (int64_t i = 0; i < cn; ++i) logp[size_t(rows[size_t(r0 + i)])] = lp_c[size_t(i)];
+    }
+    // the loss and dL/dlogp
+    model::TrainStats st;
+    st.n_tokens = T;
+    st.n_active = n;
+    Vec glogp(size_t(T), 0.0f);
+    double sum_lp = 0;
+    for (int32_t t : rows) sum_lp += logp[size_t(t)];
+    st.mean_logp = n ? sum_lp / double(n) : 0.0;
+    if (opt.cross_entropy) {
+      st.loss = n ? -st.mean_logp : 0.0;
+      for (int32_t t : rows) glogp[size_t(t)] = -1.0f / float(n);
+      st.grpo.n_active = n;
+      st.grpo.loss = st.loss;
+    } else {
+      st.grpo = grpo_on_backend(hb, logp.data(), in.old_logp, need_ref ? ref : nullptr, in.advantages, mask.data(),
+                                opt.loss, glogp.data());
+      st.loss = st.grpo.loss;
+    }
+    // pass 2: each chunk's dlogits back into the head's gradient and dL/dxf
+    Buf<S>& dxf = scratch_h(0);
+    b_->zero(dxf.data(), size_t(T * H) * sizeof(S));
+    Vec g_c(static_cast<size_t>(C));
+    for (int64_t r0 = 0; r0 < n; r0 += C) {
+      const int64_t cn = std::min(C, n - r0);
+      bool any = false;
+      for (int64_t i = 0; i < cn; ++i) {
+        g_c[size_t(i)] = glogp[size_t(rows[size_t(r0 + i)])] * opt.grad_scale;
+        any |= g_c[size_t(i)] != 0.0f;
+      }
+      if (!any) continue;
+      if (n > C) head_logits(rows.data() + r0, cn, Wh);  // a single chunk still holds its logits
+      b_->upload(gc_.data(), g_c.data(), size_t(cn) * 4);
+      LogprobBackwardArgs ba;
+      ba.logits = logits_.data(), ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt_.data();
+      ba.temperature = opt.temperature, ba.lse = lse_.data() + r0, ba.grad_logp = gc_.data();
+      ba.grad_logits = dlogits_.data();
+      b_->logprob_backward(ba);
+      const S* dl = to_storage(dlogits_.data(), dl_t_, cn * V);
+      b_->linear(LinearProduct::BackwardWeight, dl, xc_.data(), Gh, true, cn, V, H, true);
+      b_->linear(LinearProduct::BackwardInput, dl, Wh, dxc_.data(), false, cn, V, H, false);
+      b_->launch(ScatterRows<S>{dxc_.data(), idx_.data(), dxf.data(), cn, H});
+    }
+    backward(dxf.data(), T);
+    return st;
+  }
+
+  AdamWResult optimizer_step(const model::AdamWOptions& o) override {
+    ensure_moments();
+    std::vector<AdamWTensor> ts;
+    for (const model::ParamInfo& p : L_.params) {
+      AdamWTensor t;
+      t.param = master_.data() + p.offset;
+      t.grad = grads_.data() + p.offset;
+      t.m = m_.data() + p.offset;
+      t.v = v_.data() + p.offset;
+      t.param_bf16 = kF32 ? nullptr : reinterpret_cast<uint16_t*>(wc_own_.data()) + p.offset;
+      t.numel = p.numel;
+      t.decay = p.decay;
+      ts.push_back(t);
+    }
+    AdamWArgs a;
+    a.tensors = ts.data();
+    a.n_tensors = int64_t(ts.size());
+    a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
+    a.step = step_ + 1;
+    a.max_grad_norm = o.max_grad_norm;
+    AdamWResult r = b_->adamw(a);
+    if (!r.skipped) ++step_;
+    shadow_.reset();
+    zero_grad();
+    return r;
+  }
+
+  void score(const model::PackedBatch& hb, float temperature, bool reference, float* out) override {
+    model::check_packed_batch(cfg_, hb);
+    if (reference && ref_.empty()) throw Error("score: no reference copy (create it first)");
+    const int64_t T = hb.T, V = cfg_.vocab;
+    const S* w = reference ? ref_.data() : wc();
+    upload_batch(hb);
+    forward(w, T, false);
+    const std::vector<int64_t> first = model::first_flags(hb);
+    std::vector<int32_t> rows;
+    for (int64_t t = 0; t < T; ++t) {
+      out[t] = 0.0f;
+      if (!first[size_t(t)]) rows.push_back(int32_t(t));
+    }
+    const int64_t n = int64_t(rows.size()), C = model::chunk_rows(256, V);
+    ensure_head(C, C);
+    note_peak(int64_t(C * V) * 4);
+    Vec lp(static_cast<size_t>(C));
+    const S* Wh = w + head_param().offset;
+    for (int64_t r0 = 0; r0 < n; r0 += C) {
+      const int64_t cn = std::min(C, n - r0);
+      head_logits(rows.data() + r0, cn, Wh);
+      LogprobForwardArgs fa;
+      fa.logits = logits_.data(), fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt_.data();
+      fa.temperature = temperature, fa.logp = lpc_.data(), fa.lse = lse_.data();
+      b_->logprob_forward(fa);
+      b_->download(lp.data(), lpc_.data(), size_t(cn) * 4);
+      for (int64_t i = 0; i < cn; ++i) out[rows[size_t(r0 + i)]] = lp[size_t(i)];
+    }
+  }
+
+  void logits(const model::PackedBatch& hb, float* out) override {
+    model::check_packed_batch(cfg_, hb);
+    const int64_t T = hb.T, V = cfg_.vocab, H = cfg_.hidden;
+    upload_batch(hb);
+    forward(wc(), T, false);
+    Buf<float> all;
+    all.ensure(b(), T * V, "the logits");
+    b_->linear(LinearProduct::Forward, xf_.data(), wc() + head_param().offset, all.data(), true, T, V, H, false);
+    b_->download(out, all.data(), size_t(T * V) * 4);
+  }
+
+  // Sampling runs on a CPU engine holding a copy of the current master weights (made on
+  // first use after each change): the device decode path is issue 14's.
+  std::vector<model::GenResult> generate(const std::vector<std::vector<int32_t>>& prompts,
+                                         const model::SampleOptions& o) override {
+    if (!shadow_) {
+      shadow_ = model::Engine::random(cfg_, 0, 0.0f);
+      b_->download(shadow_->weights(), master_.data(), size_t(L_.total) * 4);
+      shadow_->set_bf16(bf16_);
+    }
+    return shadow_->generate(prompts, o);
+  }
+
+  void set_bf16(const model::Engine::Bf16Use& u) override {
+    if (u.forward)
+      throw Error("setBf16: 'forward' is the CPU engine's option; the device engine computes in its storage dtype (" +
+                  storage() + ")");
+    bf16_ = u;
+    if (shadow_) shadow_->set_bf16(u);
+  }
+  model::Engine::Bf16Use bf16() const override { return bf16_; }
+
+ private:
+  B* b() { return b_.get(); }
+  const S* wc() const { return kF32 ? reinterpret_cast<const S*>(master_.data()) : wc_own_.data(); }
+  const model::ParamInfo& head_param() const { return L_.params[size_t(L_.lm_head >= 0 ? L_.lm_head : L_.embed)]; }
+  void note_peak(int64_t extra) { act_peak_ = std::max(act_peak_, acts_bytes() + extra); }
+
+  // host fp32 -> backend memory in chunks (the CUDA backend stages them through pinned memory)
+  void upload_chunked(float* dst, const float* src, int64_t n) {
+    const int64_t chunk = int64_t(1) << 22;
+    for (int64_t i = 0; i < n; i += chunk) b_->upload(dst + i, src + i, size_t(std::min(chunk, n - i)) * 4);
+  }
+  void refresh_compute(int64_t off, int64_t n) {
+    if (kF32) return;
+    b_->launch(ToStorage<S>{master_.data() + off, wc_own_.data() + off, n});
+  }
+  void ensure_moments() {
+    if (m_.empty()) {
+      m_.ensure(b(), L_.total, "the AdamW moments");
+      v_.ensure(b(), L_.total, "the AdamW moments");
+      b_->zero(m_.data(), size_t(L_.total) * 4);
+      b_->zero(v_.data(), size_t(L_.total) * 4);
+    }
+  }
+  // fp32 values -> storage S (a copy of the pointer when S is float)
+  const S* to_storage(const float* src, Buf<S>& dst, int64_t n) {
+    if (kF32) return reinterpret_cast<const S*>(src);
+    dst.ensure(b(), n, "the lm-head chunk");
+    b_->launch(ToStorage<S>{src, dst.data(), n});
+    return dst.data();
+  }
+
+  // ---- the batch on the backend
+  void upload_batch(const model::PackedBatch& hb) {
+    const int64_t T = hb.T;
+    tok_.ensure(b(), T, "the batch");
+    pos_.ensure(b(), T, "the batch");
+    off_.ensure(b(), hb.n_seqs + 1, "the batch");
+    b_->upload(tok_.data(), hb.tokens, size_t(T) * 4);
+    b_->upload(pos_.data(), hb.positions, size_t(T) * 4);
+    b_->upload(off_.data(), hb.seq_offsets, size_t(hb.n_seqs + 1) * 8);
+    off_host_.assign(hb.seq_offsets, hb.seq_offsets + hb.n_seqs + 1);
+    tok_host_.assign(hb.tokens, hb.tokens + T);
+  }
+
+  GrpoLossStats grpo_on_backend(const model::PackedBatch& hb, const float* logp, const float* old, const float* ref,
+                                const float* adv, const uint8_t* mask, const GrpoLossArgs& opts, float* glogp) {
+    const int64_t T = hb.T;
+    Buf<float>&d_lp = loss_.lp, &d_old = loss_.old, &d_ref = loss_.ref, &d_adv = loss_.adv, &d_g = loss_.g;
+    Buf<uint8_t>& d_mask = loss_.mask;
+    for (auto* x : {&d_lp, &d_old, &d_adv, &d_g}) x->ensure(b(), T, "the loss inputs");
+    d_mask.ensure(b(), T, "the loss inputs");
+    b_->upload(d_lp.data(), logp, size_t(T) * 4);
+    b_->upload(d_old.data(), old, size_t(T) * 4);
+    b_->upload(d_adv.data(), adv, size_t(T) * 4);
+    b_->upload(d_mask.data(), mask, size_t(T));
+    if (ref) {
+      d_ref.ensure(b(), T, "the loss inputs");
+      b_->upload(d_ref.data(), ref, size_t(T) * 4);
+    }
+    GrpoLossArgs la = opts;
+    la.n_tokens = T, la.logp = d_lp.data(), la.old_logp = d_old.data(), la.ref_logp = ref ? d_ref.data() : nullptr;
+    la.advantages = d_adv.data(), la.mask = d_mask.data(), la.seq_offsets = off_.data(), la.n_seqs = hb.n_seqs;
+    la.grad_logp = d_g.data(), la.token_loss = nullptr;
+    GrpoLossStats st = b_->grpo_loss(la);
+    b_->download(glogp, d_g.data(), size_t(T) * 4);
+    return st;
+  }
+
+  // ---- the chunked lm-head
+  void ensure_head(int64_t C, int64_t n_lse) {
+    const int64_t H = cfg_.hidden, V = cfg_.vocab;
+    xc_.ensure(b(), C * H, "the lm-head chunk");
+    dxc_.ensure(b(), C * H, "the lm-head chunk");
+    logits_.ensure(b(), C * V, "the lm-head chunk's logits");
+    dlogits_.ensure(b(), C * V, "the lm-head chunk's logits");
+    idx_.ensure(b(), C, "the lm-head chunk");
+    tgt_.ensure(b(), C, "the lm-head chunk");
+    lpc_.ensure(b(), C, "the lm-head chunk");
+    gc_.ensure(b(), C, "the lm-head chunk");
+    lse_.ensure(b(), std::max<int64_t>(n_lse, 1), "the log-sum-exps");
+  }
+  // rows[0..cn) are token indices: gathers xf rows t - 1 and targets tokens[t], then logits (fp32)
+  void head_logits(const int32_t* rows, int64_t cn, const S* Wh) {
+    const int64_t H = cfg_.hidden, V = cfg_.vocab;
+    std::vector<int32_t> src(static_cast<size_t>(cn)), tg(static_cast<size_t>(cn));
+    for (int64_t i = 0; i < cn; ++i) src[size_t(i)] = rows[i] - 1, tg[size_t(i)] = tok_host_[size_t(rows[i])];
+    b_->upload(idx_.data(), src.data(), size_t(cn) * 4);
+    b_->upload(tgt_.data(), tg.data(), size_t(cn) * 4);
+    b_->launch(GatherRows<S>{xf_.data(), idx_.data(), xc_.data(), cn, H});
+    b_->linear(LinearProduct::Forward, xc_.data(), Wh, logits_.data(), true, cn, V, H, false);
+  }
+  // ---- activations
+  struct LayerBufs {
+    Buf<S> n1, qraw, kraw, q, k, v, att, a, h, n2, gate, up, act, m;
+    Buf<float> r1, rq, rk, lse, ra, r2, rm;
+    int64_t bytes() const {
+      int64_t s = 0;
+      for (const Buf<S>* x : {&n1, &qraw, &kraw, &q, &k, &v, &att, &a, &h, &n2, &gate, &up, &act, &m}) s += x->bytes();
+      for (const Buf<float>* x : {&r1, &rq, &rk, &lse, &ra, &r2, &rm}) s += x->bytes();
+      return s;
+    }
+  };
+  int64_t acts_bytes() const {
+    int64_t s = xf_.bytes() + rf_.bytes();
+    for (const auto& x : xs_) s += x.bytes();
+    for (const auto& l : acts_) s += l.bytes();
+    for (const auto& x : scratch_) s += x.bytes();
+    for (const Buf<float>* x : {&bw_.dx, &bw_.dh, &bw_.acc}) s += x->bytes();
+    for (const Buf<S>* x : {&bw_.dact, &bw_.dg, &bw_.du, &bw_.datt, &bw_.dq, &bw_.dk, &bw_.dv, &bw_.dqr, &bw_.dkr}) s += x->bytes();
+    return s;
+  }
+  Buf<S>& scratch_h(int i) {
+    if (scratch_.size() < 4) scratch_.resize(4);
+    scratch_[size_t(i)].ensure(b(), cur_T_ * cfg_.hidden, "activation gradients");
+    return scratch_[size_t(i)];
+  }
+
+  const S* P(const S* w, int idx) const { return w + L_.params[size_t(idx)].offset; }
+  float* G(int idx) { return grads_.data() + L_.params[size_t(idx)].offset; }
+
+  void ensure_layer(LayerBufs& A, int64_t T) {
+    const int64_t H = cfg_.hidden, qd = cfg_.n_heads * cfg_.head_dim, kd = cfg_.n_kv * cfg_.head_dim,
+                  I = cfg_.intermediate;
+    const bool qwen = cfg_.arch == model::Arch::Qwen3;
+    const char* w = "activations";
+    if (qwen) A.n1.ensure(b(), T * H, w), A.n2.ensure(b(), T * H, w), A.r1.ensure(b(), T, w), A.r2.ensure(b(), T, w);
+    else A.m.ensure(b(), T * H, w), A.ra.ensure(b(), T, w), A.rm.ensure(b(), T, w);
+    A.qraw.ensure(b(), T * qd, w), A.q.ensure(b(), T * qd, w), A.att.ensure(b(), T * qd, w);
+    A.kraw.ensure(b(), T * kd, w), A.k.ensure(b(), T * kd, w), A.v.ensure(b(), T * kd, w);
+    A.a.ensure(b(), T * H, w), A.h.ensure(b(), T * H, w);
+    A.gate.ensure(b(), T * I, w), A.up.ensure(b(), T * I, w), A.act.ensure(b(), T * I, w);
+    A.rq.ensure(b(), qwen ? T * cfg_.n_heads : T, w), A.rk.ensure(b(), qwen ? T * cfg_.n_kv : T, w);
+    A.lse.ensure(b(), T * cfg_.n_heads, w);
+  }
+
+  AttnBatch attn_shape(int64_t T) const {
+    AttnBatch s;
+    s.T = T, s.n_heads = cfg_.n_heads, s.n_kv = cfg_.n_kv, s.head_dim = cfg_.head_dim;
+    s.scale = float(1.0 / std::sqrt(double(cfg_.head_dim)));
+    s.seq_offsets_host = off_host_.data(), s.seq_offsets_dev = off_.data();
+    s.n_seqs = int64_t(off_host_.size()) - 1;
+    return s;
+  }
+
+  // Runs the network; every layer's input stays in xs_[l], the final normed states in xf_.
+  // keep: one activation slot per layer (backward without recomputation); else one slot.
+  void forward(const S* w, int64_t T, bool keep) {
+    const int64_t H = cfg_.hidden, nl = cfg_.n_layers;
+    cur_T_ = T;
+    xs_.resize(size_t(nl + 1));
+    for (auto& x : xs_) x.ensure(b(), T * H, "activations");
+    const size_t slots = keep && !ckpt_ ? size_t(nl) : 1;
+    if (acts_.size() < slots) acts_.resize(slots);
+    for (size_t i = 0; i < slots; ++i) ensure_layer(acts_[i], T);
+    b_->launch(EmbeddingGather<S>{P(w, L_.embed), tok_.data(), xs_[0].data(), T, H, kEngineBlock});
+    for (int64_t l = 0; l < nl; ++l)
+      layer_forward(w, l, T, acts_[slots == 1 ? 0 : size_t(l)], xs_[size_t(l)].data(), xs_[size_t(l + 1)].data());
+    xf_.ensure(b(), T * H, "activations");
+    rf_.ensure(b(), T, "activations");
+    b_->launch(RmsNormForward<S>{xs_[size_t(nl)].data(), P(w, L_.final_norm), xf_.data(), rf_.data(), T, H,
+                                 float(cfg_.rms_eps)});
+    note_peak(0);
+  }
+
+  // One decoder layer (model.h's formulas; model.cc's layer_forward op for op): xin -> xout.
+  void layer_forward(const S* w, int64_t l, int64_t T, LayerBufs& A, const S* xin, S* xout) {
+    const model::ModelConfig& c = cfg_;
+    const model::LayerParams& lp = L_.layers[size_t(l)];
+    const int64_t H = c.hidden, HD = c.head_dim, qd = c.n_heads * HD, kd = c.n_kv * HD, I = c.intermediate;
+    const float eps = float(c.rms_eps);
+    const bool qwen = c.arch == model::Arch::Qwen3;
+    const S* src = xin;
+    if (qwen) {
+      b_->launch(RmsNormForward<S>{xin, P(w, lp.in_norm), A.n1.data(), A.r1.data(), T, H, eps});
+      src = A.n1.data();
+    }
+    b_->linear(LinearProduct::Forward, src, P(w, lp.q), A.qraw.data(), false, T, qd, H, false);
+    b_->linear(LinearProduct::Forward, src, P(w, lp.k), A.kraw.data(), false, T, kd, H, false);
+    b_->linear(LinearProduct::Forward, src, P(w, lp.v), A.v.data(), false, T, kd, H, false);
+    if (qwen) {  // per-head norms over head_dim
+      b_->launch(RmsNormForward<S>{A.qraw.data(), P(w, lp.q_norm), A.q.data(), A.rq.data(), T * c.n_heads, HD, eps});
+      b_->launch(RmsNormForward<S>{A.kraw.data(), P(w, lp.k_norm), A.k.data(), A.rk.data(), T * c.n_kv, HD, eps});
+    } else {  // over the whole projection
+      b_->launch(RmsNormForward<S>{A.qraw.data(), P(w, lp.q_norm), A.q.data(), A.rq.data(), T, qd, eps});
+      b_->launch(RmsNormForward<S>{A.kraw.data(), P(w, lp.k_norm), A.k.data(), A.rk.data(), T, kd, eps});
+    }
+    b_->launch(Rope<S>{A.q.data(), pos_.data(), cos_.data(), sin_.data(), T, c.n_heads, HD, false, kEngineBlock});
+    b_->launch(Rope<S>{A.k.data(), pos_.data(), cos_.data(), sin_.data(), T, c.n_kv, HD, false, kEngineBlock});
+    b_->attention_forward(attn_shape(T), A.q.data(), A.k.data(), A.v.data(), A.att.data(), A.lse.data());
+    b_->linear(LinearProduct::Forward, A.att.data(), P(w, lp.o), A.a.data(), false, T, H, qd, false);
+    const S* min = A.h.data();
+    if (qwen) {  // h = x + a; n2 = norm(h): one fused pass
+      b_->launch(ResidualRmsNormForward<S>{xin, A.a.data(), P(w, lp.post_attn_norm), A.h.data(), A.n2.data(),
+                                          A.r2.data(), T, H, eps});
+      min = A.n2.data();
+    } else {  // h = x + norm(a)
+      b_->launch(RmsNormResidualForward<S>{A.a.data(), P(w, lp.post_attn_norm), xin, A.h.data(), A.ra.data(), T, H,
+                                          eps});
+    }
+    b_->linear(LinearProduct::Forward, min, P(w, lp.gate), A.gate.data(), false, T, I, H, false);
+    b_->linear(LinearProduct::Forward, min, P(w, lp.up), A.up.data(), false, T, I, H, false);
+    b_->launch(SwigluForward<S>{A.gate.data(), A.up.data(), A.act.data(), T * I, kEngineBlock});
+    if (qwen) {  // x_out = h + down(act)
+      b_->linear(LinearProduct::Forward, A.act.data(), P(w, lp.down), xout, false, T, H, I, false);
+      b_->launch(AddKernel<S>{xout, xout, A.h.data(), T * H});
+    } else {  // x_out = h + norm(down(act))
+      b_->linear(LinearProduct::Forward, A.act.data(), P(w, lp.down), A.m.data(), false, T, H, I, false);
+      b_->launch(RmsNormResidualForward<S>{A.m.data(), P(w, lp.post_ff_norm), A.h.data(), xout, A.rm.data(), T, H,
+                                          eps});
+    }
+  }
+
+  // rmsnorm backward: out = the input gradient (storage S), dw += the gain's gradient
+  void norm_backward(const S* dy, const S* x, const S* w, const float* rstd, S* out, float* dw, int64_t rows, int64_t n) {
+    b_->launch(RmsNormBackwardInput<S>{dy, x, w, rstd, out, rows, n});
+    b_->launch(RmsNormBackwardWeight<S>{dy, x, rstd, dw, rows, n, kEngineBlock});
+  }
+
+  // model.cc's Engine::backward, op for op. dxf: dL/d(final normed states) [T, H]. The residual
+  // stream's gradient (dx, dh: every contribution adds into it) is fp32 in both storage modes,
+  // as are the sums of several GEMMs' input gradients; the operands of the kernels and GEMMs
+  // are S (converted once per use).
+  void backward(const S* dxf, int64_t T) {
+    const model::ModelConfig& c = cfg_;
+    const int64_t H = c.hidden, HD = c.head_dim, qd = c.n_heads * HD, kd = c.n_kv * HD, I = c.intermediate;
+    const int64_t TH = T * H;
+    const bool qwen = c.arch == model::Arch::Qwen3;
+    const S* w = wc();
+    S* tmpH = scratch_h(1).data();
+    S* resT = scratch_h(2).data();  // the residual gradient rounded to S, as a GEMM / kernel operand
+    S* recompute = scratch_h(3).data();
+    // kept across calls (grown when a batch is larger): no allocation per micro-batch
+    Buf<float>&dx = bw_.dx, &dh = bw_.dh, &acc = bw_.acc;
+    Buf<S>&dact = bw_.dact, &dg = bw_.dg, &du = bw_.du, &datt = bw_.datt, &dq = bw_.dq, &dk = bw_.dk, &dv = bw_.dv,
+    &dqr = bw_.dqr, &dkr = bw_.dkr;
+    const char* what = "activation gradients";
+    dx.ensure(b(), TH, what), dh.ensure(b(), TH, what), acc.ensure(b(), TH, what);
+    dact.ensure(b(), T * I, what), dg.ensure(b(), T * I, what), du.ensure(b(), T * I, what);
+    datt.ensure(b(), T * qd, what), dq.ensure(b(), T * qd, what), dqr.ensure(b(), T * qd, what);
+    dk.ensure(b(), T * kd, what), dv.ensure(b(), T * kd, what), dkr.ensure(b(), T * kd, what);
+    note_peak(0);
+    const size_t f4 = 4;
+    auto to_s = [&](const float* src, S* dst, int64_t n) { b_->launch(ToStorage<S>{src, dst, n}); };
+    auto add_into = [&](float* y, const S* x, int64_t n, bool assign) { b_->launch(AccumulateF32<S>{y, x, n, assign}); };
+    norm_backward(dxf, xs_[size_t(c.n_layers)].data(), P(w, L_.final_norm), rf_.data(), tmpH, G(L_.final_norm), T, H);
+    add_into(dx.data(), tmpH, TH, true);
+    for (int64_t l = c.n_layers - 1; l >= 0; --l) {
+      const model::LayerParams& lp = L_.layers[size_t(l)];
+      const S* xin = xs_[size_t(l)].data();
+      LayerBufs* ap;
+      if (ckpt_) {  // recompute this layer's activations from its saved input
+        ap = &acts_[0];
+        layer_forward(w, l, T, *ap, xin, recompute);
+      } else {
+        ap = &acts_[size_t(l)];
+      }
+      LayerBufs& a = *ap;
+      // x_out = h + [norm](m):  dh = dx (+ the MLP input gradient below)
+      b_->copy(dh.data(), dx.data(), size_t(TH) * f4);
+      to_s(dx.data(), resT, TH);
+      const S* dm = resT;
+      if (!qwen) {
+        norm_backward(resT, a.m.data(), P(w, lp.post_ff_norm), a.rm.data(), tmpH, G(lp.post_ff_norm), T, H);
+        dm = tmpH;
+      }
+      b_->linear(LinearProduct::BackwardWeight, dm, a.act.data(), G(lp.down), true, T, H, I, true);
+      b_->linear(LinearProduct::BackwardInput, dm, P(w, lp.down), dact.data(), false, T, H, I, false);
+      b_->launch(SwigluBackward<S>{dact.data(), a.gate.data(), a.up.data(), dg.data(), du.data(), T * I, kEngineBlock});
+      const S* min = qwen ? a.n2.data() : a.h.data();
+      b_->linear(LinearProduct::BackwardWeight, dg.data(), min, G(lp.gate), true, T, I, H, true);
+      b_->linear(LinearProduct::BackwardWeight, du.data(), min, G(lp.up), true, T, I, H, true);
+      if (qwen) {  // the MLP's input gradient (fp32 sum), back through norm2 into dh
+        b_->linear(LinearProduct::BackwardInput, dg.data(), P(w, lp.gate), acc.data(), true, T, I, H, false);
+        b_->linear(LinearProduct::BackwardInput, du.data(), P(w, lp.up), acc.data(), true, T, I, H, true);
+        to_s(acc.data(), resT, TH);
+        norm_backward(resT, a.h.data(), P(w, lp.post_attn_norm), a.r2.data(), tmpH, G(lp.post_attn_norm), T, H);
+        add_into(dh.data(), tmpH, TH, false);
+      } else {
+        b_->linear(LinearProduct::BackwardInput, dg.data(), P(w, lp.gate), dh.data(), true, T, I, H, true);
+        b_->linear(LinearProduct::BackwardInput, du.data(), P(w, lp.up), dh.data(), true, T, I, H, true);
+      }
+      // h = xin + [norm](a):  dxin = dh (+ the attention input gradient below)
+      b_->copy(dx.data(), dh.data(), size_t(TH) * f4);
+      to_s(dh.data(), resT, TH);
+      const S* da = resT;
+      if (!qwen) {
+        norm_backward(resT, a.a.data(), P(w, lp.post_attn_norm), a.ra.data(), tmpH, G(lp.post_attn_norm), T, H);
+        da = tmpH;
+      }
+      b_->linear(LinearProduct::BackwardWeight, da, a.att.data(), G(lp.o), true, T, H, qd, true);
+      b_->linear(LinearProduct::BackwardInput, da, P(w, lp.o), datt.data(), false, T, H, qd, false);
+      b_->attention_backward(attn_shape(T), a.q.data(), a.k.data(), a.v.data(), a.att.data(), a.lse.data(),
+                             datt.data(), dq.data(), dk.data(), dv.data());
+      b_->launch(Rope<S>{dq.data(), pos_.data(), cos_.data(), sin_.data(), T, c.n_heads, HD, true, kEngineBlock});
+      b_->launch(Rope<S>{dk.data(), pos_.data(), cos_.data(), sin_.data(), T, c.n_kv, HD, true, kEngineBlock});
+      if (qwen) {
+        norm_backward(dq.data(), a.qraw.data(), P(w, lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T * c.n_heads, HD);
+        norm_backward(dk.data(), a.kraw.data(), P(w, lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T * c.n_kv, HD);
+      } else {
+        norm_backward(dq.data(), a.qraw.data(), P(w, lp.q_norm), a.rq.data(), dqr.data(), G(lp.q_norm), T, qd);
+        norm_backward(dk.data(), a.kraw.data(), P(w, lp.k_norm), a.rk.data(), dkr.data(), G(lp.k_norm), T, kd);
+      }
+      const S* src = qwen ? a.n1.data() : xin;
+      b_->linear(LinearProduct::BackwardWeight, dqr.data(), src, G(lp.q), true, T, qd, H, true);
+      b_->linear(LinearProduct::BackwardWeight, dkr.data(), src, G(lp.k), true, T, kd, H, true);
+      b_->linear(LinearProduct::BackwardWeight, dv.data(), src, G(lp.v), true, T, kd, H, true);
+      float* dsrc = qwen ? acc.data() : dx.data();  // fp32: q, k, v input gradients summed
+      b_->linear(LinearProduct::BackwardInput, dqr.data(), P(w, lp.q), dsrc, true, T, qd, H, !qwen);
+      b_->linear(LinearProduct::BackwardInput, dkr.data(), P(w, lp.k), dsrc, true, T, kd, H, true);
+      b_->linear(LinearProduct::BackwardInput, dv.data(), P(w, lp.v), dsrc, true, T, kd, H, true);
+      if (qwen) {
+        to_s(acc.data(), resT, TH);
+        norm_backward(resT, xin, P(w, lp.in_norm), a.r1.data(), tmpH, G(lp.in_norm), T, H);
+        add_into(dx.data(), tmpH, TH, false);
+      }
+    }
+    b_->launch(EmbeddingScatter<float>{dx.data(), tok_.data(), G(L_.embed), T, H, kEngineBlock});
+  }
+
+  std::unique_ptr<B> b_;
+  model::ModelConfig cfg_;
+  model::Layout L_;
+  bool ckpt_ = false;
+  Buf<float> master_, grads_, m_, v_, cos_, sin_;
+  Buf<S> wc_own_, ref_;
+  int64_t step_ = 0, act_peak_ = 0, cur_T_ = 0;
+  // batch
+  Buf<int32_t> tok_, pos_;
+  Buf<int64_t> off_;
+  std::vector<int64_t> off_host_;
+  std::vector<int32_t> tok_host_;
+  // activations
+  std::vector<Buf<S>> xs_, scratch_;
+  std::vector<LayerBufs> acts_;
+  Buf<S> xf_;
+  Buf<float> rf_;
+  // lm-head chunk
+  Buf<S> xc_, dxc_, dl_t_;
+  Buf<float> logits_, dlogits_, lpc_, gc_, lse_;
+  Buf<int32_t> idx_, tgt_;
+  // backward's gradients and the loss inputs, kept across calls
+  struct {
+    Buf<float> dx, dh, acc;
+    Buf<S> dact, dg, du, datt, dq, dk, dv, dqr, dkr;
+  } bw_;
+  struct {
+    Buf<float> lp, old, ref, adv, g;
+    Buf<uint8_t> mask;
+  } loss_;
+  std::unique_ptr<model::Engine> shadow_;
+  model::Engine::Bf16Use bf16_;
+};
+
+}  // namespace gpu
+}  // namespace murphy

@@ -1,0 +1,99 @@
+// The device engine's glue kernels in harness form (kernels/harness.h): residual adds, row
+// gathers and scatters for the chunked lm-head, and the fp32 -> storage conversion. One
+// thread per element, each element written by the thread that reads it; T is float or
+// uint16_t (bf16 bits), arithmetic in fp32. CPU reference of each: the formula in its comment
+// (the loops in native/model/model.cc that do the same with std::memcpy / add_inplace).
+#pragma once
+#include "../kernels/harness.h"
+
+namespace murphy {
+namespace gpu {
+
+constexpr int kEngineBlock = 256;
+
+// ---- y_i = a_i + b_i  (y may be a: each element is read and written by one thread)
+template <typename T>
+struct AddKernel {
+  T* y;
+  const T* a;
+  const T* b;
+  int64_t n;
+  static constexpr int kPhases = 1;
+  static size_t shared_floats(int) { return 0; }
+  int64_t grid() const { return blocks_for(n, kEngineBlock); }
+  MURPHY_HD void operator()(int, const Thread& t, float*) const {
+    const int64_t i = t.block * t.block_dim + t.thread;
+    if (i < n) st(y, i, ld(a, i) + ld(b, i));
+  }
+};
+
+// ---- y_i = (assign ? 0 : y_i) + x_i  (fp32 accumulator += a storage-typed contribution)
+template <typename T>
+struct AccumulateF32 {
+  float* y;
+  const T* x;
+  int64_t n;
+  bool assign;
+  static constexpr int kPhases = 1;
+  static size_t shared_floats(int) { return 0; }
+  int64_t grid() const { return blocks_for(n, kEngineBlock); }
+  MURPHY_HD void operator()(int, const Thread& t, float*) const {
+    const int64_t i = t.block * t.block_dim + t.thread;
+    if (i < n) y[i] = (assign ? 0.0f : y[i]) + ld(x, i);
+  }
+};
+
+// ---- dst[i, j] = src[idx[i], j]  (rows of the final hidden states for one lm-head chunk)
+template <typename T>
+struct GatherRows {
+  const T* src;
+  const int32_t* idx;  // [rows]
+  T* dst;              // [rows, dim]
+  int64_t rows, dim;
+  static constexpr int kPhases = 1;
+  static size_t shared_floats(int) { return 0; }
+  int64_t grid() const { return blocks_for(rows * dim, kEngineBlock); }
+  MURPHY_HD void operator()(int, const Thread& t, float*) const {
+    const int64_t k = t.block * t.block_dim + t.thread;
+    if (k >= rows * dim) return;
+    const int64_t r = k / dim, j = k % dim;
+    dst[k] = src[int64_t(idx[r]) * dim + j];
+  }
+};
+
+// ---- dst[idx[i], j] = src[i, j]  (the chunk's input gradient back into dL/dxf; the indices
+// of one call are distinct, so no two threads write one element)
+template <typename T>
+struct ScatterRows {
+  const T* src;
+  const int32_t* idx;
+  T* dst;
+  int64_t rows, dim;
+  static constexpr int kPhases = 1;
+  static size_t shared_floats(int) { return 0; }
+  int64_t grid() const { return blocks_for(rows * dim, kEngineBlock); }
+  MURPHY_HD void operator()(int, const Thread& t, float*) const {
+    const int64_t k = t.block * t.block_dim + t.thread;
+    if (k >= rows * dim) return;
+    const int64_t r = k / dim, j = k % dim;
+    dst[int64_t(idx[r]) * dim + j] = src[k];
+  }
+};
+
+// ---- dst_i = round_T(src_i)  (fp32 -> storage; a copy when T is float)
+template <typename T>
+struct ToStorage {
+  const float* src;
+  T* dst;
+  int64_t n;
+  static constexpr int kPhases = 1;
+  static size_t shared_floats(int) { return 0; }
+  int64_t grid() const { return blocks_for(n, kEngineBlock); }
+  MURPHY_HD void operator()(int, const Thread& t, float*) const {
+    const int64_t i = t.block * t.block_dim + t.thread;
+    if (i < n) st(dst, i, src[i]);
+  }
+};
+
+}  // namespace gpu
+}  // namespace murphy

@@ -1,0 +1,69 @@
+// The one interface the addon's model binding (native/addon/model.cc) talks to, implemented by
+// the CPU engine (model::Engine, through CpuPolicyEngine) and by the device engine
+// (DeviceEngine over HostBackend = "emulate", or over CudaBackend = "cuda"). Parameters,
+// gradients and moments cross it as fp32 host copies of one parameter at a time, so the
+// binding never sees where they live. No math here.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "murphy/model/model.h"
+
+namespace murphy {
+namespace model {
+
+class PolicyEngine {
+ public:
+  virtual ~PolicyEngine() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual const Layout& layout() const = 0;
+  // "cpu", "emulate" or "cuda", and the storage dtype of the compute weights ("f32" / "bf16").
+  virtual std::string device() const = 0;
+  virtual std::string storage() const = 0;
+
+  virtual void get_param(const ParamInfo& p, float* out) = 0;
+  virtual void set_param(const ParamInfo& p, const float* in) = 0;
+  virtual void get_grad(const ParamInfo& p, float* out) = 0;  // zeros before the first micro-batch
+  virtual void get_adam(const ParamInfo& p, float* m, float* v) = 0;
+  virtual void set_adam(const ParamInfo& p, const float* m, const float* v) = 0;
+  virtual int64_t step() const = 0;
+  virtual void set_step(int64_t s) = 0;
+
+  virtual void save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) = 0;
+  virtual TrainStats accumulate(const TrainInputs& in, const TrainOptions& opt) = 0;
+  virtual AdamWResult optimizer_step(const AdamWOptions& o) = 0;
+  virtual void zero_grad() = 0;
+  virtual void score(const PackedBatch& b, float temperature, bool reference, float* logp_out) = 0;
+  virtual void logits(const PackedBatch& b, float* out) = 0;
+  virtual void make_reference() = 0;
+  virtual std::vector<GenResult> generate(const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o) = 0;
+  virtual Engine::Memory memory() const = 0;
+  // The CPU engine's bf16 copy of the weights for generate / forward (model.h's Bf16Use). The
+  // device engines' precision is their storage; their sampling runs on a CPU copy, which takes
+  // `generate`; `forward` is refused there.
+  virtual void set_bf16(const Engine::Bf16Use& u) = 0;
+  virtual Engine::Bf16Use bf16() const = 0;
+  // Per-layer activation checkpointing (recompute one layer at a time in backward). The CPU
+  // engine keeps every layer's activations and ignores it.
+  virtual void set_gradient_checkpointing(bool on) = 0;
+};
+
+// The CPU engine behind the interface.
+std::unique_ptr<PolicyEngine> wrap_cpu_engine(std::unique_ptr<Engine> e);
+
+// The device engine: device "emulate" (HostBackend, every build) or "cuda" (CudaBackend, the
+// CUDA build with a device; elsewhere an ENOLIB / ECUDA error naming the cause); storage
+// "bf16" or "f32". `dir` a Hugging Face directory, or empty with `random_config` + seed + std.
+struct DeviceEngineSpec {
+  std::string device = "emulate";
+  std::string storage = "bf16";
+  bool gradient_checkpointing = false;
+  bool reverse_harness = false;  // emulate only: run the harness's blocks and threads in reverse order (tests)
+};
+std::unique_ptr<PolicyEngine> load_device_engine(const DeviceEngineSpec& s, const std::string& dir);
+std::unique_ptr<PolicyEngine> random_device_engine(const DeviceEngineSpec& s, const ModelConfig& c, uint64_t seed,
+                                                   float init_std);
+
+}  // namespace model
+}  // namespace murphy
