@@ -41,6 +41,8 @@ export interface EvalArgs {
   executor?: ExecutorKind;
   sandboxUrl?: string;
   feedback: 'visible' | 'all';
+  /** Embedded engine: generate on a bf16 copy of the weights (docs/model.md, "bf16 weights"). */
+  bf16Generate?: boolean;
 }
 
 /** Runs the evaluation and returns the results file's content (written to args.out when given). */
@@ -59,7 +61,7 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
   const tok = loadChatTokenizer(tokDir);
   const backend: RolloutBackend = a.serverUrl
     ? await VllmBackend.connect({ servers: a.serverUrl.split(','), model: a.servedModelName, apiKey: a.vllmApiKey, tokenizer: tok, maxRetries: 2 })
-    : await EmbeddedBackend.fromDir(a.model!, { tokenizer: tok });
+    : await EmbeddedBackend.fromDir(a.model!, { tokenizer: tok, bf16Generate: a.bf16Generate });
   const executor = createExecutor({
     kind: a.executor, sandboxUrl: a.sandboxUrl, workers: a.workers, limits: timeoutLimits(a.timeoutMode ?? 'test', a.testTimeout), feedback: { scope: a.feedback },
   });
@@ -112,6 +114,7 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('limit', { type: 'number', describe: 'Evaluate the first N problems (of the split)' })
       .option('model', { type: 'string', describe: 'Model directory: generate with the embedded native engine (and its tokenizer)' })
       .option('server-url', { type: 'string', describe: 'vLLM (or murphy-native serve) base URL(s), comma-separated' })
+      .option('bf16-generate', { type: 'boolean', default: false, describe: 'With --model: generate on a bf16 copy of the weights; docs/model.md, "bf16 weights"' })
       .option('served-model-name', { type: 'string', describe: 'Model name on the server' })
       .option('vllm-api-key', { type: 'string', describe: 'API key of the server (its --api-key), sent as Authorization: Bearer; default: env MURPHY_API_KEY' })
       .option('tokenizer', { type: 'string', describe: 'Tokenizer directory (default: --model)' })

@@ -152,6 +152,20 @@ export function checkRanksDevice(c: TrainConfig, worldSize: number): void {
   }
 }
 
+/**
+ * The policy for a run (on `engine`): the checkpoint's weights when resuming (`checkpointPolicy`),
+ * else config key "model", else the demo's random model; with the config's bf16 keys applied
+ * (docs/model.md, "bf16 weights").
+ */
+export async function loadPolicyModel(c: Pick<TrainConfig, 'model' | 'seed' | 'modelPreset' | 'bf16Generate' | 'bf16Forward'>, checkpointPolicy: string | null,
+  engine: EngineOptions = {}): Promise<PolicyModel> {
+  const dir = checkpointPolicy ?? c.model;
+  const model = dir ? await PolicyModel.load(dir, engine) : await createDemoModel(c.seed, c.modelPreset, engine);
+  // (the device engine refuses bf16Forward with one line: it computes in its storage dtype)
+  if (c.bf16Generate || c.bf16Forward) model.setBf16({ generate: c.bf16Generate, forward: c.bf16Forward });
+  return model;
+}
+
 export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {}): Promise<RunTrainingResult> {
   const log = o.log ?? (() => undefined);
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
@@ -231,10 +245,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     tok = builtinTokenizer();
   }
   let backend: RolloutBackend | null = null;
-  let model: PolicyModel;
-  if (point) model = await PolicyModel.load(join(point.dir, 'policy'), engine);
-  else if (c.model) model = await PolicyModel.load(c.model, engine);
-  else model = await createDemoModel(c.seed, c.modelPreset, engine);
+  const model = await loadPolicyModel(c, point ? join(point.dir, 'policy') : null, engine);
   const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
   if (c.backend === 'vllm') {
     let servers = c.serverUrl!.split(',').map((s) => s.trim());
@@ -278,6 +289,8 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       verbose: Boolean(o.verbose),
     }) + deviceLines.slice(0, -1).map((l) => `\n${l}`).join('') + (o.verbose ? `\n${formatConfig(c)}` : ''),
   );
+  const bf16 = [c.bf16Generate && (c.backend === 'vllm' ? 'generation (unused: vLLM generates)' : 'generation'), c.bf16Forward && 'training forward'].filter(Boolean);
+  if (bf16.length) log(`bf16 weights: ${bf16.join(', ')}; docs/model.md, "bf16 weights"`);
   if (!tokenizerDir) {
     tokenizerDir = join(run.root, 'tokenizer');
     if (writer && !existsSync(join(tokenizerDir, 'tokenizer.json'))) {

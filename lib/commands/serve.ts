@@ -20,6 +20,8 @@ export interface ServeArgs {
   weightSync?: boolean;
   maxRequestTokens?: number;
   maxQueuedTokens?: number;
+  /** Generate on a bf16 copy of the weights (docs/model.md, "bf16 weights"). Default false. */
+  bf16Generate?: boolean;
 }
 
 /** Seconds SIGTERM/SIGINT wait for generation to stop before the process exits anyway. */
@@ -38,7 +40,7 @@ export async function serveModel(a: ServeArgs, log: (msg: string) => void = () =
   const maxQueuedTokens = positiveInt(a.maxQueuedTokens, '--max-queued-tokens');
   const apiKey = a.apiKey ?? (process.env.MURPHY_API_KEY || undefined);
   const dir = resolve(a.model);
-  const engine = await NativeEngine.load(dir);
+  const engine = await NativeEngine.load(dir, { bf16Generate: a.bf16Generate });
   let tokenizer: TextCodec | undefined;
   if (existsSync(join(dir, 'tokenizer.json')) && existsSync(join(dir, 'tokenizer_config.json'))) {
     tokenizer = loadChatTokenizer(dir);
@@ -53,7 +55,7 @@ export async function serveModel(a: ServeArgs, log: (msg: string) => void = () =
     onLoad: (d, s) => log(`loaded weights from ${d} in ${s.toFixed(2)} s`),
   });
   log(`serving ${basename(dir)} (${info.modelType}, ${info.numLayers} layers, vocab ${info.vocabSize}) as '${a.servedModelName ?? dir}' on ${srv.url}` +
-    (apiKey === undefined ? '' : ' (API key required)'));
+    (apiKey === undefined ? '' : ' (API key required)') + (a.bf16Generate ? ' with bf16 weights' : ''));
   return srv;
 }
 
@@ -69,6 +71,7 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
     .option('api-key', { type: 'string', describe: 'Require `Authorization: Bearer KEY` on every route but /health (default: $MURPHY_API_KEY)' })
     .option('weight-sync', { type: 'boolean', default: true, describe: 'Serve /collective_rpc (weight loading); needs --api-key on a non-loopback --host' })
     .option('max-request-tokens', { type: 'number', default: SERVE_DEFAULTS.maxRequestTokens, describe: 'Largest work of one request in tokens: prompt tokens + n x max_tokens, over its prompts (400 beyond it)' })
+    .option('bf16-generate', { type: 'boolean', default: false, describe: 'Generate on a bf16 copy of the weights (vdpbf16ps where the CPU has it); docs/model.md, "bf16 weights"' })
     .option('max-queued-tokens', { type: 'number', default: SERVE_DEFAULTS.maxQueuedTokens, describe: 'Largest total of that over requests admitted at once (503 + Retry-After beyond it)' }) as unknown as Argv<ServeArgs>,
   handler: async (argv) => {
     const log = (m: string) => process.stderr.write(`murphy-native serve: ${m}\n`);

@@ -54,6 +54,8 @@ export interface TrainConfig {
   // model
   model: string | null;
   modelPreset: 'tiny' | 'small';
+  bf16Generate: boolean;
+  bf16Forward: boolean;
   // data
   dataset: string | null;
   datasetFormat: (typeof DATASET_FORMAT_VALUES)[number];
@@ -70,6 +72,7 @@ export interface TrainConfig {
   temperature: number;
   topP: number;
   topK: number;
+  minP: number;
   maxCompletionLength: number;
   executorWorkers: number | null;
   testTimeout: number;
@@ -131,6 +134,8 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
 
   model: { type: 'string', default: null, group: 'model', doc: 'Hugging Face model directory (config.json + safetensors). Unset: a tiny random model (the CPU demo).' },
   modelPreset: { type: 'enum', values: ['tiny', 'small'], default: 'tiny', group: 'model', doc: 'Size of the random model created when no model is given.' },
+  bf16Generate: { type: 'boolean', default: false, group: 'model', doc: 'CPU engine: generate (rollouts, evaluations) on a bf16 copy of the weights (vdpbf16ps where the CPU has AVX512_BF16). Off by default: generation\'s log-probs are the loss\'s old log-probs, so every PPO ratio would start away from 1 by the bf16 error. docs/model.md, "bf16 weights".' },
+  bf16Forward: { type: 'boolean', default: false, group: 'model', doc: 'CPU engine: run the layers\' projections of the training forward pass (and scoring) on the bf16 copy; the backward products and the loss\'s LM head stay fp32. Off by default: the gradient is then no longer the fp32 policy\'s. docs/model.md, "bf16 weights".' },
 
   dataset: { type: 'string', default: null, group: 'data', doc: 'Training problems (HumanEval/MBPP/KodCode/LiveCodeBench/JSONL file). Unset: the built-in synthetic task.' },
   datasetFormat: { type: 'enum', values: DATASET_FORMAT_VALUES, default: 'auto', group: 'data', doc: 'Format of --dataset (auto: detected from the records).' },
@@ -147,6 +152,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   temperature: { type: 'number', default: 1, min: 0, group: 'rollout', doc: 'Sampling temperature of rollouts.' },
   topP: { type: 'number', default: 1, gt: 0, max: 1, group: 'rollout', doc: 'Nucleus sampling of rollouts.' },
   topK: { type: 'int', default: 0, min: 0, group: 'rollout', doc: 'Top-k sampling of rollouts (0 = off).' },
+  minP: { type: 'number', default: 0, min: 0, max: 1, group: 'rollout', doc: 'Min-p sampling of rollouts: keep the tokens whose probability is at least minP times the most likely one\'s (0 = off).' },
   maxCompletionLength: { type: 'int', default: 48, min: 1, group: 'rollout', doc: 'Maximum tokens per completion (TRL max_completion_length).' },
   executorWorkers: { type: 'int', default: null, min: 1, group: 'rollout', doc: 'Python executor processes (default: one per core). Not used by the built-in task.' },
   testTimeout: { type: 'number', default: 3, gt: 0, group: 'rollout', doc: 'Seconds per test in the Python executor.' },

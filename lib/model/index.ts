@@ -77,6 +77,9 @@ export interface GenerateOptions {
   topP?: number;
   /** 0 = off. */
   topK?: number;
+  /** Keeps the tokens with probability >= minP x the most likely one's, after temperature
+   * and before top-k / top-p (as vLLM). 0 = off (default). */
+  minP?: number;
   /** Samples per prompt; they share the prompt's KV cache. Default 1. */
   n?: number;
   /** Prompt p samples with seed + p. */

@@ -9,6 +9,8 @@ export interface SampleParams {
   temperature?: number;
   topP?: number;
   topK?: number;
+  /** Min-p (0 = off): keep tokens with probability >= minP x the most likely one's. */
+  minP?: number;
   /** Upper bound on completion tokens. */
   maxTokens?: number;
   /** Stop strings (the backend's EOS always stops). */

@@ -78,6 +78,7 @@ export const GENERATE_OPTIONS = {
   temperature: fromConfig('temperature'),
   topP: fromConfig('topP'),
   topK: fromConfig('topK'),
+  minP: fromConfig('minP'),
   n: { type: 'int', min: 1, max: 2 ** 16, default: 1 },
   seed: seedRange,
   /** Alternatives reported per sampled token (serving). */
@@ -123,6 +124,7 @@ export interface ResolvedGenerateOptions {
   temperature: number;
   topP: number;
   topK: number;
+  minP: number;
   n: number;
   seed: number;
   /** One seed per prompt, or null: prompt p samples with seed + p. */

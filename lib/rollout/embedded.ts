@@ -30,8 +30,8 @@ export class EmbeddedBackend implements RolloutBackend {
   }
 
   /** An embedded backend over a model directory (its tokenizer files are used when present). */
-  static async fromDir(dir: string, o: Omit<EmbeddedOptions, 'engine'> = {}): Promise<EmbeddedBackend> {
-    return new EmbeddedBackend({ ...o, engine: await NativeEngine.load(dir) });
+  static async fromDir(dir: string, o: Omit<EmbeddedOptions, 'engine'> & { bf16Generate?: boolean } = {}): Promise<EmbeddedBackend> {
+    return new EmbeddedBackend({ ...o, engine: await NativeEngine.load(dir, { bf16Generate: o.bf16Generate }) });
   }
 
   get stats(): BatcherStats { return this.batcher.stats; }
@@ -44,7 +44,7 @@ export class EmbeddedBackend implements RolloutBackend {
     if (s.stop.length > 0 && this.tokenizer === undefined) throw new RolloutError('stop strings need a tokenizer');
     // as with vLLM: a prompt that fills the context ends its branch (the engine caps the rest)
     if (contextBudget(s.maxTokens, promptIds.length, this.engine.info().maxModelLen) <= 0) return noRoomCompletions(n);
-    const req = { promptIds, n, maxTokens: s.maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK, seed: s.seed, stopTokenIds: s.stopTokenIds };
+    const req = { promptIds, n, maxTokens: s.maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK, minP: s.minP, seed: s.seed, stopTokenIds: s.stopTokenIds };
     const out = await this.batcher.submit(req);
     return out.map((x) => {
       if (x.finishReason === 'abort') throw new RolloutError('the embedded backend was closed during generation');

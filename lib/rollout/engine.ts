@@ -42,9 +42,11 @@ export class NativeEngine implements RolloutEngine {
     this.m = model;
   }
 
-  /** Loads a Hugging Face model directory. */
-  static async load(dir: string): Promise<NativeEngine> {
-    return new NativeEngine(await PolicyModel.load(dir));
+  /** Loads a Hugging Face model directory; `bf16Generate` generates on a bf16 copy of the weights (docs/model.md). */
+  static async load(dir: string, o: { bf16Generate?: boolean } = {}): Promise<NativeEngine> {
+    const m = await PolicyModel.load(dir);
+    if (o.bf16Generate) m.setBf16({ generate: true });
+    return new NativeEngine(m);
   }
 
   /** The model currently served (replaced by loadWeights). */
@@ -57,7 +59,7 @@ export class NativeEngine implements RolloutEngine {
 
   canBatch(a: EngineRequest, b: EngineRequest): boolean {
     return a.n === b.n && a.maxTokens === b.maxTokens && (a.topLogprobs ?? 0) === (b.topLogprobs ?? 0) &&
-      a.temperature === b.temperature && a.topP === b.topP && a.topK === b.topK && sameIds(a.stopTokenIds, b.stopTokenIds);
+      a.temperature === b.temperature && a.topP === b.topP && a.topK === b.topK && (a.minP ?? 0) === (b.minP ?? 0) && sameIds(a.stopTokenIds, b.stopTokenIds);
   }
 
   /**
@@ -106,7 +108,7 @@ export class NativeEngine implements RolloutEngine {
     };
     try {
       const gens = await this.m.generate(batch.map((b) => b.promptIds), {
-        maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, n,
+        maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, minP: r.minP ?? 0, n,
         seeds: batch.map((b) => b.seed ?? randomInt(2 ** 47)), stopIds: r.stopTokenIds, topLogprobs: k, cancel, onStep,
       });
       if (streaming) {
@@ -128,6 +130,7 @@ export class NativeEngine implements RolloutEngine {
     if (shapeKey(next.info) !== shapeKey(this.m.info)) {
       throw new RolloutError(`weights in ${dir} are for a different model (${shapeKey(next.info)}) than the one served (${shapeKey(this.m.info)})`, { status: 400 });
     }
+    next.setBf16(this.m.bf16()); // the new weights are served as the old ones were (bf16 or not)
     this.m = next;
   }
 

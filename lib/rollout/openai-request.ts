@@ -84,7 +84,7 @@ const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
 
 /** Fields vLLM accepts that this server does not implement: rejected unless at their neutral value. */
 const UNSUPPORTED: [string, unknown][] = [
-  ['presence_penalty', 0], ['frequency_penalty', 0], ['repetition_penalty', 1], ['min_p', 0], ['best_of', 1],
+  ['presence_penalty', 0], ['frequency_penalty', 0], ['repetition_penalty', 1], ['best_of', 1],
   ['echo', false], ['suffix', null], ['logit_bias', null], ['min_tokens', 0],
   ['prompt_logprobs', null], ['guided_json', null], ['guided_regex', null], ['guided_choice', null], ['guided_grammar', null],
   ['structured_outputs', null], ['include_stop_str_in_output', false], ['skip_special_tokens', true], ['use_beam_search', false],
@@ -229,6 +229,7 @@ export function planRequest(kind: 'completion' | 'chat', b: Json, c: PlanContext
   const temperature = optNum(b, 'temperature', 1, (x) => x >= 0, 'a number >= 0');
   const topP = optNum(b, 'top_p', 1, (x) => x > 0 && x <= 1, 'in (0, 1]');
   const topKRaw = optInt(b, 'top_k', 0, -1, 1 << 30) as number;
+  const minP = optNum(b, 'min_p', 0, (x) => x >= 0 && x <= 1, 'in [0, 1]');
   const seed = optInt(b, 'seed', undefined, 0, Number.MAX_SAFE_INTEGER);
   let stop: string[] = [];
   if (typeof b.stop === 'string') stop = [b.stop];
@@ -283,7 +284,7 @@ export function planRequest(kind: 'completion' | 'chat', b: Json, c: PlanContext
   const allStop = [...new Set([...stopIds, ...(ignoreEos ? [] : c.eos)])].sort((x, y) => x - y);
   return {
     kind, prompts, n, stop, logprobs, returnTokenIds, maxTokensGiven, stream, includeUsage,
-    req: { n, maxTokens: maxTokensGiven ?? 0, temperature, topP, topK: topKRaw <= 0 ? 0 : topKRaw, seed, stopTokenIds: allStop, topLogprobs: logprobs ?? 0 },
+    req: { n, maxTokens: maxTokensGiven ?? 0, temperature, topP, topK: topKRaw <= 0 ? 0 : topKRaw, minP, seed, stopTokenIds: allStop, topLogprobs: logprobs ?? 0 },
   };
 }
 

@@ -18,6 +18,8 @@ export interface ResolvedSampling {
   topP: number;
   /** 0 = off. */
   topK: number;
+  /** 0 = off. */
+  minP: number;
   seed: number | undefined;
   stop: string[];
   stopTokenIds: number[];
@@ -29,13 +31,14 @@ function isInt(x: unknown): x is number {
   return typeof x === 'number' && Number.isSafeInteger(x);
 }
 
-/** Fills defaults (temperature 1, top_p 1, top_k off) and checks ranges. */
+/** Fills defaults (temperature 1, top_p 1, top_k and min_p off) and checks ranges. */
 export function resolveSampling(p: RolloutParams, d: SamplingDefaults = {}): ResolvedSampling {
   const r: ResolvedSampling = {
     maxTokens: p.maxTokens ?? d.maxTokens ?? DEFAULT_MAX_TOKENS,
     temperature: p.temperature ?? 1,
     topP: p.topP ?? 1,
     topK: p.topK === undefined || p.topK < 0 ? 0 : p.topK,
+    minP: p.minP ?? 0,
     seed: p.seed,
     stop: p.stop ?? [],
     stopTokenIds: [...(p.stopTokenIds ?? d.stopTokenIds ?? [])],
@@ -44,6 +47,7 @@ export function resolveSampling(p: RolloutParams, d: SamplingDefaults = {}): Res
   if (!(r.temperature >= 0) || !Number.isFinite(r.temperature)) throw new RolloutError(`temperature must be >= 0, got ${r.temperature}`);
   if (!(r.topP > 0 && r.topP <= 1)) throw new RolloutError(`topP must be in (0, 1], got ${r.topP}`);
   if (!isInt(r.topK)) throw new RolloutError(`topK must be an integer, got ${r.topK}`);
+  if (!(r.minP >= 0 && r.minP <= 1)) throw new RolloutError(`minP must be in [0, 1], got ${r.minP}`);
   if (r.seed !== undefined && (!isInt(r.seed) || r.seed < 0)) throw new RolloutError(`seed must be a non-negative integer, got ${r.seed}`);
   for (const t of r.stopTokenIds) if (!isInt(t) || t < 0) throw new RolloutError(`stopTokenIds: ${t} is not a token id`);
   return r;

@@ -97,6 +97,8 @@ export interface EngineRequest {
   topP: number;
   /** 0 = off. */
   topK: number;
+  /** 0 = off. Optional for callers that predate it. */
+  minP?: number;
   /** undefined = unseeded (the engine picks one). */
   seed: number | undefined;
   stopTokenIds: number[];

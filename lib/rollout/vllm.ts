@@ -372,7 +372,7 @@ export class VllmBackend implements RolloutBackend {
       temperature: s.temperature,
       top_p: s.topP,
       top_k: s.topK > 0 ? s.topK : 0,
-      min_p: 0,
+      min_p: s.minP,
       seed: s.seed ?? null,
       stop: s.stop,
       stop_token_ids: s.stopTokenIds,

@@ -159,6 +159,7 @@ export function stepBuildConfig<P>(c: TrainConfig, G: number, Gp: number, step: 
     temperature: c.temperature,
     topP: c.topP,
     topK: c.topK,
+    minP: c.minP,
     maxTokens: c.maxCompletionLength,
   };
   if (stopTokenIds && stopTokenIds.length) sampling.stopTokenIds = stopTokenIds;
@@ -267,7 +268,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   const keep = opts.keepCheckpoints ?? 2;
   const loss = lossOptions(c);
   const lrOpts = { type: c.lrSchedulerType, peak: c.learningRate, warmupSteps: c.warmupSteps, totalSteps: c.maxSteps, minRatio: c.minLrRatio };
-  const useSamplerLogprobs = c.topP === 1 && c.topK === 0;
+  const useSamplerLogprobs = c.topP === 1 && c.topK === 0 && c.minP === 0;
   let savedAt = state.step;
 
   const checkpoint = async (): Promise<void> => {

@@ -496,7 +496,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
     });
   }
 
-  // generate(prompts: Int32Array[], { temperature, topP, topK, maxNewTokens, n, seed, seeds, stopIds,
+  // generate(prompts: Int32Array[], { temperature, topP, topK, minP, maxNewTokens, n, seed, seeds, stopIds,
   //           topLogprobs, cancel, onStep }: every option required, seeds null or one per prompt)
   // cancel: null or an Int32Array over a SharedArrayBuffer, one flag per sample (prompts x n), set
   // by the caller (Atomics.store) while the call runs; onStep: null or a function called on the JS
@@ -519,6 +519,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       so.temperature = float(req_number(o, "temperature"));
       so.top_p = float(req_number(o, "topP"));
       so.top_k = req_int(o, "topK", 0, std::numeric_limits<int32_t>::max());
+      so.min_p = float(req_number(o, "minP"));
       so.max_new_tokens = req_int(o, "maxNewTokens", 1, int64_t(1) << 24);
       so.n = req_int(o, "n", 1, 1 << 16);
       so.seed = uint64_t(req_int(o, "seed", 0, (int64_t(1) << 53) - 1));

@@ -3,7 +3,8 @@
 //     -> { ok, path, origin, version, versionText, reason, attempts: {path, origin, error}[] }
 //   kernelCuda(case) -> the same on the GPU, plus the harness run (CUDA build only)
 //   kernelHarness({ op, dtype: 'f32'|'bf16', order: 'forward'|'reverse', block, sizes..., inputs: {name: Float32Array},
-//                   ints?: Int32Array }) -> { kernel: {name: Float32Array}, reference: {name: Float32Array} }
+//                   ints?: Int32Array, params?: {name: number}, intInputs?: {name: Int32Array} })
+//                   -> { kernel: {name: Float32Array}, reference: {name: Float32Array} }
 #include <napi.h>
 
 #include "../addon/args.h"
@@ -103,6 +104,27 @@ HarnessCase parse_case(const Napi::CallbackInfo& info) {
         throw Error("kernelHarness: input '" + name + "' must be a Float32Array");
       Napi::Float32Array a = v.As<Napi::Float32Array>();
       c.in[name] = std::vector<float>(a.Data(), a.Data() + a.ElementLength());
+    }
+  }
+  if (o.Get("params").IsObject()) {
+    Napi::Object in = o.Get("params").As<Napi::Object>();
+    Napi::Array names = in.GetPropertyNames();
+    for (uint32_t i = 0; i < names.Length(); ++i) {
+      const std::string name = names.Get(i).As<Napi::String>();
+      if (!in.Get(name).IsNumber()) throw Error("kernelHarness: param '" + name + "' must be a number");
+      c.params[name] = in.Get(name).As<Napi::Number>().DoubleValue();
+    }
+  }
+  if (o.Get("intInputs").IsObject()) {
+    Napi::Object in = o.Get("intInputs").As<Napi::Object>();
+    Napi::Array names = in.GetPropertyNames();
+    for (uint32_t i = 0; i < names.Length(); ++i) {
+      const std::string name = names.Get(i).As<Napi::String>();
+      Napi::Value v = in.Get(name);
+      if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+        throw Error("kernelHarness: int input '" + name + "' must be an Int32Array");
+      Napi::Int32Array a = v.As<Napi::Int32Array>();
+      c.int_in[name] = std::vector<int32_t>(a.Data(), a.Data() + a.ElementLength());
     }
   }
   if (o.Get("ints").IsTypedArray()) {

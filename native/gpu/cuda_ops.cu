@@ -2,10 +2,9 @@
 // CUDA launcher of the kernel (model_kernels.cu) or linear_lt (lt_gemm.cu) on the default
 // stream, outputs downloaded. For `npm run test:gpu`, which compares them with the CPU ops and
 // with the harness run of the same kernel code. CUDA build only; not yet run on a GPU.
-#include <memory>
-
 #include "../cuda/check.cuh"
-#include "harness_io.h"
+#include "cuda_case_io.h"
+#include "harness_decode.h"
 #include "lt_gemm.h"
 #include "model_kernels_cuda.h"
 #include "murphy/device.h"
@@ -15,36 +14,6 @@ namespace murphy {
 namespace gpu {
 
 namespace {
-
-using DevMem = std::unique_ptr<void, void (*)(void*)>;
-
-DevMem dev_alloc(size_t bytes) { return DevMem(cuda_alloc(bytes), [](void* p) { cuda_free(p); }); }
-
-template <typename T>
-DevMem up(const std::vector<float>& v) {
-  const std::vector<T> h = to_storage<T>(v);
-  DevMem d = dev_alloc(h.size() * sizeof(T));
-  cuda_upload(d.get(), h.data(), h.size() * sizeof(T));
-  return d;
-}
-
-template <typename T>
-DevMem up_raw(const std::vector<T>& h) {
-  DevMem d = dev_alloc(h.size() * sizeof(T));
-  cuda_upload(d.get(), h.data(), h.size() * sizeof(T));
-  return d;
-}
-
-template <typename T>
-std::vector<float> down(const DevMem& d, size_t n) {
-  cuda_synchronize();
-  std::vector<T> h(n);
-  cuda_download(h.data(), d.get(), n * sizeof(T));
-  return widen(h);
-}
-
-template <typename T>
-T* P(const DevMem& d) { return static_cast<T*>(d.get()); }
 
 template <typename T>
 std::map<std::string, std::vector<float>> run_typed(const HarnessCase& c) {
@@ -133,6 +102,7 @@ std::map<std::string, std::vector<float>> run_lt(const HarnessCase& c) {
 // The caller runs run_harness_case(c) first: it checks the case (sizes, ids, positions).
 std::map<std::string, std::vector<float>> run_cuda_case(const HarnessCase& c) {
   if (c.op.rfind("lt_linear_", 0) == 0) return run_lt(c);
+  if (is_decode_op(c.op)) return run_cuda_decode_case(c);
   return c.bf16 ? run_typed<uint16_t>(c) : run_typed<float>(c);
 }
 

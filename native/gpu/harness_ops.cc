@@ -5,6 +5,7 @@
 #include "harness_ops.h"
 
 #include "gemm_plan.h"
+#include "harness_decode.h"
 #include "harness_io.h"
 #include "kernels/model_kernels.h"
 #include "murphy/model/ops.h"
@@ -196,6 +197,7 @@ HarnessOut run_typed(const HarnessCase& c) {
 }  // namespace
 
 HarnessOut run_harness_case(const HarnessCase& c) {
+  if (is_decode_op(c.op)) return run_decode_case(c);
   return c.bf16 ? run_typed<uint16_t>(c) : run_typed<float>(c);
 }
 

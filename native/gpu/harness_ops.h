@@ -29,6 +29,8 @@ struct HarnessCase {
                                                   // execution is slow at GPU test sizes)
   std::map<std::string, std::vector<float>> in;   // named f32 inputs
   std::vector<int32_t> ints;                      // positions (rope) or token ids (embedding)
+  std::map<std::string, std::vector<int32_t>> int_in;  // named int32 inputs (decode kernels)
+  std::map<std::string, double> params;                // named numbers (decode kernels)
 };
 
 struct HarnessOut {

@@ -4,13 +4,16 @@
 //
 // Sampling, per sample and step, on the logits z of the last position:
 //   temperature 0: greedy, token = argmax z (lowest id on ties), logp = log_softmax(z)[token]
-//   otherwise:     z' = z / T;  top-k keeps the k largest z';  top-p keeps the smallest set of
-//                  the largest z' whose probability mass reaches p;  p = softmax over the kept
-//                  set;  token = inverse CDF of p at u;  logp = log p[token]
+//   otherwise:     z' = z / T;  min-p keeps the z' with (z' - max z') >= log(min_p) (probability
+//                  at least min_p times the largest);  top-k keeps the k largest z';  top-p
+//                  keeps the smallest set of the largest z' (of those kept) whose probability
+//                  mass reaches p;  p = softmax over the kept set;  token = inverse CDF of p at
+//                  u, walked in id order when nothing is filtered, else in order of decreasing
+//                  z (lowest id first on ties);  logp = log p[token]
 //   (vLLM's "processed" log-probs). Alternatives (top_logprobs > 0): the k tokens of largest z
 //   (lowest id on ties), each with its log-prob under the same processed distribution,
 //   log p_i = (z_i - max z) / T - log sum_kept exp((z - max z) / T), and -inf outside the kept set.
-//   u comes from a counter-based hash of
+//   u comes from a counter-based hash (murphy/sample_rng.h, shared with the device sampler) of
 //   (seed + prompt index, sample index, step), so a prompt's samples do not depend on the
 //   other prompts of the call (prompt p of a call with seed s = a call with [p] and s + p).
 #include <algorithm>
@@ -24,6 +27,7 @@
 #endif
 
 #include "../cpu/threads.h"
+#include "murphy/sample_rng.h"
 #include "model_internal.h"
 
 namespace murphy {
@@ -75,11 +79,6 @@ struct CachedAttn : AttnHook {
   }
 };
 
-double uniform(uint64_t stream, int64_t step) {
-  const uint64_t hi = hash_u32(stream, uint64_t(step) * 2), lo = hash_u32(stream, uint64_t(step) * 2 + 1);
-  return (double((hi << 21) ^ (lo >> 11)) + 0.5) / 9007199254740992.0;  // 53 bits, in (0, 1)
-}
-
 // A draw: the token, its log-prob under the processed distribution, and that distribution
 // (max logit m, temperature T, log of the kept mass, and how many of the largest logits it keeps).
 struct Draw {
@@ -105,7 +104,7 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, std
     for (int64_t i = 0; i < V; ++i) s += std::exp((double(z[i]) - m) / T);
     return {int32_t(am), float(-std::log(s)), m, T, std::log(s), V};
   }
-  const bool filter = (o.top_k > 0 && o.top_k < V) || o.top_p < 1.0f;
+  const bool filter = (o.top_k > 0 && o.top_k < V) || o.top_p < 1.0f || o.min_p > 0.0f;
   if (!filter) {  // full softmax in id order
     pr.resize(static_cast<size_t>(V));
     double s = 0;
@@ -130,6 +129,12 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, std
     std::nth_element(idx.begin(), idx.begin() + keep, idx.end(), desc);
   }
   std::sort(idx.begin(), idx.begin() + keep, desc);
+  if (o.min_p > 0.0f) {  // a prefix of the sorted order: (z - m) / T >= log(min_p); the largest always stays
+    const double lmin = std::log(double(o.min_p));
+    int64_t k2 = 1;
+    while (k2 < keep && (double(z[idx[size_t(k2)]]) - m) / T >= lmin) ++k2;
+    keep = k2;
+  }
   pr.resize(static_cast<size_t>(keep));
   double s = 0;
   for (int64_t i = 0; i < keep; ++i) s += (pr[size_t(i)] = std::exp((double(z[idx[size_t(i)]]) - m) / T));
@@ -158,6 +163,17 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, std
   }
   return {idx[size_t(pick)], float(std::log(pr[size_t(pick)] / s)), m, T, std::log(s), keep};
 }
+
+}  // namespace
+
+SampledToken sample_logits_cpu(const float* z, int64_t V, const SampleOptions& o, double u) {
+  std::vector<int32_t> idx;
+  std::vector<double> pr;
+  const Draw d = sample_row(z, V, o, u, idx, pr);
+  return {d.token, d.logp};
+}
+
+namespace {
 
 // The k most likely tokens of a draw's distribution (largest z first, lowest id on ties).
 void alternatives(const float* z, int64_t V, int64_t k, const Draw& d, std::vector<int32_t>& idx,
@@ -198,6 +214,7 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
   if (o.max_new_tokens < 1) throw Error("generate: maxNewTokens must be >= 1");
   if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) throw Error("generate: topP must be in (0, 1]");
   if (o.top_k < 0) throw Error("generate: topK must be >= 0");
+  if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) throw Error("generate: minP must be in [0, 1]");
   if (!(o.temperature >= 0.0f) || !std::isfinite(o.temperature)) throw Error("generate: temperature must be >= 0");
   if (o.top_logprobs < 0) throw Error("generate: topLogprobs must be >= 0");
   // prefill: all prompts packed into one forward pass
@@ -251,14 +268,14 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
       s.prompt = p, s.j = j;
       // prompt p's samples use seeds[p] (or seed + p): they do not depend on the other prompts
       const uint64_t ps = o.seeds.empty() ? o.seed + uint64_t(p) : o.seeds[size_t(p)];
-      s.stream = (uint64_t(hash_u32(ps, uint64_t(j))) << 32) | hash_u32(ps ^ 0x5bd1e995u, uint64_t(j));
+      s.stream = sample_stream(ps, uint64_t(j));
       s.cap = std::min(o.max_new_tokens, c.max_pos - plen[size_t(p)]);
     }
   std::vector<int32_t> idx;
   std::vector<double> pr;
   std::vector<StepToken> stepped;
   auto take = [&](Sample& s, const float* z, int64_t step) {
-    const Draw r = sample_row(z, V, o, uniform(s.stream, step), idx, pr);
+    const Draw r = sample_row(z, V, o, sample_uniform(s.stream, step), idx, pr);
     s.res.tokens.push_back(r.token);
     s.res.logp.push_back(r.logp);
     const size_t at = s.res.top_ids.size();

@@ -188,6 +188,10 @@ describe('generation', () => {
     assert.deepEqual(Array.from(s.tokens), Array.from(g.tokens).slice(0, Array.from(g.tokens).indexOf(g.tokens[2]) + 1));
     const top = await m.generate([prompt], { maxNewTokens: 4, temperature: 1, topK: 5, topP: 0.9, seed: 7, n: 2 });
     for (const t of top) for (const x of t.logprobs) assert.ok(x <= 0 && x > -Math.log(5) - 1e-6 - 10);
+    // min-p 1 keeps only the most likely token: the greedy tokens, each with log-prob 0
+    const [mp] = await m.generate([prompt], { maxNewTokens: 6, temperature: 1.3, minP: 1, seed: 3 });
+    assert.deepEqual(Array.from(mp.tokens), Array.from(g.tokens));
+    assert.deepEqual(Array.from(mp.logprobs), [0, 0, 0, 0, 0, 0]);
   });
 
   it('a long generation runs off the event loop', async () => {

@@ -78,7 +78,11 @@ function randomShapes(count: number): Shape[] {
   }
   return out;
 }
-const shapes = [...edge, ...randomShapes(6)];
+const sizes = [...edge, ...randomShapes(6)];
+// Products big enough (>= 2e6 flops) for the AVX-512 driver to pack operands once per call and
+// share them between tasks: A shared (several column blocks), B shared (several row blocks), K
+// over several slices of 256, ragged edges (docs/kernels.md, "CPU GEMM").
+const blocked: Shape[] = [{ m: 100, n: 300, k: 300 }, { m: 131, n: 77, k: 601 }];
 const { best, paths } = gemmInfo();
 const allPaths: GemmPathName[] = [...(paths as GemmPathName[]), 'reference'];
 
@@ -89,6 +93,7 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
   });
 
   for (const path of allPaths) {
+    const shapes = path.startsWith('avx512') ? [...sizes, ...blocked] : sizes;
     for (const product of ['forward', 'backwardInput', 'backwardWeight'] as const) {
       it(`${path}: ${product}, accumulate off and on, ${shapes.length} shapes`, () => {
         for (const s of shapes) {

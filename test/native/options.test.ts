@@ -27,7 +27,7 @@ describe('native options', () => {
     assert.deepEqual(resolveTrainOptions({}, 0.5), {
       crossEntropy: false, temperature: 1, chunkTokens: 256, gradScale: 0.5, epsLow: 0.2, epsHigh: 0.2, dualClip: 0, beta: 0, lossType: 'dapo', normLength: 0,
     });
-    assert.deepEqual(resolveGenerateOptions({ maxNewTokens: 4 }, 2), { maxNewTokens: 4, temperature: 1, topP: 1, topK: 0, n: 1, seed: 0, seeds: null, stopIds: [], topLogprobs: 0, cancel: null, onStep: null });
+    assert.deepEqual(resolveGenerateOptions({ maxNewTokens: 4 }, 2), { maxNewTokens: 4, temperature: 1, topP: 1, topK: 0, minP: 0, n: 1, seed: 0, seeds: null, stopIds: [], topLogprobs: 0, cancel: null, onStep: null });
   });
 
   it('refuse unknown keys, missing required ones, and values out of range, naming the config key and flag', () => {
@@ -36,6 +36,7 @@ describe('native options', () => {
     assert.throws(() => adamw([tensor()], { step: 1 } as never), /adamw: 'lr' is required: a number >= 0/);
     assert.throws(() => resolveAdamWOptions('optimizerStep', { lr: 1, beta1: 1 }), /'beta1' \(config key "adamBeta1", --adam-beta1\) must be a number >= 0 and < 1; got 1/);
     assert.throws(() => resolveGenerateOptions({ maxNewTokens: 4, topP: 0 }, 1), /'topP' \(config key "topP", --top-p\) must be a number > 0 and <= 1; got 0/);
+    assert.throws(() => resolveGenerateOptions({ maxNewTokens: 4, minP: 1.5 }, 1), /'minP' \(config key "minP", --min-p\) must be a number >= 0 and <= 1; got 1.5/);
     assert.throws(() => resolveTrainOptions({ epsLow: 0.2, temprature: 1 }, 1), /accumulate: unknown option 'temprature'/);
     for (const err of [() => grpoLoss({ ...lossInput(), epsLow: 2 }), () => resolveTrainOptions({}, -1)]) {
       assert.throws(err, (e: unknown) => e instanceof MurphyNativeError && e.code === 'EINVAL');

@@ -70,6 +70,29 @@ describe('serve', () => {
     assert.notDeepEqual(a[0].tokenIds, a[1].tokenIds);
   });
 
+  it('min_p reaches the sampler on every path (embedded, serve + vLLM client, plain HTTP): min_p 1 keeps only the most likely token', async () => {
+    const prompt = chat(`min-p ${rng.int(1000)}`);
+    const params = { seed: rng.int(1e9), temperature: 1.2, minP: 1, maxTokens: 6 };
+    const emb = await EmbeddedBackend.fromDir(dir, { tokenizer: tok });
+    const greedy = await emb.generate(prompt, 1, { ...params, temperature: 0, minP: 0 });
+    const a = await emb.generate(prompt, 2, params);
+    const client = await VllmBackend.connect({ servers: [srv.url], tokenizer: tok });
+    const b = await client.generate(prompt, 2, params);
+    const { status, json } = await post('/v1/completions', {
+      model: 'tiny', prompt, n: 2, seed: params.seed, temperature: 1.2, min_p: 1, max_tokens: 6, logprobs: 0, return_token_ids: true,
+    });
+    assert.equal(status, 200);
+    const c = choicesOf(json);
+    for (const x of [...a, ...b]) {
+      assert.deepEqual(x.tokenIds, greedy[0].tokenIds);
+      assert.ok(x.logprobs!.every((l) => l === 0), `log-probs ${x.logprobs}`);
+    }
+    for (const x of c) {
+      assert.deepEqual(x.token_ids, greedy[0].tokenIds);
+      assert.ok(x.logprobs!.token_logprobs.every((l) => l === 0));
+    }
+  });
+
   it('merges concurrent requests into one engine call; seeded results never depend on the company they keep', async () => {
     const before0 = srv.batcher.stats.maxMerged;
     const body = { prompt: chat('hi'), n: 2, max_tokens: 24, temperature: 1, return_token_ids: true };
@@ -140,6 +163,7 @@ describe('serve', () => {
       [{ prompt: [1], temperature: -1 }, 400, /'temperature'/, 'temperature'],
       [{ prompt: [1], top_p: 0 }, 400, /'top_p'/, 'top_p'],
       [{ prompt: [1], top_k: 1.5 }, 400, /'top_k'/, 'top_k'],
+      [{ prompt: [1], min_p: 2 }, 400, /'min_p' must be in \[0, 1\]/, 'min_p'],
       [{ prompt: [1], seed: -3 }, 400, /'seed'/, 'seed'],
       [{ prompt: [1], max_tokens: 5000 }, 400, /maximum context length is 2048 tokens/, 'max_tokens'],
       [{ prompt: [1], logprobs: 21 }, 400, /'logprobs' must be an integer in \[0, 20\]/, 'logprobs'],

@@ -335,6 +335,13 @@ describe('protocol corrections (vLLM 0.10.2-0.19)', () => {
     assert.equal(b.completionBody([1], 1, { topK: 20 }).top_k, 20);
   });
 
+  it('min_p is 0 when off and the given minP otherwise; out of range is refused', () => {
+    const b = new VllmBackend({ servers: ['http://127.0.0.1:1'], model: 'm' });
+    assert.equal(b.completionBody([1], 1, {}).min_p, 0);
+    assert.equal(b.completionBody([1], 1, { minP: 0.05 }).min_p, 0.05);
+    assert.throws(() => b.completionBody([1], 1, { minP: 1.5 }), /minP must be in \[0, 1\], got 1.5/);
+  });
+
   it('clamps max_tokens to max_model_len - prompt length; no room: length completions with no tokens, no request', async () => {
     const s = await serve(vllmLike({ maxModelLen: 16 }));
     const b = await VllmBackend.connect({ servers: [s.url] });

@@ -15,6 +15,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "murphy/common.h"
@@ -61,15 +62,32 @@ MURPHY_HD int block_sum_slot(const Thread& t) { return t.block_dim + 32; }
 
 enum class Order { Forward, Reverse };
 
+// Kernels whose number of phases is known only at run time (a loop with a barrier in each
+// step, e.g. a bisection over a row) define `MURPHY_HD int phases() const` instead of kPhases.
+template <class K, class = void>
+struct HasRuntimePhases {
+  static constexpr bool value = false;
+};
+template <class K>
+struct HasRuntimePhases<K, decltype(void(std::declval<const K&>().phases()))> {
+  static constexpr bool value = true;
+};
+template <class K>
+int phase_count(const K& k) {
+  if constexpr (HasRuntimePhases<K>::value) return k.phases();
+  else return K::kPhases;
+}
+
 // Runs kernel k over `grid` blocks of `block` threads on the host (see the rules above).
 template <class K>
 void run_on_host(const K& k, int64_t grid, int block, Order order = Order::Forward) {
   if (block <= 0 || block > kMaxBlock) throw Error("harness: block size " + std::to_string(block) + " outside 1..1024");
   std::vector<float> shared(K::shared_floats(block));
+  const int phases = phase_count(k);
   for (int64_t bi = 0; bi < grid; ++bi) {
     const int64_t b = order == Order::Forward ? bi : grid - 1 - bi;
     for (float& s : shared) s = std::nanf("");
-    for (int p = 0; p < K::kPhases; ++p) {
+    for (int p = 0; p < phases; ++p) {
       for (int ti = 0; ti < block; ++ti) {
         const int t = order == Order::Forward ? ti : block - 1 - ti;
         k(p, Thread{b, t, block, grid}, shared.data());

@@ -13,10 +13,18 @@ template <class K>
 __global__ void __launch_bounds__(kMaxBlock) phased_kernel(K k) {
   extern __shared__ float sh[];
   const Thread t{int64_t(blockIdx.x), int(threadIdx.x), int(blockDim.x), int64_t(gridDim.x)};
+  if constexpr (HasRuntimePhases<K>::value) {
+    const int n = k.phases();
+    for (int p = 0; p < n; ++p) {
+      k(p, t, sh);
+      if (p + 1 < n) __syncthreads();
+    }
+  } else {
 #pragma unroll
-  for (int p = 0; p < K::kPhases; ++p) {
-    k(p, t, sh);
-    if (p + 1 < K::kPhases) __syncthreads();
+    for (int p = 0; p < K::kPhases; ++p) {
+      k(p, t, sh);
+      if (p + 1 < K::kPhases) __syncthreads();
+    }
   }
 }
 

@@ -113,6 +113,7 @@ struct SampleOptions {
   float temperature = 0.0f;  // 0 = greedy
   float top_p = 0.0f;
   int64_t top_k = 0;         // 0 = off
+  float min_p = 0.0f;        // 0 = off; keeps tokens with probability >= min_p x the largest
   int64_t max_new_tokens = 0;
   int64_t n = 0;             // samples per prompt
   uint64_t seed = 0;
@@ -130,6 +131,15 @@ struct SampleOptions {
   // Called on the generating thread after every decode step with the tokens it sampled.
   std::function<void(const std::vector<StepToken>&)> on_step;
 };
+
+// One row of logits sampled as generate() does (generate.cc, the spec of the device sampler in
+// native/gpu/kernels/sampling.h): u in (0, 1) from murphy/sample_rng.h; temperature, min_p,
+// top_k and top_p of `o` (the rest is unused).
+struct SampledToken {
+  int32_t token;
+  float logp;
+};
+SampledToken sample_logits_cpu(const float* z, int64_t V, const SampleOptions& o, double u);
 
 struct GenResult {
   std::vector<int32_t> tokens;

@@ -1,0 +1,82 @@
+// The fp32 matrix products of this build against another native binary (e.g. one built from an
+// earlier commit), in one process: `node --import tsx bench/gemm-vs-binary.ts OTHER.node
+// [--json FILE] [--rounds N] [--only TEXT] [--path avx512|generic|...]`.
+//
+// Both addons are loaded side by side; per shape (bench/model-shapes.ts's layer products, no LM
+// head) the two are interleaved for --rounds rounds (default 12) of a few reps each, and each
+// side keeps its best wall time and its best CPU time (process.cpuUsage: all threads; the thread
+// pools sleep, never spin, so the idle pool of the other binary costs nothing). On a busy machine
+// wall time swings with time slicing; CPU time shows the work each build does (packing included).
+import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { cpuInfo, linearProduct, type LinearProductKind, type GemmPathName } from '../lib/native.js';
+import type { RawAddon } from '../lib/native/raw.js';
+import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
+import { gemmShapes, modelCases } from './model-shapes.js';
+
+const { argv, opt } = cliArgs();
+const log = (s: string) => process.stderr.write(`${s}\n`);
+const other = argv[0] && !argv[0].startsWith('--') ? resolve(argv[0]) : undefined;
+if (!other) {
+  log('usage: node --import tsx bench/gemm-vs-binary.ts OTHER.node [--json FILE] [--rounds N] [--only TEXT] [--path NAME]');
+  process.exit(2);
+}
+const theirs = createRequire(import.meta.url)(other) as RawAddon;
+if (!theirs.linearProduct) {
+  log(`${other} predates linearProduct: nothing to compare`);
+  process.exit(2);
+}
+const rounds = Number(opt('--rounds') ?? 12);
+const path = (opt('--path') ?? 'auto') as GemmPathName;
+const loadavg = () => readFileSync('/proc/loadavg', 'utf8').trim();
+const fill = (n: number) => Float32Array.from({ length: n }, (_, i) => Math.sin(i * 12.9898));
+
+const loadStart = loadavg();
+log(`gemm-vs-binary: ${other} vs this build, path ${path}, ${cpuInfo().threads} threads, ${rounds} rounds; load ${loadStart}`);
+const rows: Record<string, unknown>[] = [];
+for (const c of modelCases(false)) {
+  for (const [name, m, k, n, product] of gemmShapes(c)) {
+    if (name.includes('lm head') || m <= 32 || (opt('--only') && !name.includes(opt('--only')!))) continue;
+    const kind = product as LinearProductKind;
+    const a = fill(kind === 'forward' ? m * k : m * n);
+    const b = fill(kind === 'backwardWeight' ? m * k : n * k);
+    const out = new Float32Array(kind === 'forward' ? m * n : kind === 'backwardInput' ? m * k : n * k);
+    const accumulate = kind === 'backwardWeight';
+    const sides = {
+      other: () => theirs.linearProduct!({ product: kind, a, b, out, m, n, k, accumulate, path }),
+      this: () => linearProduct(kind, a, b, out, { m, n, k }, { accumulate, path }),
+    };
+    const best = { other: { wall: Infinity, cpu: Infinity }, this: { wall: Infinity, cpu: Infinity } };
+    const flops = 2 * m * n * k, reps = Math.max(2, Math.min(20, Math.round(3e8 / flops)));
+    for (let r = 0; r < rounds; r++) {
+      for (const side of ['other', 'this'] as const) {
+        for (let i = 0; i < reps; i++) {
+          const c0 = process.cpuUsage(), t0 = performance.now();
+          sides[side]();
+          const wall = performance.now() - t0, cu = process.cpuUsage(c0);
+          best[side].wall = Math.min(best[side].wall, wall);
+          best[side].cpu = Math.min(best[side].cpu, (cu.user + cu.system) / 1e3);
+        }
+      }
+    }
+    const row = {
+      name, product, m, k, n, reps,
+      other_wall_ms: best.other.wall, this_wall_ms: best.this.wall, other_cpu_ms: best.other.cpu, this_cpu_ms: best.this.cpu,
+      wall_speedup: best.other.wall / best.this.wall, cpu_speedup: best.other.cpu / best.this.cpu,
+    };
+    rows.push(row);
+    log(`  ${name.padEnd(36)} ${`${m}x${k}x${n}`.padEnd(16)} wall ${row.wall_speedup.toFixed(2)}x  CPU time ${row.cpu_speedup.toFixed(2)}x (this build vs other; > 1: this is faster)`);
+  }
+}
+const loadEnd = loadavg();
+log(`load at the end ${loadEnd}`);
+const jsonPath = opt('--json');
+if (jsonPath) {
+  writeJsonAtomic(jsonPath, {
+    date: new Date().toISOString(), machine: machineInfo(), other, path, threads: cpuInfo().threads, rounds,
+    loadavg_start: loadStart, loadavg_end: loadEnd,
+    note: 'this build vs another binary, one process, interleaved; best wall and best CPU time (all threads) per side; speedup = other / this',
+    rows,
+  });
+}
