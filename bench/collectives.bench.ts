@@ -1,5 +1,7 @@
 // Collective benchmark of the CPU backend (lib/dist/tcp.ts, loopback TCP between processes):
-// `node --import tsx bench/collectives.bench.ts [--ranks N] [--quick] [--json FILE]`.
+// `node --import tsx bench/collectives.bench.ts [--ranks N] [--quick] [--json FILE] [--nccl]`.
+// --nccl: the device half, NCCL between one process per GPU (bench/nccl-bench.ts; --ranks
+// defaults to the GPU count); without a CUDA device or NCCL it says why and exits 0.
 //
 // For each bucket size, every op (all-reduce, reduce-scatter, all-gather, broadcast) runs on N
 // rank processes of this script; the time is the median over 5-30 iterations after 2 untimed
@@ -8,11 +10,11 @@
 // x 1 for broadcast. From the largest bucket's figures: the estimated time to move 1.7B and 7B
 // bf16 weights (a broadcast, as a weight sync does) and a ZeRO-1 step's traffic (fp32
 // reduce-scatter of the gradients + fp32 all-gather of the weights, as the CPU engine does).
-// The device half (NCCL) is added by the NCCL backend.
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
 import { TcpCollective } from '../lib/dist/tcp.js';
+import { ncclBenchId, ncclBenchRank, ncclBenchSkip } from './nccl-bench.js';
 
 type Op = 'allReduce' | 'reduceScatter' | 'allGather' | 'broadcast';
 const OPS: Op[] = ['allReduce', 'reduceScatter', 'allGather', 'broadcast'];
@@ -27,6 +29,7 @@ interface Row {
 
 const { flag, opt } = cliArgs();
 const quick = flag('--quick');
+const nccl = flag('--nccl');
 const SIZES = quick ? [1 << 16, 1 << 20, 1 << 23] : [1 << 16, 1 << 20, 1 << 23, 1 << 25, 1 << 27];
 
 function median(xs: number[]): number {
@@ -36,7 +39,9 @@ function median(xs: number[]): number {
 
 async function rankMain(): Promise<void> {
   const rank = Number(process.env.RANK), world = Number(process.env.WORLD_SIZE);
-  const c = await TcpCollective.create({ rank, worldSize: world, masterAddr: '127.0.0.1', masterPort: Number(process.env.MASTER_PORT), timeoutMs: 600_000 });
+  const c = nccl
+    ? await ncclBenchRank(rank, world, process.env.MURPHY_NCCL_ID!)
+    : await TcpCollective.create({ rank, worldSize: world, masterAddr: '127.0.0.1', masterPort: Number(process.env.MASTER_PORT), timeoutMs: 600_000 });
   const rows: Row[] = [];
   for (const bytes of SIZES) {
     const n = bytes / 4;
@@ -67,13 +72,28 @@ async function rankMain(): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const world = Number(opt('--ranks') ?? 2);
+  let ncclId = '';
+  let devices = 0;
+  if (nccl) {
+    const s = ncclBenchSkip();
+    if (s.skip) {
+      console.log(`collectives --nccl: skipped: ${s.skip}`);
+      return;
+    }
+    devices = s.devices;
+    ncclId = ncclBenchId();
+  }
+  const world = Number(opt('--ranks') ?? (nccl ? devices : 2));
+  const visible = process.env.CUDA_VISIBLE_DEVICES?.split(',').filter((x) => x.trim() !== '');
   const port = 20000 + Math.floor(Math.random() * 20000);
   const script = fileURLToPath(import.meta.url);
   let out = '';
   const codes = await Promise.all(Array.from({ length: world }, (_, r) => new Promise<number>((resolve) => {
     const child = spawn(process.execPath, [...process.execArgv, script, ...process.argv.slice(2)], {
-      env: { ...process.env, RANK: String(r), WORLD_SIZE: String(world), MASTER_PORT: String(port), MURPHY_BENCH_RANK: '1' },
+      env: {
+        ...process.env, RANK: String(r), WORLD_SIZE: String(world), MASTER_PORT: String(port), MURPHY_BENCH_RANK: '1',
+        ...(nccl ? { MURPHY_NCCL_ID: ncclId, CUDA_VISIBLE_DEVICES: visible ? visible[r % visible.length] : String(r % devices) } : {}),
+      },
       stdio: ['ignore', r === 0 ? 'pipe' : 'ignore', 'inherit'],
     });
     child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
@@ -89,13 +109,15 @@ async function main(): Promise<void> {
     zero1_step_fp32_s: +((params * 4 * (world - 1)) / world / (bw('reduceScatter') * 1e9) + (params * 4 * (world - 1)) / world / (bw('allGather') * 1e9)).toFixed(2),
   });
   const doc = {
-    benchmark: 'collectives (CPU backend, loopback TCP)',
+    benchmark: nccl ? 'collectives (NCCL, one process per GPU, device buffers)' : 'collectives (CPU backend, loopback TCP)',
     date: new Date().toISOString(),
     machine: machineInfo(),
     ranks: world,
     rows,
     estimates_from_largest_bucket: { bucket_bytes: largest, models: [estimate(1.7e9), estimate(7e9)] },
-    note: 'Rank processes on one machine over loopback TCP; bus bandwidth as nccl-tests defines it. The device half (NCCL) is not measured here.',
+    note: nccl
+      ? 'Rank processes on one machine, one GPU each, NCCL on device buffers; bus bandwidth as nccl-tests defines it.'
+      : 'Rank processes on one machine over loopback TCP; bus bandwidth as nccl-tests defines it. The device half: --nccl.',
   };
   console.log(`ranks ${world}`);
   console.log('op             bytes        median ms   algbw GB/s  busbw GB/s');

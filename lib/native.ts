@@ -617,6 +617,15 @@ export function cublasLtLoader(): RawCublasLtLoader | undefined {
   return addon().cublasLtLoad;
 }
 
+export type { NcclBuffer, NcclDType, NcclRedOp, RawNccl, RawNcclComm, RawNcclLoad } from './native/raw.js';
+
+/** The addon's NCCL entry points (native/gpu/nccl_binding.cc), or undefined when the binary predates them. */
+export function ncclNative(): import('./native/raw.js').RawNccl | undefined {
+  const a = addon();
+  if (a.ncclLoad === undefined || a.ncclUniqueId === undefined || a.ncclInit === undefined) return undefined;
+  return { ncclLoad: a.ncclLoad, ncclUniqueId: a.ncclUniqueId, ncclInit: a.ncclInit };
+}
+
 /** Runs a GPU-engine kernel case on the CPU harness (the kernel code block by block) and the CPU reference op. */
 export function kernelHarness(c: KernelCase): KernelRun {
   const f = addon().kernelHarness;

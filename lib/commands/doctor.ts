@@ -2,6 +2,7 @@
 import type { CommandModule } from 'yargs';
 import { describeIsolation, type IsolationReport } from '../exec/index.js';
 import { findCublasLt, type CublasLtReport } from '../gpu/cublaslt.js';
+import { findNccl, type NcclReport } from '../gpu/nccl.js';
 import { binaryInfo, cpuInfo, cuda, type CudaStatus } from '../native.js';
 
 export interface DoctorReport {
@@ -12,6 +13,8 @@ export interface DoctorReport {
   driverTooOld: string | null;
   /** cuBLASLt (the GPU engine's GEMMs, loaded at run time): which library and version, or why none. */
   cublasLt: CublasLtReport;
+  /** NCCL (multi-GPU collectives and weight sync to vLLM, loaded at run time): which library and version, or why none. */
+  nccl: NcclReport;
   node: string;
   platform: string;
   /** The code executor's protections on this machine; null when they could not be checked. */
@@ -55,7 +58,7 @@ export async function doctorReport(opts: { python?: string } = {}): Promise<Doct
   }
   const status = cuda.status();
   return {
-    binary: binaryInfo(), cpu: cpuInfo(), cuda: status, driverTooOld: driverTooOld(status), cublasLt: findCublasLt(),
+    binary: binaryInfo(), cpu: cpuInfo(), cuda: status, driverTooOld: driverTooOld(status), cublasLt: findCublasLt(), nccl: findNccl(),
     node: process.version, platform: `${process.platform}-${process.arch}`,
     sandbox, ...(sandboxError ? { sandboxError } : {}),
   };
@@ -91,6 +94,9 @@ export function formatDoctor(r: DoctorReport): string {
   lines.push(r.cublasLt.found
     ? `cublasLt       ${r.cublasLt.versionText} from ${r.cublasLt.path} (${r.cublasLt.origin})`
     : `cublasLt       ${r.cublasLt.reason}`);
+  lines.push(r.nccl.found
+    ? `nccl           ${r.nccl.versionText} from ${r.nccl.path} (${r.nccl.origin})`
+    : `nccl           ${r.nccl.reason}`);
   if (r.sandbox) {
     const s = r.sandbox;
     lines.push(`sandbox        ${s.bubblewrap ? 'bubblewrap' : 'no bubblewrap (weaker isolation)'}, mode ${s.mode}, python ${s.python}`);
@@ -107,7 +113,7 @@ export function formatDoctor(r: DoctorReport): string {
 
 export const doctorCommand: CommandModule<object, { json: boolean; python?: string }> = {
   command: 'doctor',
-  describe: 'Show which native binary is loaded, CPU threads and SIMD level, CUDA devices, cuBLASLt and sandbox protections',
+  describe: 'Show which native binary is loaded, CPU threads and SIMD level, CUDA devices, cuBLASLt, NCCL and sandbox protections',
   builder: (y) =>
     y
       .option('json', { type: 'boolean', default: false, describe: 'Print the report as JSON' })

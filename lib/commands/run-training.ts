@@ -21,6 +21,7 @@ import { EmbeddedBackend } from '../rollout/embedded.js';
 import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
+import { weightSyncFor } from '../rollout/weight-sync.js';
 import { writeReport } from '../report/html.js';
 import { policyEngine, selectTrainingDevice } from '../gpu/device.js';
 import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
@@ -68,7 +69,7 @@ export interface RunTrainingResult {
 }
 
 /** Keys a resume may change; every other key must equal the run's. */
-export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey', 'earlyStopWindow', 'earlyStopMinSignal'] as const;
+export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey', 'earlyStopWindow', 'earlyStopMinSignal', 'weightSync', 'weightSyncBucketMb', 'weightSyncTimeoutS'] as const;
 
 /** Keys (other than RESUMABLE_KEYS and out) whose values differ between two configurations, sorted. */
 export function configDifferences(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
@@ -259,6 +260,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       apiKey: c.vllmApiKey ?? undefined,
       tokenizer: tok,
       syncDir: join(resolve(run.root), coll && coll.worldSize > 1 ? `sync-rank${coll.rank}` : 'sync'),
+      weightSync: weightSyncFor(c.weightSync, { bucketBytes: c.weightSyncBucketMb * 2 ** 20, timeoutMs: c.weightSyncTimeoutS * 1000, log }),
       maxRetries: 2,
     });
   }

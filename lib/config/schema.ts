@@ -68,6 +68,9 @@ export interface TrainConfig {
   serverUrl: string | null;
   servedModelName: string | null;
   vllmApiKey: string | null;
+  weightSync: 'auto' | 'nccl' | 'disk';
+  weightSyncBucketMb: number;
+  weightSyncTimeoutS: number;
   temperature: number;
   topP: number;
   topK: number;
@@ -147,6 +150,9 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   serverUrl: { type: 'string', default: null, group: 'rollout', doc: 'Base URL of the vLLM server (backend vllm), e.g. http://127.0.0.1:8000.' },
   servedModelName: { type: 'string', default: null, group: 'rollout', doc: 'Model name the server serves (default: the server\'s first model).' },
   vllmApiKey: { type: 'string', default: null, group: 'rollout', doc: 'API key sent to the vLLM server(s) as Authorization: Bearer (their --api-key); unset: the environment variable MURPHY_API_KEY. Never written to the run directory or the log.' },
+  weightSync: { type: 'enum', values: ['auto', 'nccl', 'disk'], default: 'auto', group: 'rollout', doc: 'How trained weights reach the vLLM servers (backend vllm): nccl (broadcast over NCCL from a GPU of the trainer process; fails at the first sync when the checks refuse), disk (a checkpoint in the run directory, loaded by each server), auto (nccl where it can be set up, else disk). A failed NCCL sync falls back to disk for that step. docs/distributed.md.' },
+  weightSyncBucketMb: { type: 'int', default: 512, min: 256, max: 1024, group: 'rollout', doc: 'Size of the bf16 buckets of an NCCL weight sync, MiB.' },
+  weightSyncTimeoutS: { type: 'int', default: 300, min: 1, group: 'rollout', doc: 'Deadline of an NCCL weight sync (and of forming its group), seconds; past it the group is aborted and the step syncs through the disk.' },
   temperature: { type: 'number', default: 1, min: 0, group: 'rollout', doc: 'Sampling temperature of rollouts.' },
   topP: { type: 'number', default: 1, gt: 0, max: 1, group: 'rollout', doc: 'Nucleus sampling of rollouts.' },
   topK: { type: 'int', default: 0, min: 0, group: 'rollout', doc: 'Top-k sampling of rollouts (0 = off).' },

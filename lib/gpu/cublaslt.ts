@@ -12,75 +12,22 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { cublasLtLoader, type CublasLtLoader } from '../native.js';
+import { libraryCandidates, notFoundReason, type CandidateInputs, type CandidateList, type LibraryCandidate, type LibrarySpec, type LoadAttempt } from './library-search.js';
 
 export const CUBLASLT_SONAMES = ['libcublasLt.so.13', 'libcublasLt.so.12'] as const;
 export const WHEEL_LIB_DIRS = ['nvidia/cu13/lib', 'nvidia/cu12/lib', 'nvidia/cublas/lib'] as const;
 
-export interface CublasLtCandidate {
-  /** A file path, or a bare soname handed to the dynamic loader. */
-  path: string;
-  /** Where it came from: 'MURPHY_CUBLASLT', 'CUDA_HOME', 'CUDA_PATH', 'default CUDA', 'python wheel', 'dynamic loader'. */
-  origin: string;
-}
+export type CublasLtCandidate = LibraryCandidate;
+export type { CandidateInputs, CandidateList };
 
-export interface CandidateInputs {
-  env: Record<string, string | undefined>;
-  /** site-packages folders of the Python interpreters found (see pythonSitePackages). */
-  sitePackages: string[];
-  /** Whether a file exists (injected so that tests need no real files). */
-  exists: (path: string) => boolean;
-  isDirectory: (path: string) => boolean;
-}
-
-export interface CandidateList {
-  candidates: CublasLtCandidate[];
-  /** Every place looked at, in order, for the "not found" message. */
-  searched: string[];
-}
+/** cuBLASLt's place in the shared search order (lib/gpu/library-search.ts). */
+export const CUBLASLT_SPEC: LibrarySpec = {
+  envVar: 'MURPHY_CUBLASLT', sonames: CUBLASLT_SONAMES, wheelDirs: WHEEL_LIB_DIRS, wheelLabel: 'nvidia/{cu13,cu12,cublas}/lib',
+};
 
 /** The ordered candidates (pure: everything it reads comes in through `inp`). */
 export function cublasLtCandidates(inp: CandidateInputs): CandidateList {
-  const forced = inp.env.MURPHY_CUBLASLT;
-  if (forced !== undefined && forced !== '') {
-    if (inp.isDirectory(forced)) {
-      return {
-        candidates: CUBLASLT_SONAMES.map((s) => ({ path: join(forced, s), origin: 'MURPHY_CUBLASLT' })),
-        searched: [`MURPHY_CUBLASLT=${forced}`],
-      };
-    }
-    return { candidates: [{ path: forced, origin: 'MURPHY_CUBLASLT' }], searched: [`MURPHY_CUBLASLT=${forced}`] };
-  }
-  const candidates: CublasLtCandidate[] = [];
-  const searched: string[] = [];
-  const seen = new Set<string>();
-  const addDir = (dir: string, origin: string): void => {
-    if (seen.has(dir)) return;
-    seen.add(dir);
-    searched.push(`${dir} (${origin})`);
-    for (const s of CUBLASLT_SONAMES) {
-      const p = join(dir, s);
-      if (inp.exists(p)) candidates.push({ path: p, origin });
-    }
-  };
-  const roots: [string, string][] = [];
-  if (inp.env.CUDA_HOME) roots.push([inp.env.CUDA_HOME, 'CUDA_HOME']);
-  if (inp.env.CUDA_PATH) roots.push([inp.env.CUDA_PATH, 'CUDA_PATH']);
-  if (roots.length === 0) roots.push(['/usr/local/cuda', 'default CUDA']);
-  for (const [root, origin] of roots) addDir(join(root, 'lib64'), origin);
-  for (const sp of inp.sitePackages) {
-    for (const d of WHEEL_LIB_DIRS) {
-      const dir = join(sp, d);
-      for (const so of CUBLASLT_SONAMES) {
-        const p = join(dir, so);
-        if (inp.exists(p) && !candidates.some((c) => c.path === p)) candidates.push({ path: p, origin: 'python wheel' });
-      }
-    }
-  }
-  if (inp.sitePackages.length > 0) searched.push(`nvidia/{cu13,cu12,cublas}/lib under ${inp.sitePackages.join(', ')} (python wheels)`);
-  else searched.push('no python3 on PATH to ask for site-packages (python wheels)');
-  searched.push('the dynamic loader');
-  for (const s of CUBLASLT_SONAMES) candidates.push({ path: s, origin: 'dynamic loader' });
-  return { candidates, searched };
+  return libraryCandidates(CUBLASLT_SPEC, inp);
 }
 
 const SITE_SCRIPT =
@@ -122,12 +69,7 @@ export function pythonSitePackages(pathVar: string | undefined = process.env.PAT
   return out;
 }
 
-export interface CublasLtAttempt {
-  path: string;
-  origin: string;
-  /** Empty for the one that loaded. */
-  error: string;
-}
+export type CublasLtAttempt = LoadAttempt;
 
 export interface CublasLtReport {
   found: boolean;
@@ -159,18 +101,7 @@ export function loadCublasLt(list: CandidateList, opts: { install?: boolean; loa
   if (r.ok) {
     return { found: true, path: r.path, origin: r.origin, version: r.version, versionText: r.versionText, searched: list.searched, attempts: r.attempts };
   }
-  const forced = list.candidates.length > 0 && list.candidates.every((c) => c.origin === 'MURPHY_CUBLASLT');
-  let reason: string;
-  if (forced) {
-    const why = r.attempts.map((a) => `${a.path}: ${a.error}`).join('; ');
-    reason = `cuBLASLt not found: MURPHY_CUBLASLT is set and ${why}; point it at a libcublasLt.so.13 or .so.12 file (or unset it to search the usual places)`;
-  } else {
-    const failedFiles = r.attempts.filter((a) => a.origin !== 'dynamic loader').map((a) => `${a.path} (${a.origin}): ${a.error}`);
-    const loaderErr = r.attempts.filter((a) => a.origin === 'dynamic loader').map((a) => a.error.replace(/^dlopen failed: /, ''));
-    reason = `cuBLASLt not found: looked in ${list.searched.join(', ')}` +
-      (failedFiles.length ? `; unusable: ${failedFiles.join('; ')}` : '') +
-      (loaderErr.length ? ` (${loaderErr.join('; ')})` : '') + `; ${FIX}`;
-  }
+  const reason = notFoundReason('cuBLASLt', CUBLASLT_SPEC, list, r.attempts, FIX, 'point it at a libcublasLt.so.13 or .so.12 file');
   return { found: false, reason, searched: list.searched, attempts: r.attempts };
 }
 

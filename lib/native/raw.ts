@@ -167,6 +167,30 @@ export interface RawCublasLtLoad {
 }
 export type RawCublasLtLoader = (candidates: { path: string; origin: string }[], install: boolean) => RawCublasLtLoad;
 
+/** ncclLoad's answer (native/gpu/nccl_binding.cc): the same shape as cublasLtLoad's. */
+export type RawNcclLoad = RawCublasLtLoad;
+export type NcclDType = 'f32' | 'bf16' | 'u8';
+export type NcclRedOp = 'sum' | 'prod' | 'max' | 'min' | 'avg';
+/** A buffer NCCL reads or writes: a device array (a host typed array only reaches a fake library). */
+export type NcclBuffer = RawTensor;
+/** One rank of a communicator (native/gpu/nccl_binding.cc). Every method but abort waits off the JS thread. */
+export interface RawNcclComm {
+  readonly rank: number;
+  readonly nranks: number;
+  readonly device: number;
+  allReduce(send: NcclBuffer, recv: NcclBuffer, count: number, dtype: NcclDType, op: NcclRedOp, timeoutMs: number): Promise<void>;
+  reduceScatter(send: NcclBuffer, recv: NcclBuffer, recvCount: number, dtype: NcclDType, op: NcclRedOp, timeoutMs: number): Promise<void>;
+  allGather(send: NcclBuffer, recv: NcclBuffer, sendCount: number, dtype: NcclDType, timeoutMs: number): Promise<void>;
+  broadcast(send: NcclBuffer | null, recv: NcclBuffer, count: number, dtype: NcclDType, root: number, timeoutMs: number): Promise<void>;
+  close(timeoutMs: number): Promise<void>;
+  abort(): void;
+}
+export interface RawNccl {
+  ncclLoad(candidates: { path: string; origin: string }[], install: boolean): RawNcclLoad;
+  ncclUniqueId(): Uint8Array;
+  ncclInit(id: Uint8Array, nranks: number, rank: number, device: number, timeoutMs: number): Promise<RawNcclComm>;
+}
+
 /** A GPU-engine kernel case for the harness (op, sizes, dtype, order, inputs, ints). */
 export interface KernelCase {
   op: string;
@@ -182,6 +206,10 @@ export interface RawAddon {
   /** The GPU engine's host-side pieces; absent from binaries that predate them. */
   cublasLtLoad?: RawCublasLtLoader;
   kernelHarness?: (c: KernelCase) => KernelRun;
+  /** NCCL (native/gpu/nccl_binding.cc); absent from binaries that predate it. */
+  ncclLoad?: RawNccl['ncclLoad'];
+  ncclUniqueId?: RawNccl['ncclUniqueId'];
+  ncclInit?: RawNccl['ncclInit'];
   /** CUDA builds only. */
   kernelCuda?: (c: KernelCase) => KernelRun & { harness: KernelTensors };
   setErrorClass(cls: new (message: string, code: NativeErrorCode) => Error): void;

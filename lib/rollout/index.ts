@@ -33,3 +33,6 @@ export {
   type VllmEvent,
   type VllmOptions,
 } from './vllm.js';
+export { bucketPlan, DEFAULT_BUCKET_BYTES, packBucket, unpackBucket, type SyncBucket, type SyncMeta } from './weight-sync-plan.js';
+export { groupLayout, NcclChannel, NcclWeightSync, WeightSyncRefused, WEIGHT_SYNC_MODES, type NcclWeightSyncOptions, type SyncChannel, type WeightSyncMode } from './weight-sync.js';
+export { LoopbackChannel } from './weight-sync-loopback.js';

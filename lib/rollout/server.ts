@@ -8,7 +8,8 @@
 //                              (both: stream, n, logprobs with up to 20 alternatives, vLLM's
 //                              return_token_ids, ...; the response has vLLM's extra fields)
 //   POST /collective_rpc       {"method": "murphy_load_weights", "args": [dir]}: as vLLM with the
-//                              worker extension in python/murphy_vllm
+//                              worker extension in python/murphy_vllm; murphy_nccl_info/_init/_recv/_close
+//                              over a loopback fake of NCCL (lib/rollout/weight-sync-serve.ts)
 //   POST /reset_prefix_cache   (nothing cached across requests; accepted for compatibility)
 //
 // With an API key every route but /health needs `Authorization: Bearer KEY`. A request whose
@@ -24,6 +25,7 @@ import { finishSample, type FinishedSample } from './finish.js';
 import { bad, engineRequest, HttpError, planRequest, type GenPlan, type Json } from './openai-request.js';
 import { chatLogprobs, completionLogprobs, SampleStream, tokenText, type StreamDelta } from './openai-response.js';
 import type { EngineRequest, RolloutEngine, StreamedToken, TextCodec } from './types.js';
+import { LoopbackWorker } from './weight-sync-serve.js';
 import { RolloutError } from './types.js';
 
 /** The collective_rpc method that loads a checkpoint directory (same name as the vLLM worker extension's). */
@@ -139,9 +141,11 @@ class Handler {
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly eos: number[];
   private readonly key: Buffer | undefined;
+  private readonly ncclWorker: LoopbackWorker;
 
   constructor(private readonly o: ServeOptions) {
     this.batcher = new EngineBatcher(o.engine, { maxQueuedTokens: SERVE_DEFAULTS.maxQueuedTokens, ...o });
+    this.ncclWorker = new LoopbackWorker(o.engine, (fn) => this.batcher.exclusive(fn));
     this.eos = [...(o.eosTokenIds ?? o.tokenizer?.eosTokenIds ?? [])];
     this.key = o.apiKey === undefined ? undefined : digest(o.apiKey);
   }
@@ -376,6 +380,8 @@ class Handler {
 
   private async rpc(b: Json): Promise<Json> {
     if (typeof b.method !== 'string') throw bad("Missing 'method' in request body", 'method');
+    // the NCCL weight-sync methods, over the loopback fake (lib/rollout/weight-sync-serve.ts)
+    if (LoopbackWorker.handles(b.method)) return this.ncclWorker.call(b.method, Array.isArray(b.args) ? b.args : [], typeof b.timeout === 'number' ? b.timeout : undefined);
     if (b.method !== LOAD_WEIGHTS_METHOD) throw bad(`unknown collective_rpc method '${b.method}' (this server has '${LOAD_WEIGHTS_METHOD}')`, 'method');
     const args = b.args;
     const kw = (b.kwargs ?? {}) as Json;

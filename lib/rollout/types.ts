@@ -42,6 +42,8 @@ export interface WeightSyncReport {
   /** Servers that could not be updated (dead, or the RPC failed) with the reason. */
   failed: { server: string; error: string }[];
   seconds: number;
+  /** Set when the configured method (NCCL) failed and this step fell back to the disk: why. */
+  fallback?: string;
 }
 
 /** Moves the trainer's weights to wherever rollouts are generated. */

@@ -63,8 +63,11 @@ export interface VllmOptions extends SamplingDefaults {
   syncDir?: string;
   /** Checkpoint directories kept after a sync. Default 1. */
   syncKeep?: number;
-  /** Replaces the default disk sync (a later NCCL broadcast plugs in here). */
-  weightSync?: WeightSync;
+  /**
+   * Replaces the default disk sync: a WeightSync, or a function of this client and its disk
+   * sync that makes one (the NCCL sync, lib/rollout/weight-sync.ts, which falls back to the disk).
+   */
+  weightSync?: WeightSync | ((client: VllmBackend, disk: DiskWeightSync) => WeightSync);
   fetch?: FetchLike;
   onEvent?: (e: VllmEvent) => void;
 }
@@ -226,7 +229,8 @@ export class VllmBackend implements RolloutBackend {
     this.apiKey = o.apiKey ?? (process.env.MURPHY_API_KEY || undefined);
     this.modelName = o.model;
     this.fetchFn = o.fetch ?? (globalThis.fetch as unknown as FetchLike);
-    this.sync = o.weightSync ?? new DiskWeightSync(this, { dir: o.syncDir, keep: o.syncKeep });
+    const disk = new DiskWeightSync(this, { dir: o.syncDir, keep: o.syncKeep });
+    this.sync = typeof o.weightSync === 'function' ? o.weightSync(this, disk) : o.weightSync ?? disk;
   }
 
   /** Creates the backend and runs the start-up checks (see check()); throws when no server passes. */
@@ -584,6 +588,7 @@ export class VllmBackend implements RolloutBackend {
 
   async close(): Promise<void> {
     this.closed = true;
+    await (this.sync as WeightSync & { close?: () => Promise<void> }).close?.();
   }
 }
 

@@ -86,6 +86,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   register_model(env, exports);
   register_gemm(env, exports);
   gpu::register_gpu(env, exports);
+  gpu::register_nccl(env, exports);
   exports.Set("DeviceBuffer", DeviceBuffer::Init(env));
   exports.Set("buildInfo", Napi::Function::New(env, BuildInfo));
   exports.Set("cpuInfo", Napi::Function::New(env, CpuInfo));

@@ -13,5 +13,6 @@ void register_gemm(Napi::Env env, Napi::Object exports);     // gemm.cc
 
 namespace gpu {
 void register_gpu(Napi::Env env, Napi::Object exports);  // native/gpu/binding.cc
+void register_nccl(Napi::Env env, Napi::Object exports);  // native/gpu/nccl_binding.cc
 }  // namespace gpu
 }  // namespace murphy

@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "dl_library.h"
 #include "murphy/common.h"
 
 namespace murphy {
@@ -39,33 +40,12 @@ bool g_installed = false;
 CublasLtApi g_api{};
 CublasLtFound g_found;
 
-std::string dl_error(const char* fallback) {
-  const char* e = dlerror();
-  return e ? std::string(e) : std::string(fallback);
-}
-
 // Opens one candidate; on success fills api/path/version and returns the handle.
 void* try_open(const CublasLtCandidate& c, CublasLtApi* api, std::string* path, size_t* version, std::string* err) {
-  (void)dlerror();
-  void* h = dlopen(c.path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    *err = "dlopen failed: " + dl_error("unknown error");
-    return nullptr;
-  }
-  void** slots = reinterpret_cast<void**>(api);
-  for (size_t i = 0; i < kCublasLtSymbolCount; ++i) {
-    (void)dlerror();
-    void* s = dlsym(h, kCublasLtSymbols[i]);
-    if (!s) {
-      *err = std::string("not a usable cuBLASLt: entry point ") + kCublasLtSymbols[i] + " is missing";
-      dlclose(h);
-      return nullptr;
-    }
-    slots[i] = s;
-  }
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(api->GetVersion), &info) != 0 && info.dli_fname) *path = info.dli_fname;
-  else *path = c.path;
+  void* h = dl_open_entry_points(c.path, kCublasLtSymbols, kCublasLtSymbolCount, reinterpret_cast<void**>(api),
+                                 "cuBLASLt", err);
+  if (!h) return nullptr;
+  *path = dl_file_of(reinterpret_cast<void*>(api->GetVersion), c.path);
   *version = api->GetVersion();
   const size_t major = *version / 10000;
   if (major != 12 && major != 13) {

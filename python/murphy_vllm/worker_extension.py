@@ -1,4 +1,5 @@
-"""vLLM worker extension: load new policy weights from a Hugging Face checkpoint directory.
+"""vLLM worker extension: load new policy weights from a Hugging Face checkpoint directory, or
+receive them over NCCL from the trainer (the murphy_nccl_* methods, below).
 
 The murphy-native trainer writes the policy as a Hugging Face directory (config.json,
 model.safetensors or a sharded model.safetensors.index.json) and then asks every vLLM
@@ -28,7 +29,7 @@ import json
 import os
 import struct
 
-__all__ = ["MurphyWorkerExtension", "checkpoint_files", "iter_checkpoint"]
+__all__ = ["MurphyWorkerExtension", "checkpoint_files", "iter_checkpoint", "nccl_rank"]
 
 _DTYPES = {
     "F64": "float64",
@@ -147,7 +148,168 @@ def _parallel_layout(worker):
     return int(dp_rank or 0), int(tp or 1), int(pp or 1)
 
 
-class MurphyWorkerExtension:
+# ---------------------------------------------------------------------------------------------
+# Weight sync over NCCL (docs/distributed.md, "NCCL weight sync"). The trainer is rank 0 of a
+# group with every vLLM worker; it calls, through /collective_rpc:
+#   murphy_nccl_info()                         -> layout, GPU UUID, NCCL version of each worker
+#   murphy_nccl_init(uid_hex, world, offset)   -> joins the group as offset + dp_rank * TP*PP + local rank
+#   murphy_nccl_recv(meta_json)                -> receives the bf16 buckets broadcast from rank 0, in
+#                                                 order, and loads them; {"loaded": true, "tensors": n}
+#   murphy_nccl_close()                        -> destroys the communicator
+# vLLM's own NCCL wrapper (pynccl_wrapper.NCCLLibrary) is used, so the NCCL is the one vLLM
+# loads. vLLM never calls the extension's __init__: the state lives in _NcclState.
+
+NCCL_UINT8 = 1  # ncclDataType_t ncclUint8
+
+
+class _NcclState:
+    lib = None
+    comm = None
+    rank = None
+    world = None
+
+
+def _nccl_library():
+    """vLLM's NCCLLibrary (loaded once per worker process)."""
+    if _NcclState.lib is None:
+        from vllm.distributed.device_communicators.pynccl_wrapper import NCCLLibrary  # type: ignore
+
+        _NcclState.lib = NCCLLibrary()
+    return _NcclState.lib
+
+
+def _dp_size(worker):
+    cfg = getattr(worker, "vllm_config", None)
+    par = getattr(cfg, "parallel_config", None)
+    return int(getattr(par, "data_parallel_size", 1) or 1) if par is not None else 1
+
+
+def nccl_rank(rank_offset, dp_rank, tp, pp, worker_rank):
+    """The worker's rank in the weight-sync group: offset + dp_rank * (TP x PP) + its rank within
+    its engine (worker_rank modulo TP x PP: some vLLM versions number workers across engines)."""
+    per = tp * pp
+    return int(rank_offset) + int(dp_rank) * per + int(worker_rank) % per
+
+
+def _device_and_stream():
+    """(torch device, raw CUDA stream handle) of this worker; ("cpu", None) without CUDA (tests)."""
+    import torch
+
+    if torch.cuda.is_available():
+        dev = torch.device("cuda", torch.cuda.current_device())
+        return dev, torch.cuda.current_stream(dev).cuda_stream
+    return torch.device("cpu"), None
+
+
+def _gpu_uuid():
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        u = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+        if u is None:
+            return None
+        u = str(u)
+        return u if u.upper().startswith("GPU-") else "GPU-" + u
+    except Exception:
+        return None
+
+
+def _buffer(ptr):
+    import ctypes
+
+    return ctypes.c_void_p(ptr)
+
+
+class MurphyNcclMixin:
+    """The murphy_nccl_* methods; mixed into MurphyWorkerExtension."""
+
+    def murphy_nccl_info(self):
+        dp_rank, tp, pp = _parallel_layout(self)
+        return {
+            "rank": getattr(self, "rank", 0),
+            "tp_size": tp,
+            "pp_size": pp,
+            "dp_rank": dp_rank,
+            "dp_size": _dp_size(self),
+            "gpu_uuid": _gpu_uuid(),
+            "nccl_version": str(_nccl_library().ncclGetVersion()),
+        }
+
+    def murphy_nccl_init(self, uid_hex, world, rank_offset):
+        import ctypes
+
+        from vllm.distributed.device_communicators.pynccl_wrapper import ncclUniqueId  # type: ignore
+
+        raw = bytes.fromhex(uid_hex)
+        if len(raw) != 128:
+            raise ValueError("murphy_nccl_init: the unique id has %d bytes, NCCL's has 128" % len(raw))
+        dp_rank, tp, pp = _parallel_layout(self)
+        rank = nccl_rank(rank_offset, dp_rank, tp, pp, getattr(self, "rank", 0))
+        if not 0 < rank < int(world):
+            raise ValueError("murphy_nccl_init: rank %d is outside 1..%d" % (rank, int(world) - 1))
+        lib = _nccl_library()
+        if _NcclState.comm is not None:  # a group left over from an aborted sync
+            self.murphy_nccl_close()
+        uid = ncclUniqueId()
+        ctypes.memmove(ctypes.addressof(uid.internal), raw, 128)
+        _NcclState.comm = lib.ncclCommInitRank(int(world), uid, rank)
+        _NcclState.rank = rank
+        _NcclState.world = int(world)
+        return {"rank": rank, "world": int(world)}
+
+    def murphy_nccl_recv(self, meta_json):
+        import torch
+
+        if _NcclState.comm is None:
+            raise RuntimeError("murphy_nccl_recv: no weight-sync group (call murphy_nccl_init first)")
+        meta = json.loads(meta_json)
+        if meta.get("dtype") != "bfloat16":
+            raise ValueError("murphy_nccl_recv: only bfloat16 buckets are supported")
+        lib = _nccl_library()
+        device, stream = _device_and_stream()
+        model = _served_model(self)
+        helpers = _layerwise_reload()
+        if helpers is not None:
+            helpers[0](model)
+        count = 0
+        for bucket in meta["buckets"]:
+            nbytes = int(bucket["bytes"])
+            buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            lib.ncclBroadcast(_buffer(buf.data_ptr()), _buffer(buf.data_ptr()), nbytes, NCCL_UINT8, 0, _NcclState.comm, _buffer(stream) if stream is not None else None)
+            if device.type == "cuda":
+                torch.cuda.current_stream(device).synchronize()
+            weights = []
+            for t in bucket["tensors"]:
+                numel = 1
+                for d in t["shape"]:
+                    numel *= int(d)
+                a = int(t["offset"])
+                weights.append((t["name"], buf[a : a + 2 * numel].view(torch.bfloat16).reshape(list(t["shape"]))))
+            model.load_weights(weights=weights)
+            count += len(weights)
+            del weights, buf
+        if helpers is not None:
+            model_config = getattr(self, "model_config", None) or getattr(getattr(self, "vllm_config", None), "model_config", None)
+            helpers[1](model, model_config)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        dp_rank, tp, pp = _parallel_layout(self)
+        return {"loaded": True, "tensors": count, "rank": getattr(self, "rank", None), "dp_rank": dp_rank, "world_size": tp * pp, "nccl_rank": _NcclState.rank}
+
+    def murphy_nccl_close(self):
+        comm = _NcclState.comm
+        _NcclState.comm = None
+        _NcclState.rank = None
+        _NcclState.world = None
+        if comm is not None:
+            _nccl_library().ncclCommDestroy(comm)
+        return {"closed": True}
+
+
+
+class MurphyWorkerExtension(MurphyNcclMixin):
     """Mixed into vLLM's worker class by --worker-extension-cls."""
 
     def murphy_load_weights(self, path):
@@ -199,3 +361,4 @@ class MurphyWorkerExtension:
             "world_size": tp * pp,
             "layerwise": helpers is not None,
         }
+

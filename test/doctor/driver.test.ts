@@ -36,6 +36,7 @@ describe('doctor: NVIDIA driver too old', () => {
       binary: { path: '/x/prebuilds/linux-x64/murphy-native.napi.glibc.node', source: 'prebuild', reason: 'no local build', notes: [], cuda: true, napiVersion: 8 } as DoctorReport['binary'],
       cpu: { threads: 2, hardwareConcurrency: 2, simd: 'avx2', avx512bf16: false },
       cuda, driverTooOld: driverTooOld(cuda), cublasLt: { found: false, reason: 'not looked for', searched: [], attempts: [] },
+      nccl: { found: false, reason: 'not looked for', searched: [], attempts: [] },
       node: 'v20.19.0', platform: 'linux-x64', sandbox: null, sandboxError: 'not checked',
     };
   };

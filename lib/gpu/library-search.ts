@@ -1,0 +1,107 @@
+// Where murphy-native looks for a run-time-loaded NVIDIA library (cuBLASLt, NCCL): one
+// search order for all of them (docs/gpu.md, docs/distributed.md):
+//   1. the library's own variable (MURPHY_CUBLASLT, MURPHY_NCCL): a file, or a folder holding
+//      the sonames. When set, nothing else is tried (a wrong setting is reported, never bypassed).
+//   2. $CUDA_HOME/lib64, $CUDA_PATH/lib64 (/usr/local/cuda/lib64 when neither is set).
+//   3. The library's Python wheels under every site-packages folder (nvidia/<x>/lib).
+//   4. The dynamic loader (LD_LIBRARY_PATH, ld.so.cache): the bare sonames.
+// In each place the sonames are tried in the order given.
+import { join } from 'node:path';
+
+export interface LibrarySpec {
+  /** The variable that forces a file or folder, e.g. 'MURPHY_NCCL'. */
+  envVar: string;
+  /** Tried in this order in every folder, e.g. ['libnccl.so.2']. */
+  sonames: readonly string[];
+  /** Folders under site-packages, e.g. ['nvidia/nccl/lib']. */
+  wheelDirs: readonly string[];
+  /** How the wheel folders read in the "looked in" list, e.g. 'nvidia/{cu13,cu12,nccl}/lib'. */
+  wheelLabel: string;
+}
+
+export interface LibraryCandidate {
+  /** A file path, or a bare soname handed to the dynamic loader. */
+  path: string;
+  /** Where it came from: the variable's name, 'CUDA_HOME', 'CUDA_PATH', 'default CUDA', 'python wheel', 'dynamic loader'. */
+  origin: string;
+}
+
+export interface CandidateInputs {
+  env: Record<string, string | undefined>;
+  /** site-packages folders of the Python interpreters found (lib/gpu/cublaslt.ts pythonSitePackages). */
+  sitePackages: string[];
+  /** Whether a file exists (injected so that tests need no real files). */
+  exists: (path: string) => boolean;
+  isDirectory: (path: string) => boolean;
+}
+
+export interface CandidateList {
+  candidates: LibraryCandidate[];
+  /** Every place looked at, in order, for the "not found" message. */
+  searched: string[];
+}
+
+/** The ordered candidates (pure: everything it reads comes in through `inp`). */
+export function libraryCandidates(spec: LibrarySpec, inp: CandidateInputs): CandidateList {
+  const forced = inp.env[spec.envVar];
+  if (forced !== undefined && forced !== '') {
+    const searched = [`${spec.envVar}=${forced}`];
+    if (inp.isDirectory(forced)) return { candidates: spec.sonames.map((s) => ({ path: join(forced, s), origin: spec.envVar })), searched };
+    return { candidates: [{ path: forced, origin: spec.envVar }], searched };
+  }
+  const candidates: LibraryCandidate[] = [];
+  const searched: string[] = [];
+  const seen = new Set<string>();
+  const roots: [string, string][] = [];
+  if (inp.env.CUDA_HOME) roots.push([inp.env.CUDA_HOME, 'CUDA_HOME']);
+  if (inp.env.CUDA_PATH) roots.push([inp.env.CUDA_PATH, 'CUDA_PATH']);
+  if (roots.length === 0) roots.push(['/usr/local/cuda', 'default CUDA']);
+  for (const [root, origin] of roots) {
+    const dir = join(root, 'lib64');
+    if (seen.has(dir)) continue;
+    seen.add(dir);
+    searched.push(`${dir} (${origin})`);
+    for (const s of spec.sonames) {
+      const p = join(dir, s);
+      if (inp.exists(p)) candidates.push({ path: p, origin });
+    }
+  }
+  for (const sp of inp.sitePackages) {
+    for (const d of spec.wheelDirs) {
+      for (const so of spec.sonames) {
+        const p = join(sp, d, so);
+        if (inp.exists(p) && !candidates.some((c) => c.path === p)) candidates.push({ path: p, origin: 'python wheel' });
+      }
+    }
+  }
+  if (inp.sitePackages.length > 0) searched.push(`${spec.wheelLabel} under ${inp.sitePackages.join(', ')} (python wheels)`);
+  else searched.push('no python3 on PATH to ask for site-packages (python wheels)');
+  searched.push('the dynamic loader');
+  for (const s of spec.sonames) candidates.push({ path: s, origin: 'dynamic loader' });
+  return { candidates, searched };
+}
+
+export interface LoadAttempt {
+  path: string;
+  origin: string;
+  /** Empty for the one that loaded. */
+  error: string;
+}
+
+/**
+ * The one-line "not found" reason from the loader's attempts: with the variable set, why each
+ * of its files failed; else the places looked in, the files that were unusable, the dynamic
+ * loader's reason, and the fix.
+ */
+export function notFoundReason(name: string, spec: LibrarySpec, list: CandidateList, attempts: LoadAttempt[], fix: string, forcedFix: string): string {
+  const forced = list.candidates.length > 0 && list.candidates.every((c) => c.origin === spec.envVar);
+  if (forced) {
+    const why = attempts.map((a) => `${a.path}: ${a.error}`).join('; ');
+    return `${name} not found: ${spec.envVar} is set and ${why}; ${forcedFix} (or unset it to search the usual places)`;
+  }
+  const failedFiles = attempts.filter((a) => a.origin !== 'dynamic loader').map((a) => `${a.path} (${a.origin}): ${a.error}`);
+  const loaderErr = attempts.filter((a) => a.origin === 'dynamic loader').map((a) => a.error.replace(/^dlopen failed: /, ''));
+  return `${name} not found: looked in ${list.searched.join(', ')}` +
+    (failedFiles.length ? `; unusable: ${failedFiles.join('; ')}` : '') +
+    (loaderErr.length ? ` (${loaderErr.join('; ')})` : '') + `; ${fix}`;
+}
