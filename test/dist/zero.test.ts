@@ -30,7 +30,9 @@ function batch(rng: Rng, seqs: number, vocab: number): TrainBatch {
   const tokens = Int32Array.from({ length: T }, () => rng.int(vocab));
   const mask = Uint8Array.from({ length: T }, (_, t) => (seqOffsets.includes(t) ? 0 : 1));
   const adv = new Float32Array(T);
-  for (let s = 0; s < seqs; s++) adv.fill(rng.uniform(-1, 1), seqOffsets[s]!, seqOffsets[s + 1]!);
+  // alternating signs: the random model's log-probs sit far below oldLogp, so a batch of only
+  // negative advantages would be clipped everywhere (zero gradient, nothing for ZeRO-1 to clip)
+  for (let s = 0; s < seqs; s++) adv.fill((s % 2 === 0 ? 1 : -1) * rng.uniform(0.1, 1), seqOffsets[s]!, seqOffsets[s + 1]!);
   const oldLogp = Float32Array.from({ length: T }, () => -1 - rng.uniform(0, 3));
   return { tokens, seqOffsets, mask, advantages: adv, oldLogp };
 }
