@@ -60,7 +60,7 @@ run() {
   local m_rc=null
   if command -v compute-sanitizer >/dev/null 2>&1; then
     MURPHY_GPU_SMALL=1 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 99 "$node" --import tsx --test --test-reporter=spec \
-      test/gpu/model-kernels.test.ts test/gpu/decode.test.ts > "$out/memcheck.log" 2>&1; m_rc=$?
+      test/gpu/model-kernels.test.ts test/gpu/attention.test.ts test/gpu/decode.test.ts > "$out/memcheck.log" 2>&1; m_rc=$?
     [ "$m_rc" = 0 ] || status=1
   else
     echo "compute-sanitizer not found on PATH: memcheck not run" > "$out/memcheck.log"
