@@ -5,8 +5,10 @@
 // (the same on the GPU). Tolerances: per tensor, max |device - cpu| / max |cpu| (relError),
 // documented in docs/gpu.md ("Tolerances of the device engine").
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { PolicyModel, type AdamWHyper, type LossOptions, type TrainBatch } from '../../lib/model/index.js';
-import { relError } from '../model/helpers.js';
+import { readSafetensorsF32, relError } from '../model/helpers.js';
 
 export interface Tolerance {
   logits: number;
@@ -129,3 +131,28 @@ export function randomBatch(vocab: number, lengths: number[], seed: number): Tra
   }
   return { tokens, positions, seqOffsets: offs, mask, advantages, oldLogp };
 }
+
+/** The committed PyTorch model fixtures (test/fixtures/model/), by directory name. */
+export const fixtureRoot = new URL('../fixtures/model/', import.meta.url).pathname;
+export const fixtures = readdirSync(fixtureRoot).filter((d) => statSync(join(fixtureRoot, d)).isDirectory()).sort();
+
+/** A fixture's model directory, its packed batch and its loss options. */
+export function fixtureCase(name: string): { dir: string; batch: TrainBatch; loss: LossOptions } {
+  const dir = join(fixtureRoot, name);
+  const meta = JSON.parse(readFileSync(join(dir, 'expected.json'), 'utf8')) as {
+    case: { loss: { kind: 'grpo' | 'ce'; lossType?: 'dapo' | 'grpo'; beta?: number; epsLow?: number; epsHigh?: number } };
+    tokens: number[]; positions: number[]; seq_offsets: number[]; mask: number[];
+  };
+  const exp = readSafetensorsF32(join(dir, 'expected.safetensors'));
+  const l = meta.case.loss;
+  return {
+    dir,
+    batch: {
+      tokens: Int32Array.from(meta.tokens), positions: Int32Array.from(meta.positions), seqOffsets: Int32Array.from(meta.seq_offsets),
+      mask: Uint8Array.from(meta.mask), advantages: exp.get('advantages'), oldLogp: exp.get('old_logp'), refLogp: exp.get('ref_logp'),
+    },
+    loss: l.kind === 'ce' ? { crossEntropy: true } : { lossType: l.lossType, beta: l.beta, epsLow: l.epsLow, epsHigh: l.epsHigh },
+  };
+}
+
+export const bitsEqual = (a: Float32Array, b: Float32Array) => Buffer.compare(Buffer.from(a.buffer, a.byteOffset, a.byteLength), Buffer.from(b.buffer, b.byteOffset, b.byteLength)) === 0;

@@ -14,43 +14,22 @@
 import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { runTraining } from '../../lib/commands/run-training.js';
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
-import { initModel, PolicyModel, type EngineOptions, type LossOptions, type TrainBatch } from '../../lib/model/index.js';
+import { initModel, PolicyModel, type EngineOptions, type LossOptions } from '../../lib/model/index.js';
 import { readSafetensorsF32, relError } from '../model/helpers.js';
-import { ADAM, BF16_FIXTURE_TOL, BF16_TOL, compareEngines, cosine, F32_TOL, randomBatch } from '../gpu-engine/engine-compare.js';
+import { ADAM, BF16_FIXTURE_TOL, BF16_TOL, bitsEqual, compareEngines, cosine, F32_TOL, fixtureCase, fixtures, randomBatch } from '../gpu-engine/engine-compare.js';
 import { announce, dryRun, gpuOnly } from './common.js';
 
 announce('gpu/engine');
 const device: EngineOptions['device'] = dryRun ? 'emulate' : 'cuda';
-const root = new URL('../fixtures/model/', import.meta.url).pathname;
-const fixtures = readdirSync(root).filter((d) => statSync(join(root, d)).isDirectory()).sort();
 const tmp = mkdtempSync(join(tmpdir(), 'gpu-engine-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
 
-function fixtureCase(name: string): { dir: string; batch: TrainBatch; loss: LossOptions } {
-  const dir = join(root, name);
-  const meta = JSON.parse(readFileSync(join(dir, 'expected.json'), 'utf8')) as {
-    case: { loss: { kind: 'grpo' | 'ce'; lossType?: 'dapo' | 'grpo'; beta?: number; epsLow?: number; epsHigh?: number } };
-    tokens: number[]; positions: number[]; seq_offsets: number[]; mask: number[];
-  };
-  const exp = readSafetensorsF32(join(dir, 'expected.safetensors'));
-  const l = meta.case.loss;
-  return {
-    dir,
-    batch: {
-      tokens: Int32Array.from(meta.tokens), positions: Int32Array.from(meta.positions), seqOffsets: Int32Array.from(meta.seq_offsets),
-      mask: Uint8Array.from(meta.mask), advantages: exp.get('advantages'), oldLogp: exp.get('old_logp'), refLogp: exp.get('ref_logp'),
-    },
-    loss: l.kind === 'ce' ? { crossEntropy: true } : { lossType: l.lossType, beta: l.beta, epsLow: l.epsLow, epsHigh: l.epsHigh },
-  };
-}
-
-const bitsEqual = (a: Float32Array, b: Float32Array) => Buffer.compare(Buffer.from(a.buffer, a.byteOffset, a.byteLength), Buffer.from(b.buffer, b.byteOffset, b.byteLength)) === 0;
 
 describe(`device engine (${device}) vs the CPU engine`, () => {
   for (const name of fixtures) {
