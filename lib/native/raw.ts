@@ -169,7 +169,7 @@ export type RawCublasLtLoader = (candidates: { path: string; origin: string }[],
 
 /** ncclLoad's answer (native/gpu/nccl_binding.cc): the same shape as cublasLtLoad's. */
 export type RawNcclLoad = RawCublasLtLoad;
-export type NcclDType = 'f32' | 'bf16' | 'u8';
+export type NcclDType = 'f32' | 'f64' | 'bf16' | 'u8';
 export type NcclRedOp = 'sum' | 'prod' | 'max' | 'min' | 'avg';
 /** A buffer NCCL reads or writes: a device array (a host typed array only reaches a fake library). */
 export type NcclBuffer = RawTensor;

@@ -146,7 +146,8 @@ size_t nccl_type_size(int dtype) {
     case ncclUint8: return 1;
     case ncclBfloat16: return 2;
     case ncclFloat32: return 4;
-    default: throw Error("NCCL: unsupported data type " + std::to_string(dtype) + " (f32, bf16 or u8)");
+    case ncclFloat64: return 8;
+    default: throw Error("NCCL: unsupported data type " + std::to_string(dtype) + " (f32, f64, bf16 or u8)");
   }
 }
 

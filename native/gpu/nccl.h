@@ -37,6 +37,7 @@ struct ncclUniqueId {
 // ncclDataType_t
 constexpr int ncclUint8 = 1;
 constexpr int ncclFloat32 = 7;
+constexpr int ncclFloat64 = 8;
 constexpr int ncclBfloat16 = 9;
 // ncclRedOp_t
 constexpr int ncclSum = 0;
@@ -120,7 +121,8 @@ const NcclFound& nccl_found();
 // ncclGetUniqueId of the installed library (throws when none is installed).
 std::array<uint8_t, kNcclUniqueIdBytes> nccl_unique_id();
 
-// NCCL data types the communicator moves: "f32" -> ncclFloat32, "bf16" -> ncclBfloat16, "u8" -> ncclUint8.
+// NCCL data types the communicator moves: "f32" -> ncclFloat32, "f64" -> ncclFloat64, "bf16" -> ncclBfloat16,
+// "u8" -> ncclUint8.
 size_t nccl_type_size(int dtype);
 
 // One communicator of this process (one rank). Thread-safety: one call at a time (an internal

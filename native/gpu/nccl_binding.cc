@@ -7,8 +7,10 @@
 //     allReduce(send, recv, count, dtype, op, timeoutMs), reduceScatter(send, recv, recvCount, dtype, op, timeoutMs),
 //     allGather(send, recv, sendCount, dtype, timeoutMs), broadcast(send | null, recv, count, dtype, root, timeoutMs),
 //     close(timeoutMs) -> Promise<void> each;  abort() (synchronous, never blocks) }
-//   dtype: 'f32' | 'bf16' | 'u8'; op: 'sum' | 'prod' | 'max' | 'min' | 'avg'. Buffers are device arrays of that
-//   kind (host typed arrays pass through to the library, which only a fake accepts).
+//   dtype: 'f32' | 'f64' | 'bf16' | 'u8'; op: 'sum' | 'prod' | 'max' | 'min' | 'avg'. Buffers are arrays of that
+//   kind, or of any dtype its bytes (a Uint8Array or u8 device array holding whole elements); 'f64' only as bytes
+//   (the addon has no f64 kind). A communicator on a CUDA device takes device arrays; one without a device
+//   (-1) host typed arrays, which only a fake library accepts.
 // Every call that waits on NCCL runs on a libuv worker thread and returns a Promise.
 #include <napi.h>
 
@@ -16,6 +18,7 @@
 #include <memory>
 
 #include "../addon/args.h"
+#include "../addon/device_buffer.h"
 #include "nccl.h"
 #include "library_binding.h"
 
@@ -74,14 +77,18 @@ Napi::Value queue(Napi::Env env, std::vector<Napi::Value> keep, NcclTask::Run ru
 
 struct TypeArg {
   int nccl;
-  Kind kind;
+  Kind kind;          // the typed kind of its arrays
+  size_t bytes;       // bytes per element
+  bool bytes_only;    // no typed kind: only as bytes (f64)
+  const char* name;
 };
 TypeArg dtype_arg(const Napi::Value& v) {
   const std::string s = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
-  if (s == "f32") return {ncclFloat32, Kind::F32};
-  if (s == "bf16") return {ncclBfloat16, Kind::BF16};
-  if (s == "u8") return {ncclUint8, Kind::U8};
-  throw Error("NCCL: dtype must be 'f32', 'bf16' or 'u8'");
+  if (s == "f32") return {ncclFloat32, Kind::F32, 4, false, "f32"};
+  if (s == "f64") return {ncclFloat64, Kind::U8, 8, true, "f64"};
+  if (s == "bf16") return {ncclBfloat16, Kind::BF16, 2, false, "bf16"};
+  if (s == "u8") return {ncclUint8, Kind::U8, 1, false, "u8"};
+  throw Error("NCCL: dtype must be 'f32', 'f64', 'bf16' or 'u8'");
 }
 int op_arg(const Napi::Value& v) {
   const std::string s = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
@@ -92,12 +99,30 @@ int op_arg(const Napi::Value& v) {
   if (s == "avg") return ncclAvg;
   throw Error("NCCL: op must be 'sum', 'prod', 'max', 'min' or 'avg'");
 }
-// A buffer of at least `need` elements.
-Buf buffer(const Napi::Value& v, const char* name, Kind k, size_t need) {
-  Buf b = addon::tensor(v, name, k, -1);
-  if (b.count < need)
-    throw Error(std::string("'") + name + "' has " + std::to_string(b.count) + " elements; the call needs " +
+bool is_bytes(const Napi::Value& v) {
+  if (v.IsTypedArray()) return v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array;
+  return addon::DeviceBuffer::Is(v) && addon::DeviceBuffer::Unwrap(v.As<Napi::Object>())->kind() == Kind::U8;
+}
+// A buffer of at least `need` elements of t: an array of t's kind, or t's bytes (whole elements). It must live
+// where the communicator works: device arrays on a CUDA device, host typed arrays without one (device -1).
+Buf buffer(const Napi::Value& v, const char* name, const TypeArg& t, size_t need, const NcclComm& c) {
+  const bool bytes = t.bytes_only || (t.bytes > 1 && is_bytes(v));
+  if (t.bytes_only && !is_bytes(v) && !v.IsNull() && !v.IsUndefined())
+    throw Error(std::string("'") + name + "': dtype '" + t.name + "' takes the bytes of its array (a Uint8Array view of a " +
+                "Float64Array, or a u8 device array)");
+  Buf b = addon::tensor(v, name, bytes ? Kind::U8 : t.kind, -1);
+  if (bytes && b.count % t.bytes != 0)
+    throw Error(std::string("'") + name + "' holds " + std::to_string(b.count) + " bytes, not a whole number of " + t.name +
+                " elements (" + std::to_string(t.bytes) + " bytes each)");
+  const size_t have = bytes ? b.count / t.bytes : b.count;
+  if (have < need)
+    throw Error(std::string("'") + name + "' has " + std::to_string(have) + " elements; the call needs " +
                 std::to_string(need));
+  if (c.device() >= 0 && b.device == Device::Host)
+    throw Error(std::string("'") + name + "' is a host array, but this communicator is on CUDA device " +
+                std::to_string(c.device()) + "; pass device arrays (DeviceArray)");
+  if (c.device() < 0 && b.device != Device::Host)
+    throw Error(std::string("'") + name + "' is a device array, but this communicator has no device (-1); pass host arrays");
   return b;
 }
 size_t count_arg(const Napi::Value& v, const char* name) { return size_t(addon::to_int(v, name, 0, int64_t(1) << 50)); }
@@ -139,7 +164,7 @@ Napi::Object comm_object(Napi::Env env, CommPtr c) {
   method("allReduce", [c](const Napi::CallbackInfo& info) {
     const TypeArg t = dtype_arg(info[3]);
     const size_t n = count_arg(info[2], "count");
-    Buf s = buffer(info[0], "send", t.kind, n), r = buffer(info[1], "recv", t.kind, n);
+    Buf s = buffer(info[0], "send", t, n, *c), r = buffer(info[1], "recv", t, n, *c);
     const int op = op_arg(info[4]);
     const double ms = timeout_arg(info[5]);
     return queue(info.Env(), {info[0], info[1]}, [=]() { c->all_reduce(s.ptr, r.ptr, n, t.nccl, op, ms); });
@@ -147,7 +172,7 @@ Napi::Object comm_object(Napi::Env env, CommPtr c) {
   method("reduceScatter", [c](const Napi::CallbackInfo& info) {
     const TypeArg t = dtype_arg(info[3]);
     const size_t n = count_arg(info[2], "recvCount");
-    Buf s = buffer(info[0], "send", t.kind, n * size_t(c->nranks())), r = buffer(info[1], "recv", t.kind, n);
+    Buf s = buffer(info[0], "send", t, n * size_t(c->nranks()), *c), r = buffer(info[1], "recv", t, n, *c);
     const int op = op_arg(info[4]);
     const double ms = timeout_arg(info[5]);
     return queue(info.Env(), {info[0], info[1]}, [=]() { c->reduce_scatter(s.ptr, r.ptr, n, t.nccl, op, ms); });
@@ -155,7 +180,7 @@ Napi::Object comm_object(Napi::Env env, CommPtr c) {
   method("allGather", [c](const Napi::CallbackInfo& info) {
     const TypeArg t = dtype_arg(info[3]);
     const size_t n = count_arg(info[2], "sendCount");
-    Buf s = buffer(info[0], "send", t.kind, n), r = buffer(info[1], "recv", t.kind, n * size_t(c->nranks()));
+    Buf s = buffer(info[0], "send", t, n, *c), r = buffer(info[1], "recv", t, n * size_t(c->nranks()), *c);
     const double ms = timeout_arg(info[4]);
     return queue(info.Env(), {info[0], info[1]}, [=]() { c->all_gather(s.ptr, r.ptr, n, t.nccl, ms); });
   });
@@ -165,9 +190,9 @@ Napi::Object comm_object(Napi::Env env, CommPtr c) {
     const int root = int(addon::to_int(info[4], "root", 0, c->nranks() - 1));
     // send is read on the root only (NCCL's convention); elsewhere it may be null
     Buf s;
-    if (!(info[0].IsNull() || info[0].IsUndefined())) s = buffer(info[0], "send", t.kind, n);
+    if (!(info[0].IsNull() || info[0].IsUndefined())) s = buffer(info[0], "send", t, n, *c);
     else if (root == c->rank()) throw Error("NCCL broadcast: the root needs a send buffer");
-    Buf r = buffer(info[1], "recv", t.kind, n);
+    Buf r = buffer(info[1], "recv", t, n, *c);
     const double ms = timeout_arg(info[5]);
     const void* sp = s.present ? s.ptr : r.ptr;
     return queue(info.Env(), {info[0], info[1]}, [=]() { c->broadcast(sp, r.ptr, n, t.nccl, root, ms); });

@@ -1,0 +1,179 @@
+// The NCCL backend of the collective interface (lib/dist/nccl-collective.ts) against the tests'
+// fake libnccl.so.2 (test/helpers/fake-nccl.ts), whose communicators of one id form a world in
+// this process and reduce in rank order: the interface's results against the host reference
+// (conformance.ts, as the CPU backend), worlds of 1, 2 and 3; the rank arithmetic and op order
+// as the library saw them (uneven counts padded to the largest part, bytes for the moves,
+// double for f64, barrier as one float); ZeRO-1 over it bit for bit equal to ZeRO-1 over the
+// CPU backend; a rank that never calls (deadline, abort, then every call rejects); calls that
+// disagree; a rank 0 on another backend.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { CollectiveError, type Collective } from '../../lib/dist/collective.js';
+import { DistributedPolicy } from '../../lib/dist/zero.js';
+import { NcclCollective } from '../../lib/dist/nccl-collective.js';
+import { TcpCollective } from '../../lib/dist/tcp.js';
+import { findNccl } from '../../lib/gpu/nccl.js';
+import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
+import { setNumThreads } from '../../lib/native.js';
+import { NativePolicy } from '../../lib/train/policy.js';
+import { buildFakeNccl } from '../helpers/fake-nccl.js';
+import { Rng, testSeed } from '../helpers/random.js';
+import { checkAllReduce, checkUnevenAndHelpers } from './conformance.js';
+import { closeWorlds, localWorld, ncclLocalWorld } from './helpers.js';
+
+const seed = testSeed('dist/nccl-collective');
+setNumThreads(1);
+let dir = '', log = '';
+/** The fake's log lines of rank r (the world's lines end with " rank=R"). */
+const callsOf = (r: number): string[] => readFileSync(log, 'utf8').split('\n').filter((l) => l.endsWith(` rank=${r}`)).map((l) => l.replace(/ rank=\d+$/, ''));
+
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), 'murphy-nccl-coll-'));
+  log = join(dir, 'calls.log');
+  process.env.FAKE_NCCL_LOG = log;
+  process.env.MURPHY_NCCL = buildFakeNccl(join(dir, 'libnccl.so.2'));
+  const r = findNccl({ install: true });
+  assert.equal(r.found, true, r.reason);
+});
+after(async () => {
+  await closeWorlds();
+  rmSync(dir, { recursive: true, force: true });
+});
+beforeEach(() => writeFileSync(log, ''));
+
+async function closeAll(world: Collective[]): Promise<void> {
+  await Promise.all(world.map((c) => c.close()));
+}
+
+describe('NCCL collective (fake library)', () => {
+  it('all-reduce sum/max of f32 and f64 equal the host reference on every rank, worlds of 1, 2 and 3', async () => {
+    const rng = new Rng(seed);
+    for (const N of [1, 2, 3]) {
+      const world = await ncclLocalWorld(N);
+      try {
+        await checkAllReduce(world, rng);
+      } finally {
+        await closeAll(world);
+      }
+    }
+  });
+
+  it('reduce-scatter and all-gather with uneven counts; broadcast; JSON helpers; barrier', async () => {
+    const world = await ncclLocalWorld(3);
+    try {
+      await checkUnevenAndHelpers(world, new Rng(seed + 1));
+    } finally {
+      await closeAll(world);
+    }
+  });
+
+  it('the calls NCCL sees: uneven parts padded to the largest, moves as bytes, f64 as double, barrier as one float, in program order', async () => {
+    const world = await ncclLocalWorld(3);
+    try {
+      const counts = [5, 3, 0];
+      const xs = world.map((_, r) => Float32Array.from({ length: 8 }, (_, i) => r * 10 + i));
+      const outs = counts.map((c) => new Float32Array(c));
+      await Promise.all(world.map((c, r) => c.reduceScatter(xs[r]!, outs[r]!, { counts, op: 'max' })));
+      assert.deepEqual([...outs[0]!], [20, 21, 22, 23, 24]);
+      assert.deepEqual([...outs[1]!], [25, 26, 27]);
+      const g = world.map(() => new Float32Array(8));
+      await Promise.all(world.map((c, r) => c.allGather(outs[r]!, g[r]!, counts)));
+      for (const x of g) assert.deepEqual([...x], [20, 21, 22, 23, 24, 25, 26, 27]);
+      const d = world.map((_, r) => new Float64Array([r + 0.5, 1e-300]));
+      await Promise.all(world.map((c, r) => c.allReduce(d[r]!)));
+      for (const x of d) assert.deepEqual([...x], [4.5, 3e-300]);
+      await Promise.all(world.map((c) => c.barrier()));
+      const eq = world.map((_, r) => new Float32Array(6).fill(r));
+      const eqOut = world.map(() => new Float32Array(2));
+      await Promise.all(world.map((c, r) => c.reduceScatter(eq[r]!, eqOut[r]!)));
+      for (const x of eqOut) assert.deepEqual([...x], [3, 3]);
+      for (let r = 0; r < 3; r++) {
+        assert.deepEqual(callsOf(r), [
+          'reduceScatter count=5 dtype=7 op=2 root=-1', // 3 blocks of 5 floats
+          'allGather count=20 dtype=1 op=-1 root=-1', // 5 floats of bytes from each rank
+          'allReduce count=2 dtype=8 op=0 root=-1',
+          'allReduce count=1 dtype=7 op=0 root=-1',
+          'reduceScatter count=2 dtype=7 op=0 root=-1',
+        ], `rank ${r}`);
+      }
+    } finally {
+      await closeAll(world);
+    }
+  });
+
+  it('ZeRO-1 over NCCL steps bit for bit as ZeRO-1 over the CPU backend (uneven shards, small buckets)', async () => {
+    const rng = new Rng(seed + 2);
+    const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
+    const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
+    const results: Float32Array[][] = [];
+    const V = (await PolicyModel.random('tiny', { seed: 3 })).info.vocabSize;
+    const batches = [0, 1].map(() => {
+      const T = 12 + rng.int(8);
+      const b: TrainBatch = {
+        tokens: Int32Array.from({ length: T }, () => rng.int(V)), seqOffsets: Int32Array.from([0, 5, T]),
+        mask: Uint8Array.from({ length: T }, (_, t) => (t === 0 || t === 5 ? 0 : 1)),
+        advantages: Float32Array.from({ length: T }, (_, t) => (t < 5 ? 1 : -0.5)),
+        oldLogp: Float32Array.from({ length: T }, () => -1 - rng.uniform(0, 3)),
+      };
+      return b;
+    });
+    for (const make of [(n: number) => localWorld(n), (n: number) => ncclLocalWorld(n)]) {
+      const world: Collective[] = await make(2);
+      try {
+        const models = await Promise.all(world.map((_, r) => PolicyModel.random('tiny', { seed: 3 + r })));
+        const dps = await Promise.all(world.map((c, r) => DistributedPolicy.create(c, new NativePolicy(models[r]!), models[r]!, { bucketBytes: 8192, align: 48 })));
+        assert.ok(dps[0]!.buckets.length > 3);
+        await Promise.all(models.map((m, r) => m.accumulate(batches[r]!, loss, 0.5)));
+        const rs = await Promise.all(dps.map((d) => d.optimizerStep(hyper)));
+        assert.ok(rs[0]!.clipCoef < 1);
+        results.push(models[0]!.params().map((p) => models[0]!.getParam(p.name)));
+        for (const p of models[0]!.params()) assert.deepEqual(models[1]!.getParam(p.name), models[0]!.getParam(p.name));
+      } finally {
+        await closeAll(world);
+      }
+    }
+    assert.deepEqual(results[1], results[0]);
+  });
+
+  it('a rank that never makes the call: the waiting rank is aborted at its deadline with one line; later calls reject', async () => {
+    const world = await ncclLocalWorld(2, { timeoutMs: 300 });
+    await assert.rejects(world[0]!.allReduce(new Float32Array(4)), (e: Error) => {
+      assert.ok(e instanceof CollectiveError);
+      assert.match(e.message, /^allReduce #1 on rank 0: NCCL ncclAllReduce did not complete within 300 ms on rank 0 of 2: the communicator was aborted; a peer is missing/);
+      assert.doesNotMatch(e.message, /\n/);
+      return true;
+    });
+    await assert.rejects(world[0]!.barrier(), /barrier #2 on rank 0: .*closed or aborted; create a new one/);
+    // the peer that comes late finds its world broken
+    await assert.rejects(world[1]!.allReduce(new Float32Array(4)), /allReduce #1 on rank 1: NCCL ncclAllReduce failed on rank 1 of 2: .*a peer aborted/);
+    await closeAll(world);
+  });
+
+  it('ranks that make different calls fail with one line naming both calls; abort() ends a waiting call', async () => {
+    const world = await ncclLocalWorld(2);
+    const [a, b] = await Promise.allSettled([world[0]!.barrier(), world[1]!.allReduce(new Float32Array(4))]);
+    for (const x of [a, b]) {
+      assert.equal(x.status, 'rejected');
+      assert.match(String((x as PromiseRejectedResult).reason.message), /NCCL (ncclAllReduce) failed on rank \d of 2: .*called allReduce count=\d dtype=7 while another rank called allReduce count=\d/);
+    }
+    const w2 = await ncclLocalWorld(2, { timeoutMs: 600_000 });
+    const waiting = w2[0]!.allGather(new Uint8Array(3), new Uint8Array(6));
+    await new Promise<void>((r) => setImmediate(r));
+    w2[0]!.abort();
+    await assert.rejects(waiting, /aborted/);
+    await assert.rejects(w2[0]!.barrier(), /the collective is closed/);
+    await closeAll([...world, w2[1]!]);
+  });
+
+  it('a rank 0 on the CPU backend hands over no NCCL id: the NCCL rank says to use one distBackend', async () => {
+    let listening!: (p: number) => void;
+    const port = new Promise<number>((r) => (listening = r));
+    const tcp = TcpCollective.create({ rank: 0, worldSize: 2, masterAddr: '127.0.0.1', masterPort: 0, connectTimeoutMs: 500, onListening: listening });
+    const nccl = NcclCollective.create({ rank: 1, worldSize: 2, masterAddr: '127.0.0.1', masterPort: await port, device: -1, connectTimeoutMs: 2000 });
+    await assert.rejects(nccl, /rank 1: rank 0 handed over 0 bytes instead of an NCCL unique id \(128\); every rank must use the same distBackend/);
+    await assert.rejects(tcp, /did not connect within 0.5 s/);
+  });
+});
