@@ -35,6 +35,7 @@ import { checkOutputDir, fileSize, RunDir, writeFileAtomic } from '../train/rund
 import { StopSignal } from '../train/signals.js';
 import { broadcastJson, type Collective } from '../dist/collective.js';
 import { DataParallel } from '../dist/data-parallel.js';
+import { distBackendFor } from '../dist/backend.js';
 import { checkpointShards, DistributedPolicy } from '../dist/zero.js';
 
 export interface RunTrainingOptions {
@@ -69,7 +70,7 @@ export interface RunTrainingResult {
 }
 
 /** Keys a resume may change; every other key must equal the run's. */
-export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey', 'earlyStopWindow', 'earlyStopMinSignal', 'weightSync', 'weightSyncBucketMb', 'weightSyncTimeoutS'] as const;
+export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey', 'earlyStopWindow', 'earlyStopMinSignal', 'weightSync', 'weightSyncBucketMb', 'weightSyncTimeoutS', 'distBackend'] as const;
 
 /** Keys (other than RESUMABLE_KEYS and out) whose values differ between two configurations, sorted. */
 export function configDifferences(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
@@ -145,11 +146,9 @@ function removeHalfMadeRun(run: RunDir, existed: boolean, before: ReadonlySet<st
   return true;
 }
 
-/** Several ranks need a collective backend for the device: the CPU one exists, NCCL not yet. */
+/** Several ranks: the collective backend must be able to run on the device (lib/dist/backend.ts); auto is checked by each rank. */
 export function checkRanksDevice(c: TrainConfig, worldSize: number): void {
-  if (worldSize > 1 && c.device === 'cuda') {
-    throw new ConfigError(`--device cuda with ${worldSize} ranks needs the NCCL backend, which this build does not have yet; use --device cpu (docs/distributed.md)`);
-  }
+  if (worldSize > 1 && c.device !== 'auto') distBackendFor(c.device, c.distBackend, worldSize);
 }
 
 /**
@@ -212,7 +211,6 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   const progress = o.progress ?? silentProgress;
   const coll = o.dist?.collective;
   const writer = !coll || coll.rank === 0;
-  if (coll) checkRanksDevice(c, coll.worldSize);
   let point: ResumePoint | null = null;
   if (o.resume) {
     // Rank 0 chooses (and may set damaged checkpoints aside); the others take its choice.

@@ -6,10 +6,8 @@ import { configOptions, flagsFromArgv, resolveConfig } from '../config/index.js'
 import { StderrProgress } from '../train/progress.js';
 import { exitCodeForSignal } from '../train/signals.js';
 import { checkRanksDevice, resumeConfig, runTraining } from './run-training.js';
-import { SoloCollective, type Collective } from '../dist/collective.js';
-import { readDistEnv } from '../dist/env.js';
+import { joinJob } from '../dist/backend.js';
 import { launchLocal } from '../dist/launch.js';
-import { TcpCollective } from '../dist/tcp.js';
 import { silentProgress } from '../train/progress.js';
 
 /** The command line without --nproc-per-node (what each rank runs). */
@@ -21,15 +19,6 @@ export function withoutLauncherFlags(args: readonly string[]): string[] {
     else if (!a.startsWith('--nproc-per-node=')) out.push(a);
   }
   return out;
-}
-
-/** This process's collective when it is a rank of a job (torchrun/Slurm variables or --nproc-per-node), else null. */
-async function joinJob(): Promise<Collective | null> {
-  const d = readDistEnv();
-  if (d.source === 'single') return null;
-  if (d.worldSize === 1) return new SoloCollective();
-  const timeout = Number(process.env.MURPHY_DIST_TIMEOUT ?? 1800);
-  return TcpCollective.create({ rank: d.rank, worldSize: d.worldSize, masterAddr: d.masterAddr, masterPort: d.masterPort, timeoutMs: timeout * 1000 });
 }
 
 interface TrainArgs {
@@ -67,7 +56,7 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
       process.exitCode = await launchLocal({ nprocPerNode: argv.nprocPerNode, args: withoutLauncherFlags(process.argv.slice(2)), device: cfg.device });
       return;
     }
-    const collective = await joinJob();
+    const collective = await joinJob(cfg);
     const quiet = collective !== null && collective.rank !== 0;
     const t0 = performance.now();
     const progress = new StderrProgress();

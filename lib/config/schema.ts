@@ -40,7 +40,8 @@ export const TASKS = ['repair'] as const;
 export const HISTORY_MODES = ['full', 'latest'] as const;
 export const TIMEOUT_MODES = ['test', 'program'] as const;
 export const EXECUTORS = ['local', 'sandboxfusion'] as const;
-export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
+export const DEVICES = ['auto', 'cpu', 'cuda', 'emulate'] as const;
+export const DIST_BACKENDS = ['auto', 'nccl', 'tcp'] as const;
 
 /** The resolved configuration: every key present. */
 export interface TrainConfig {
@@ -51,6 +52,7 @@ export interface TrainConfig {
   saveSteps: number;
   logTrees: boolean;
   device: (typeof DEVICES)[number];
+  distBackend: (typeof DIST_BACKENDS)[number];
   earlyStopWindow: number;
   earlyStopMinSignal: number;
   // model
@@ -132,7 +134,8 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   maxSteps: { type: 'int', default: 40, min: 1, group: 'run', doc: 'Training steps (one optimizer step each).' },
   saveSteps: { type: 'int', default: 20, min: 1, group: 'run', doc: 'Write a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM).' },
   logTrees: { type: 'boolean', default: true, group: 'run', doc: 'Append every rollout tree to trees.jsonl.gz (for the report\'s tree viewer).' },
-  device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the device engine in bf16; fails at start naming the cause when it cannot run; not yet run on hardware), auto (cuda when usable, else cpu). docs/gpu.md.' },
+  device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the device engine in bf16; fails at start naming the cause when it cannot run; not yet run on hardware), auto (cuda when usable, else cpu), emulate (the device engine on the CPU harness: tests and debugging, slow; tiny models). docs/gpu.md.' },
+  distBackend: { type: 'enum', values: DIST_BACKENDS, default: 'auto', group: 'run', doc: 'Collectives of data-parallel training (several ranks): nccl (GPU memory; needs --device cuda and NCCL), tcp (host copies over loopback or LAN TCP: --device cpu and emulate; works with cuda too, slowly), auto (nccl with --device cuda, else tcp). docs/distributed.md.' },
   earlyStopWindow: { type: 'int', default: 0, min: 0, group: 'run', doc: 'Stop training early once the last N steps together had at most earlyStopMinSignal of their groups with a learning signal (reward variance); 0 = never. The stop and its reason go to the log and metrics.jsonl; the final evaluation and checkpoint follow as at maxSteps.' },
   earlyStopMinSignal: { type: 'number', default: 0.02, min: 0, lt: 1, group: 'run', doc: 'Share of groups with a learning signal over the earlyStopWindow steps at or below which training stops.' },
 

@@ -14,7 +14,7 @@ export interface LaunchOptions {
   nprocPerNode: number;
   /** Command-line arguments of each rank (the launcher's own flags removed). */
   args: string[];
-  device: 'auto' | 'cpu' | 'cuda';
+  device: 'auto' | 'cpu' | 'cuda' | 'emulate';
   env?: NodeJS.ProcessEnv;
   /** Lines of the launcher itself (default: stderr). */
   log?: (line: string) => void;
@@ -49,6 +49,12 @@ export function nodeLayout(env: NodeJS.ProcessEnv): NodeLayout {
   return { nnodes, nodeRank, masterAddr: env.MASTER_ADDR || '127.0.0.1', masterPort: port ?? (nnodes > 1 ? DEFAULT_MASTER_PORT : null) };
 }
 
+/** CUDA_VISIBLE_DEVICES of local rank `local`: its entry of the list given (round robin), else its index. */
+export function visibleDeviceFor(visible: string | undefined, local: number): string {
+  const list = visible?.split(',').map((s) => s.trim()).filter(Boolean);
+  return list && list.length ? list[local % list.length]! : String(local);
+}
+
 /** The environment of local rank `local` (torchrun's variables, threads or GPU). */
 export function rankEnv(base: NodeJS.ProcessEnv, o: { nproc: number; local: number; layout: NodeLayout; port: number; device: LaunchOptions['device']; cores: number }): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...base };
@@ -60,8 +66,7 @@ export function rankEnv(base: NodeJS.ProcessEnv, o: { nproc: number; local: numb
   env.MASTER_ADDR = o.layout.masterAddr;
   env.MASTER_PORT = String(o.port);
   if (o.device === 'cuda') {
-    const visible = base.CUDA_VISIBLE_DEVICES?.split(',').map((s) => s.trim()).filter(Boolean);
-    env.CUDA_VISIBLE_DEVICES = visible ? visible[o.local % visible.length]! : String(o.local);
+    env.CUDA_VISIBLE_DEVICES = visibleDeviceFor(base.CUDA_VISIBLE_DEVICES, o.local);
   } else if (!base.MURPHY_NUM_THREADS) {
     env.MURPHY_NUM_THREADS = String(Math.max(1, Math.floor(o.cores / o.nproc)));
   }

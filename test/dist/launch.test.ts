@@ -1,11 +1,14 @@
-// The local launcher: each rank's environment (torchrun variables, threads or GPU), and a rank
-// that fails ends the whole job with its line (the other rank, waiting, is stopped).
+// The local launcher: each rank's environment (torchrun variables, threads or GPU), the choice of
+// the collective backend (lib/dist/backend.ts), and a rank that fails ends the whole job with its
+// line (the other rank, waiting, is stopped).
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { launchLocal, nodeLayout, rankEnv } from '../../lib/dist/launch.js';
+import { launchLocal, nodeLayout, rankEnv, visibleDeviceFor } from '../../lib/dist/launch.js';
+import { defaultDistBackend, distBackendFor, narrowVisibleDevices } from '../../lib/dist/backend.js';
+import type { NcclReport } from '../../lib/gpu/nccl.js';
 import { withoutLauncherFlags } from '../../lib/commands/train.js';
 import { checkRanksDevice } from '../../lib/commands/run-training.js';
 import { checkFlags } from '../../lib/commands/flags.js';
@@ -28,11 +31,34 @@ describe('launcher', () => {
     assert.deepEqual(withoutLauncherFlags(['train', '--nproc-per-node', '2', '--max-steps', '3', '--nproc-per-node=4']), ['train', '--max-steps', '3']);
   });
 
-  it('refuses --nproc-per-node 0 and several ranks on --device cuda (no NCCL yet) with one line', () => {
+  it('refuses --nproc-per-node 0; chooses the collective backend per device (nccl for cuda, tcp otherwise), one line for a choice that cannot run', () => {
     assert.throws(() => checkFlags('train', { nprocPerNode: 0 }), /^UsageError: --nproc-per-node must be an integer >= 1, got 0$/);
-    assert.throws(() => checkRanksDevice({ ...defaultConfig(), device: 'cuda' }, 2), /--device cuda with 2 ranks needs the NCCL backend, which this build does not have yet; use --device cpu/);
+    const found = (): NcclReport => ({ found: true, path: '/x/libnccl.so.2', searched: [], attempts: [] });
+    const missing = (): NcclReport => ({ found: false, reason: 'NCCL not found: looked in /usr/local/cuda/lib64 (default CUDA): no such file; install the nvidia-nccl Python wheel or set MURPHY_NCCL', searched: [], attempts: [] });
+    assert.equal(defaultDistBackend('cuda'), 'nccl');
+    assert.equal(defaultDistBackend('emulate'), 'tcp');
+    assert.equal(distBackendFor('cuda', 'auto', 2, found), 'nccl');
+    assert.equal(distBackendFor('cuda', 'tcp', 2, missing), 'tcp');
+    assert.equal(distBackendFor('emulate', 'auto', 4, missing), 'tcp');
+    assert.equal(distBackendFor('cpu', 'auto', 8, missing), 'tcp');
+    assert.equal(distBackendFor('cuda', 'auto', 1, missing), 'nccl'); // one rank: no collective to set up
+    assert.throws(() => distBackendFor('cuda', 'auto', 2, missing), /^ConfigError: --device cuda with 2 ranks uses NCCL \(--dist-backend auto\): NCCL not found: looked in .*set MURPHY_NCCL; or pass --dist-backend tcp \(host copies over TCP, slow\)$/);
+    assert.throws(() => distBackendFor('emulate', 'nccl', 2, found), /^ConfigError: --dist-backend nccl moves GPU memory: it needs --device cuda, not emulate; use --dist-backend tcp \(or auto\)$/);
+    assert.throws(() => checkRanksDevice({ ...defaultConfig(), device: 'cpu', distBackend: 'nccl' }, 2), /needs --device cuda, not cpu/);
     checkRanksDevice({ ...defaultConfig(), device: 'cuda' }, 1);
-    checkRanksDevice({ ...defaultConfig(), device: 'cpu' }, 8);
+    checkRanksDevice({ ...defaultConfig(), device: 'emulate' }, 8);
+  });
+
+  it('several ranks on a node: each sees only its local rank\'s GPU (its entry of CUDA_VISIBLE_DEVICES, else its index)', () => {
+    const env: NodeJS.ProcessEnv = { CUDA_VISIBLE_DEVICES: '4, 5,6,7' };
+    assert.equal(narrowVisibleDevices(env, { localRank: 2, localWorldSize: 4 }), '6');
+    assert.equal(env.CUDA_VISIBLE_DEVICES, '6');
+    assert.equal(narrowVisibleDevices(env, { localRank: 2, localWorldSize: 4 }), null); // one GPU listed: the launcher's choice
+    const unset: NodeJS.ProcessEnv = {};
+    assert.equal(narrowVisibleDevices(unset, { localRank: 1, localWorldSize: 2 }), '1');
+    assert.equal(narrowVisibleDevices({}, { localRank: 0, localWorldSize: 1 }), null);
+    assert.throws(() => narrowVisibleDevices({ CUDA_VISIBLE_DEVICES: '0,1' }, { localRank: 3, localWorldSize: 4 }), /^ConfigError: local rank 3 has no GPU of its own: CUDA_VISIBLE_DEVICES lists 2 \(0,1\); start at most one rank per GPU$/);
+    assert.equal(visibleDeviceFor(undefined, 3), '3');
   });
 
   it('a rank that fails ends the job with its exit code and line; the others are stopped', async () => {

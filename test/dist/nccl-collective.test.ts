@@ -15,6 +15,9 @@ import { CollectiveError, type Collective } from '../../lib/dist/collective.js';
 import { DistributedPolicy } from '../../lib/dist/zero.js';
 import { NcclCollective } from '../../lib/dist/nccl-collective.js';
 import { TcpCollective } from '../../lib/dist/tcp.js';
+import { joinJob } from '../../lib/dist/backend.js';
+import { defaultConfig } from '../../lib/config/index.js';
+import { binaryInfo } from '../../lib/native.js';
 import { findNccl } from '../../lib/gpu/nccl.js';
 import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
 import { setNumThreads } from '../../lib/native.js';
@@ -175,5 +178,12 @@ describe('NCCL collective (fake library)', () => {
     const nccl = NcclCollective.create({ rank: 1, worldSize: 2, masterAddr: '127.0.0.1', masterPort: await port, device: -1, connectTimeoutMs: 2000 });
     await assert.rejects(nccl, /rank 1: rank 0 handed over 0 bytes instead of an NCCL unique id \(128\); every rank must use the same distBackend/);
     await assert.rejects(tcp, /did not connect within 0.5 s/);
+  });
+
+  it('a rank of a --device cuda job joins through NCCL on its local GPU (here: stops at the CPU-only binary, before the rendezvous)', async (t) => {
+    if (binaryInfo().cuda) return t.skip('a CUDA binary would go on to the rendezvous; test/gpu covers NCCL on a device');
+    const env: NodeJS.ProcessEnv = { RANK: '1', WORLD_SIZE: '2', LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: '1', CUDA_VISIBLE_DEVICES: '2,3' };
+    await assert.rejects(joinJob({ ...defaultConfig(), device: 'cuda' }, env), /^CollectiveError: NCCL on CUDA device 0: the loaded native binary is CPU-only \(.*\); build the CUDA one with `npm run build:cuda`$/);
+    assert.equal(env.CUDA_VISIBLE_DEVICES, '3');
   });
 });

@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { defaultConfig, resolveConfig, type TrainConfig } from '../../lib/config/index.js';
 import { loadCublasLt, type CublasLtReport } from '../../lib/gpu/cublaslt.js';
-import { DeviceError, machineProbe, selectDevice, selectTrainingDevice, type DeviceProbe } from '../../lib/gpu/device.js';
+import { DeviceError, machineProbe, policyEngine, selectDevice, selectTrainingDevice, type DeviceProbe } from '../../lib/gpu/device.js';
 import { modelShapeFromHfConfig } from '../../lib/gpu/memory-plan.js';
 import type { CudaStatus } from '../../lib/native.js';
 import { runTraining } from '../../lib/commands/run-training.js';
@@ -109,10 +109,13 @@ describe('--device on this machine', () => {
     assert.equal(s.device, 'cpu');
     assert.match(s.line, /^device: cpu \(auto: .+\)$/);
   });
-  it('the config key takes auto, cpu, cuda and nothing else', () => {
+  it('the config key takes auto, cpu, cuda, emulate and nothing else; emulate is the device engine on the CPU harness', () => {
     assert.equal(defaultConfig().device, 'auto');
     assert.equal(resolveConfig({ flags: { device: 'cuda' } }).device, 'cuda');
-    assert.throws(() => resolveConfig({ flags: { device: 'gpu' } }), /config key "device" \(--device\).*must be one of auto, cpu, cuda; got "gpu"/);
+    assert.throws(() => resolveConfig({ flags: { device: 'gpu' } }), /config key "device" \(--device\).*must be one of auto, cpu, cuda, emulate; got "gpu"/);
+    const em = selectTrainingDevice({ ...defaultConfig(), device: 'emulate' }, undefined, machineProbe());
+    assert.deepEqual([em.device, policyEngine(em)], ['emulate', { device: 'emulate', storage: 'bf16', gradientCheckpointing: false }]);
+    assert.match(em.line, /^device: emulate \(--device emulate: the device engine on the CPU harness/);
     assert.equal(resolveConfig({ flags: { gradientCheckpointing: 'false' } }).gradientCheckpointing, false);
     assert.equal(defaultConfig().gradientCheckpointing, null);
   });
