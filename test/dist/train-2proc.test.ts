@@ -12,50 +12,21 @@ import { spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
-import { readSafetensorsF32 } from '../../lib/safetensors.js';
 import { resolveConfig } from '../../lib/config/index.js';
 import { resumeConfig, runTraining } from '../../lib/commands/run-training.js';
 import { SoloCollective } from '../../lib/dist/collective.js';
 import { setNumThreads } from '../../lib/native.js';
+import { assertSameRun, cli, metrics, runTrain } from './train-runs.js';
 
-const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'murphy-dp-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
 setNumThreads(1);
 const FLAGS = { maxSteps: 2, saveSteps: 1, batchSize: 4, numGenerations: 4, sftSteps: 2, evalProblems: 1, evalIterations: 1, evalSamples: 1, device: 'cpu' };
 const ARGS = ['--max-steps', '2', '--save-steps', '1', '--batch-size', '4', '--num-generations', '4', '--sft-steps', '2', '--eval-problems', '1', '--eval-iterations', '1', '--eval-samples', '1', '--device', 'cpu'];
-
-function run(args: string[]): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const c = spawn(process.execPath, ['--import', 'tsx', cli, 'train', ...args], { env: { ...process.env, MURPHY_NUM_THREADS: '1', MASTER_PORT: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    c.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    c.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    c.on('exit', (code) => resolve({ code, out }));
-  });
-}
-
-const metrics = (dir: string) => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-const weights = (ck: string) => readSafetensorsF32(join(ck, 'master.safetensors')).tensors;
-
-function assertSameRun(a: string, b: string): void {
-  const ma = metrics(a), mb = metrics(b);
-  assert.equal(ma.length, mb.length);
-  ma.forEach((x, i) => {
-    const { time: _t1, loss: l1, gradNorm: g1, ...restA } = x;
-    const { time: _t2, loss: l2, gradNorm: g2, ...restB } = mb[i]!;
-    assert.deepEqual(restB, restA, `step ${i + 1}`);
-    for (const [p, q] of [[l1, l2], [g1, g2]] as [number, number][]) assert.ok(Math.abs(p - q) <= 1e-6 * Math.max(1, Math.abs(p)), `step ${i + 1}: ${p} vs ${q}`);
-  });
-  const ck = 'checkpoints/step-000002';
-  const wa = weights(join(a, ck)), wb = weights(join(b, ck));
-  let worst = 0;
-  for (const [n, t] of Object.entries(wa)) for (let i = 0; i < t.data.length; i++) worst = Math.max(worst, Math.abs(t.data[i]! - wb[n]!.data[i]!));
-  assert.ok(worst <= 1e-5, `max |w1 - w2| = ${worst}`);
-}
+const run = runTrain;
+const SAME = { close: ['loss', 'gradNorm'], rel: 1e-6, weights: 1e-5, step: 2 };
 
 describe('train --nproc-per-node 2 --device cpu (demo)', () => {
   it('matches one process on the same global batch; resumes re-sharded on 1 rank', async () => {
@@ -68,7 +39,7 @@ describe('train --nproc-per-node 2 --device cpu (demo)', () => {
     assert.equal(r2.code, 0, r2.out);
     assert.ok(!/\[rank 1\]/.test(r2.out), `rank 1 printed:\n${r2.out}`);
     assert.deepEqual(readdirSync(join(two, 'checkpoints/step-000002')).filter((f) => f.startsWith('optimizer')).sort(), ['optimizer-shard-00000-of-00002.safetensors', 'optimizer-shard-00001-of-00002.safetensors']);
-    assertSameRun(one, two);
+    assertSameRun(one, two, SAME);
 
     // resume the 2-rank run from step 1 on one rank
     const again = join(root, 'again');
@@ -79,7 +50,7 @@ describe('train --nproc-per-node 2 --device cpu (demo)', () => {
     // --nproc-per-node 1 is one rank with a collective of one
     await runTraining(resumeConfig(again, {}), { ...quiet, resume: again, dist: { collective: new SoloCollective() } });
     assert.ok(existsSync(join(again, 'checkpoints/step-000002/optimizer-shard-00000-of-00001.safetensors')));
-    assertSameRun(one, again);
+    assertSameRun(one, again, SAME);
   });
 
   it('SIGINT to the launcher reaches every rank once: they agree on a step, checkpoint it, and the job exits 130', async () => {
