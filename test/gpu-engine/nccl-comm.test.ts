@@ -108,4 +108,28 @@ describe('NCCL communicator (fake library)', () => {
     assert.deepEqual(lines.filter((l) => l.startsWith('abort')), ['abort rank=0', 'abort rank=1'], lines.join('\n'));
     assert.equal(lines.indexOf('abort rank=0'), lines.indexOf('broadcast count=8 dtype=7 root=0') + 1);
   });
+
+  it('f64 travels as the bytes of a Float64Array (NCCL double); any dtype may come as whole elements of bytes; arrays must live where the communicator works', async () => {
+    const c = await NcclCommunicator.init({ id: ncclUniqueId(), worldSize: 1, rank: 0, device: -1, timeoutMs: 10_000 });
+    const x = Float64Array.from({ length: 5 }, () => rng.normal());
+    const y = new Float64Array(5);
+    const bytes = (a: Float64Array | Float32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+    await c.allReduce(bytes(x), bytes(y), 5, 'f64', 'max');
+    assert.deepEqual(y, x);
+    const f = rng.normals(6, 1), g = new Float32Array(6);
+    await c.allGather(bytes(f), bytes(g), 6, 'f32');
+    assert.deepEqual(g, f);
+    await assert.rejects(c.allReduce(x as never, y as never, 5, 'f64'), /'send': dtype 'f64' takes the bytes of its array/);
+    await assert.rejects(c.allReduce(new Uint8Array(10), new Uint8Array(16), 2, 'f32'), /'send' holds 10 bytes, not a whole number of f32 elements \(4 bytes each\)/);
+    await assert.rejects(c.allReduce(bytes(x), bytes(y), 6, 'f64'), /'send' has 5 elements; the call needs 6/);
+    await c.close();
+    // a communicator on a device (index 0; this binary may have no CUDA: the check comes first) refuses host arrays
+    const d = await NcclCommunicator.init({ id: ncclUniqueId(), worldSize: 1, rank: 0, device: 0, timeoutMs: 10_000 }).catch((e: Error) => e);
+    if (d instanceof NcclCommunicator) {
+      await assert.rejects(d.allReduce(x, new Float32Array(5) as never, 5, 'f32'), /'send' must be a Float32Array|host array, but this communicator is on CUDA device 0/);
+      await assert.rejects(d.allReduce(rng.normals(3, 1), new Float32Array(3), 3, 'f32'), /'send' is a host array, but this communicator is on CUDA device 0; pass device arrays \(DeviceArray\)/);
+      d.abort();
+    }
+    assert.deepEqual(calls().filter((l) => l.startsWith('allReduce') || l.startsWith('allGather')), ['allReduce count=5 dtype=8 op=2', 'allGather sendcount=6 dtype=7']);
+  });
 });
