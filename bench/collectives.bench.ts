@@ -1,7 +1,13 @@
 // Collective benchmark of the CPU backend (lib/dist/tcp.ts, loopback TCP between processes):
-// `node --import tsx bench/collectives.bench.ts [--ranks N] [--quick] [--json FILE] [--nccl]`.
+// `node --import tsx bench/collectives.bench.ts [--ranks N] [--quick] [--json FILE] [--nccl [--staged] [--dry-run]]`.
 // --nccl: the device half, NCCL between one process per GPU (bench/nccl-bench.ts; --ranks
-// defaults to the GPU count); without a CUDA device or NCCL it says why and exits 0.
+// defaults to the GPU count, 1 on one GPU); without a CUDA device or NCCL it says why and exits 0.
+// --staged: through lib/dist's interface (host arrays staged through device buffers, as training
+// does today) instead of on device buffers. --dry-run: world size 1 on the tests' fake NCCL
+// (host memory, no GPU): runs the code, measures nothing, writes no file.
+// With one rank a reduce-scatter, all-gather or all-reduce crosses no link (busbw is 0 by
+// nccl-tests' definition): the table shows algbw, and the estimates use the broadcast figure,
+// a local copy, as a bound that a real link cannot beat, not a link speed.
 //
 // For each bucket size, every op (all-reduce, reduce-scatter, all-gather, broadcast) runs on N
 // rank processes of this script; the time is the median over 5-30 iterations after 2 untimed
@@ -30,6 +36,7 @@ interface Row {
 const { flag, opt } = cliArgs();
 const quick = flag('--quick');
 const nccl = flag('--nccl');
+const mode = { staged: flag('--staged'), dryRun: flag('--dry-run') };
 const SIZES = quick ? [1 << 16, 1 << 20, 1 << 23] : [1 << 16, 1 << 20, 1 << 23, 1 << 25, 1 << 27];
 
 function median(xs: number[]): number {
@@ -40,7 +47,7 @@ function median(xs: number[]): number {
 async function rankMain(): Promise<void> {
   const rank = Number(process.env.RANK), world = Number(process.env.WORLD_SIZE);
   const c = nccl
-    ? await ncclBenchRank(rank, world, process.env.MURPHY_NCCL_ID!)
+    ? await ncclBenchRank(rank, world, process.env.MURPHY_NCCL_ID!, mode)
     : await TcpCollective.create({ rank, worldSize: world, masterAddr: '127.0.0.1', masterPort: Number(process.env.MASTER_PORT), timeoutMs: 600_000 });
   const rows: Row[] = [];
   for (const bytes of SIZES) {
@@ -75,7 +82,7 @@ async function main(): Promise<void> {
   let ncclId = '';
   let devices = 0;
   if (nccl) {
-    const s = ncclBenchSkip();
+    const s = ncclBenchSkip(mode);
     if (s.skip) {
       console.log(`collectives --nccl: skipped: ${s.skip}`);
       return;
@@ -83,7 +90,10 @@ async function main(): Promise<void> {
     devices = s.devices;
     ncclId = ncclBenchId();
   }
+  if (!nccl && (mode.staged || mode.dryRun)) throw new Error('--staged and --dry-run go with --nccl');
   const world = Number(opt('--ranks') ?? (nccl ? devices : 2));
+  if (mode.dryRun && world !== 1) throw new Error('--dry-run runs world size 1 (the fake library joins ranks of one process only)');
+  if (mode.dryRun && opt('--json')) throw new Error('--dry-run measures nothing: no --json');
   const visible = process.env.CUDA_VISIBLE_DEVICES?.split(',').filter((x) => x.trim() !== '');
   const port = 20000 + Math.floor(Math.random() * 20000);
   const script = fileURLToPath(import.meta.url);
@@ -106,10 +116,10 @@ async function main(): Promise<void> {
   const estimate = (params: number) => ({
     params,
     weight_sync_bf16_s: +((params * 2) / (bw('broadcast') * 1e9)).toFixed(2),
-    zero1_step_fp32_s: +((params * 4 * (world - 1)) / world / (bw('reduceScatter') * 1e9) + (params * 4 * (world - 1)) / world / (bw('allGather') * 1e9)).toFixed(2),
+    zero1_step_fp32_s: world === 1 ? 0 : +((params * 4 * (world - 1)) / world / (bw('reduceScatter') * 1e9) + (params * 4 * (world - 1)) / world / (bw('allGather') * 1e9)).toFixed(2),
   });
   const doc = {
-    benchmark: nccl ? 'collectives (NCCL, one process per GPU, device buffers)' : 'collectives (CPU backend, loopback TCP)',
+    benchmark: nccl ? `collectives (NCCL, one process per GPU, ${mode.staged ? 'host arrays staged through device buffers (lib/dist NcclCollective)' : 'device buffers'})` : 'collectives (CPU backend, loopback TCP)',
     date: new Date().toISOString(),
     machine: machineInfo(),
     ranks: world,
@@ -119,6 +129,8 @@ async function main(): Promise<void> {
       ? 'Rank processes on one machine, one GPU each, NCCL on device buffers; bus bandwidth as nccl-tests defines it.'
       : 'Rank processes on one machine over loopback TCP; bus bandwidth as nccl-tests defines it. The device half: --nccl.',
   };
+  if (mode.dryRun) console.log('DRY RUN: the fake NCCL on host memory; these figures measure nothing about NCCL or a GPU');
+  if (world === 1) console.log('one rank: no link is crossed; busbw is 0 by definition, the estimates below come from the broadcast (a local copy) and bound what a link can do');
   console.log(`ranks ${world}`);
   console.log('op             bytes        median ms   algbw GB/s  busbw GB/s');
   for (const r of rows) console.log(`${r.op.padEnd(14)} ${String(r.bytes).padStart(11)}  ${r.median_ms.toFixed(3).padStart(10)}  ${r.algbw_gbps.toFixed(3).padStart(10)}  ${r.busbw_gbps.toFixed(3).padStart(10)}`);
