@@ -227,6 +227,7 @@ void NcclComm::check_open(const char* what) const {
     throw Error(std::string("NCCL ") + what + ": the communicator was closed or aborted; create a new one");
 #ifdef MURPHY_WITH_CUDA
   if (device_ >= 0) nccl_set_device(device_);  // calls come from any libuv worker thread
+  if (stream_) nccl_stream_wait_default(stream_);  // the uploads of the call's buffers first
 #endif
 }
 

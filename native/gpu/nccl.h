@@ -178,6 +178,8 @@ void nccl_set_device(int device);
 cudaStream_t nccl_stream_create(int device);
 // true when every operation on the stream has finished; throws on a CUDA error.
 bool nccl_stream_done(cudaStream_t s);
+// Makes s wait (on the device) for the work queued so far on the default stream (uploads).
+void nccl_stream_wait_default(cudaStream_t s);
 void nccl_stream_destroy(cudaStream_t s) noexcept;
 #endif
 

@@ -21,6 +21,20 @@ bool nccl_stream_done(cudaStream_t s) {
   return true;
 }
 
+// The communicator's stream is non-blocking, so it does not wait for the default stream, where
+// DeviceArray uploads (cudaMemcpy) run; and a cudaMemcpy from pageable host memory may return
+// before its DMA has landed. Each collective therefore first makes its stream wait for the work
+// queued on the default stream so far (an event, no host wait).
+void nccl_stream_wait_default(cudaStream_t s) {
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  cudaError_t st = cudaEventRecord(e, 0);
+  if (st == cudaSuccess) st = cudaStreamWaitEvent(reinterpret_cast<::cudaStream_t>(s), e, 0);
+  const cudaError_t d = cudaEventDestroy(e);  // released once the wait has passed
+  CUDA_CHECK(st);
+  CUDA_CHECK(d);
+}
+
 void nccl_stream_destroy(cudaStream_t s) noexcept { (void)cudaStreamDestroy(reinterpret_cast<::cudaStream_t>(s)); }
 
 }  // namespace gpu
