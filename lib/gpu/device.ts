@@ -67,7 +67,7 @@ export function selectDevice(
   log: (line: string) => void = () => undefined,
 ): DeviceSelection {
   if (requested === 'cpu') return { device: 'cpu', line: 'device: cpu (--device cpu)' };
-  if (requested === 'emulate') return { device: 'emulate', line: 'device: emulate (--device emulate: the device engine on the CPU harness, for tests and debugging; slow)' };
+  if (requested === 'emulate') return { device: 'emulate', line: 'device: emulate (--device emulate: the device engine on the CPU harness; tests and debugging, slow)' };
   const blocker = cudaBlocker(probe);
   if (requested === 'auto') {
     if (blocker) return { device: 'cpu', line: `device: cpu (auto: ${blocker})` };
