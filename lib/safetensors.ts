@@ -4,7 +4,12 @@
 // then the tensor bytes (offsets relative to the end of the header).
 import { readFileSync } from 'node:fs';
 
-export function encodeSafetensorsF32(tensors: F32Tensors, metadata: Record<string, string> = {}): Buffer {
+/**
+ * The bytes of a safetensors file as chunks, in order: the 8-byte length and JSON header, then
+ * each tensor's data as a view of its Float32Array (no copy; little-endian hosts, as every
+ * platform the addon builds for).
+ */
+export function safetensorsF32Chunks(tensors: F32Tensors, metadata: Record<string, string> = {}): Uint8Array[] {
   const header: Record<string, unknown> = { __metadata__: metadata };
   let off = 0;
   const names = Object.keys(tensors).sort();
@@ -16,16 +21,17 @@ export function encodeSafetensorsF32(tensors: F32Tensors, metadata: Record<strin
   let hjson = JSON.stringify(header);
   while ((8 + Buffer.byteLength(hjson)) % 8 !== 0) hjson += ' ';
   const hbuf = Buffer.from(hjson, 'utf8');
-  const out = Buffer.alloc(8 + hbuf.length + off);
-  out.writeBigUInt64LE(BigInt(hbuf.length), 0);
-  hbuf.copy(out, 8);
-  let p = 8 + hbuf.length;
-  for (const n of names) {
+  const head = Buffer.alloc(8 + hbuf.length);
+  head.writeBigUInt64LE(BigInt(hbuf.length), 0);
+  hbuf.copy(head, 8);
+  return [head, ...names.map((n) => {
     const d = tensors[n]!.data;
-    Buffer.from(d.buffer, d.byteOffset, d.byteLength).copy(out, p);
-    p += d.byteLength;
-  }
-  return out;
+    return new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+  })];
+}
+
+export function encodeSafetensorsF32(tensors: F32Tensors, metadata: Record<string, string> = {}): Buffer {
+  return Buffer.concat(safetensorsF32Chunks(tensors, metadata));
 }
 
 export type F32Tensors = Record<string, { shape: number[]; data: Float32Array }>;

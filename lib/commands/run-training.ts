@@ -216,7 +216,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   let point: ResumePoint | null = null;
   if (o.resume) {
     // Rank 0 chooses (and may set damaged checkpoints aside); the others take its choice.
-    point = coll ? await broadcastJson(coll, writer ? resolveResume(run, log) : undefined) : resolveResume(run, log);
+    point = coll ? await broadcastJson(coll, writer ? await resolveResume(run, log) : undefined) : await resolveResume(run, log);
     if (!coll && checkpointShards(point.dir)) {
       throw new TrainError(`checkpoint ${point.dir} holds the optimizer shards of a ${checkpointShards(point.dir)!.worldSize}-rank run; resume it with --nproc-per-node N (any N: the shards are re-sharded)`);
     }

@@ -131,9 +131,10 @@ describe('checkpoint manifest and resume fallback', () => {
     const dir = join(root, 'manifest');
     await run(dir, cfg({ maxSteps: 2 }));
     const ck = join(dir, 'checkpoints', 'step-000002');
-    const m = JSON.parse(readFileSync(join(ck, 'manifest.json'), 'utf8')) as { files: Record<string, { bytes: number; sha256: string }> };
+    const m = JSON.parse(readFileSync(join(ck, 'manifest.json'), 'utf8')) as { version: number; files: Record<string, { bytes: number; xxh64: string }> };
+    assert.equal(m.version, 2);
     assert.ok(m.files['state.json'] && m.files['config.json'] && m.files['fake-state.json'] && m.files['policy/config.json']);
-    assert.equal(checkpointFault(ck), null);
+    assert.equal(await checkpointFault(ck), null);
     // flip one byte somewhere in a random file: same size, different hash
     const files = Object.keys(m.files);
     const f = files[Math.floor(rng.next() * files.length)]!;
@@ -142,9 +143,9 @@ describe('checkpoint manifest and resume fallback', () => {
     const at = Math.floor(rng.next() * buf.length);
     buf[at] = buf[at]! ^ 0x20;
     writeFileSync(p, buf);
-    assert.match(manifestFault(ck)!, new RegExp(`${f.replace('.', '\\.')} does not match its SHA-256`));
+    assert.match((await manifestFault(ck))!, new RegExp(`${f.replace('.', '\\.')} does not match its XXH64 hash`));
     truncateSync(p, Math.floor(buf.length / 2));
-    assert.match(checkpointFault(ck)!, new RegExp(`${f.replace('.', '\\.')} has \\d+ bytes, the manifest says ${buf.length}`));
+    assert.match((await checkpointFault(ck))!, new RegExp(`${f.replace('.', '\\.')} has \\d+ bytes, the manifest says ${buf.length}`));
   });
 
   it('resume skips a damaged newest checkpoint, says so, continues exactly from the one before, and rotation keeps it', async () => {
@@ -165,7 +166,7 @@ describe('checkpoint manifest and resume fallback', () => {
     assert.deepEqual(strip(readMetrics(join(dir, 'metrics.jsonl'))), strip(readMetrics(join(full, 'metrics.jsonl'))));
     const kept = readdirSync(join(dir, 'checkpoints')).filter((n) => /^step-\d+$/.test(n)).sort();
     assert.deepEqual(kept, ['step-000004', 'step-000006']);
-    for (const n of kept) assert.equal(checkpointFault(join(dir, 'checkpoints', n)), null);
+    for (const n of kept) assert.equal(await checkpointFault(join(dir, 'checkpoints', n)), null);
   });
 
   it('the issue\'s case with the native model: master.safetensors cut to 300 kB, then resume', async () => {
@@ -186,7 +187,7 @@ describe('checkpoint manifest and resume fallback', () => {
     const dir = join(root, 'all-bad');
     await run(dir, cfg({ maxSteps: 4 }));
     for (const n of ['step-000002', 'step-000004']) writeFileSync(join(dir, 'checkpoints', n, 'state.json'), '{"version": 1, "ste');
-    assert.throws(() => findResumeCheckpoint(new RunDir(dir)), /no checkpoint verifies \(step-000004: .*state\.json.*; step-000002: .*state\.json/);
+    await assert.rejects(findResumeCheckpoint(new RunDir(dir)), /no checkpoint verifies \(step-000004: .*state\.json.*; step-000002: .*state\.json/);
     await assert.rejects(run(dir, cfg({ maxSteps: 4 }), { resume: true }), /no checkpoint verifies/);
   });
 
