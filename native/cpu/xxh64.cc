@@ -29,7 +29,19 @@ constexpr uint64_t P5 = 0x27D4EB2F165667C5ULL;
 
 inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
-// Little-endian loads, whatever the host's byte order.
+// Little-endian loads, whatever the host's byte order (one unaligned load on little-endian hosts).
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+inline uint64_t read64(const unsigned char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline uint64_t read32(const unsigned char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+#else
 inline uint64_t read64(const unsigned char* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
@@ -38,6 +50,7 @@ inline uint64_t read64(const unsigned char* p) {
 inline uint64_t read32(const unsigned char* p) {
   return uint64_t(p[0]) | (uint64_t(p[1]) << 8) | (uint64_t(p[2]) << 16) | (uint64_t(p[3]) << 24);
 }
+#endif
 
 inline uint64_t xround(uint64_t acc, uint64_t x) { return rotl(acc + x * P2, 31) * P1; }
 inline uint64_t merge(uint64_t h, uint64_t v) { return (h ^ xround(0, v)) * P1 + P4; }
