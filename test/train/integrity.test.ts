@@ -11,7 +11,7 @@ import { resumeConfig, runTraining } from '../../lib/commands/run-training.js';
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
 import { BUILTIN_VOCAB, PolicyModel, presets } from '../../lib/model/index.js';
 import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
-import { decodeSafetensorsF32, encodeSafetensorsF32, tensorMismatch, type F32Tensors } from '../../lib/safetensors.js';
+import { decodeSafetensorsF32, encodeSafetensorsF32, readSafetensorsF32, safetensorsF32Chunks, tensorMismatch, type F32Tensors } from '../../lib/safetensors.js';
 import { checkpointFault, findResumeCheckpoint, readTrainerState } from '../../lib/train/checkpoint.js';
 import { train } from '../../lib/train/loop.js';
 import { manifestFault } from '../../lib/train/manifest.js';
@@ -72,6 +72,23 @@ describe('safetensors reader', () => {
     const bad = Buffer.from(buf);
     bad.write('!', 8);
     assert.throws(() => decodeSafetensorsF32(bad, 'f'), /f: corrupt safetensors file: header is not valid JSON/);
+  });
+
+  it('readSafetensorsF32 (header first, then each tensor read into place) gives what decode gives, and the same faults', () => {
+    const t = randomTensors();
+    const buf = encodeSafetensorsF32(t, { k: 'v' });
+    const p = join(root, 'streamed.safetensors');
+    writeFileSync(p, Buffer.concat(safetensorsF32Chunks(t, { k: 'v' })));
+    assert.deepEqual(readFileSync(p), buf);
+    assert.deepEqual(readSafetensorsF32(p), decodeSafetensorsF32(buf));
+    for (const cut of [5, 20, buf.length - 1 - rng.int(4)]) {
+      writeFileSync(p, buf.subarray(0, cut));
+      let want = '';
+      assert.throws(() => decodeSafetensorsF32(buf.subarray(0, cut), p), (e: Error) => ((want = e.message), true));
+      assert.throws(() => readSafetensorsF32(p), (e: Error) => e.message === want, `cut at ${cut}: ${want}`);
+    }
+    writeFileSync(p, withHeader(buf, (h) => (h[Object.keys(t)[0]!].dtype = 'BF16')));
+    assert.throws(() => readSafetensorsF32(p), /streamed\.safetensors: corrupt safetensors file: tensor '.*' has dtype "BF16", expected F32/);
   });
 
   it('tensorMismatch names a missing, extra or misshapen tensor', () => {
