@@ -41,7 +41,8 @@ export function writeFileAtomic(path: string, data: string | Uint8Array | readon
     const chunks = typeof data === 'string' ? [Buffer.from(data, 'utf8')] : data instanceof Uint8Array ? [data] : data;
     for (const buf of chunks) {
       let off = 0;
-      while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
+      // at most 1 GiB per call: writeSync refuses lengths of 2 GiB and more (one tensor can be larger)
+      while (off < buf.length) off += writeSync(fd, buf, off, Math.min(buf.length - off, 1 << 30));
     }
     fsyncSync(fd);
   } catch (e) {
