@@ -27,7 +27,7 @@ import { engineWithStorage, policyEngine, selectTrainingDevice } from '../gpu/de
 import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
-import { NativePolicy } from '../train/policy.js';
+import { NativePolicy, type PolicyEngineInfo } from '../train/policy.js';
 import { formatRunHeader, RecentSteps, silentProgress, type ProgressSink } from '../train/progress.js';
 import { formatStepLine, type StepMetrics } from '../train/metrics.js';
 import { RunLock } from '../train/lock.js';
@@ -96,6 +96,16 @@ export function engineChangeNote(now: Record<string, unknown>, saved: Record<str
   const what = changed.map((k) => `"${k}" ${JSON.stringify(saved[k] ?? null)} -> ${JSON.stringify(now[k] ?? null)}`).join(', ');
   return `resuming with ${what} (checkpoint -> now): the same training continues` +
     (changed.includes('device') ? ', but not bit-exact: another device rounds floats differently' : ' (gradient checkpointing recomputes bit-identical activations)');
+}
+
+/**
+ * The line a resume logs when the engine the checkpoint was trained on (its state.json) is
+ * another than the one the run now built, or null (same engine, or a checkpoint that predates
+ * the record).
+ */
+export function engineRunNote(saved: PolicyEngineInfo | undefined, now: PolicyEngineInfo): string | null {
+  if (!saved || saved.device === now.device) return null;
+  return `the checkpoint was trained on the ${saved.device} engine, this run uses the ${now.device} engine: the same training continues, but not bit-exact: another device rounds floats differently`;
 }
 
 function defaultOut(c: TrainConfig): string {
@@ -234,6 +244,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   const writer = !coll || coll.rank === 0;
   if (coll) checkRanksDevice(c, coll.worldSize);
   let point: ResumePoint | null = null;
+  let deviceNoted = false;
   if (o.resume) {
     // Rank 0 chooses (and may set damaged checkpoints aside); the others take its choice.
     point = coll ? await broadcastJson(coll, writer ? await resolveResume(run, log) : undefined) : await resolveResume(run, log);
@@ -252,6 +263,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       if (diff.length) log(`--override-config: continuing with ${run.configPath}, which differs from the checkpoint's configuration in ${diff.join(', ')}`);
       const engineNote = engineChangeNote(c as unknown as Record<string, unknown>, saved);
       if (engineNote) log(engineNote);
+      deviceNoted = engineNote?.includes('"device"') ?? false;
     }
   } else if (writer && (fileSize(run.metricsPath) > 0 || checkpointDirs(run).length > 0)) {
     throw new TrainError(`${run.root} already holds a run; use --resume ${run.root} or another --out`);
@@ -268,6 +280,9 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   }
   let backend: RolloutBackend | null = null;
   const model = await loadPolicyModel(c, point ? join(point.dir, 'policy') : null, engine);
+  // the same configured device can mean another engine (auto on another machine, a test's engine)
+  const engineNote = point && !deviceNoted ? engineRunNote(point.state.engine, model.engine) : null;
+  if (engineNote) log(engineNote);
   const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
   if (c.backend === 'vllm') {
     let servers = c.serverUrl!.split(',').map((s) => s.trim());

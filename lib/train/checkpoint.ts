@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import { encodeSafetensorsF32, readSafetensorsF32, tensorMismatch } from '../safetensors.js';
 import { TrainError } from './error.js';
 import { MANIFEST_FILE, ManifestWriter, manifestFault } from './manifest.js';
-import type { Policy } from './policy.js';
+import type { Policy, PolicyEngineInfo } from './policy.js';
 import { RunDir, writeFileAtomic } from './rundir.js';
 
 /** What a checkpoint's state.json holds besides the policy. */
@@ -27,6 +27,8 @@ export interface TrainerState {
   treesBytes: number;
   /** Whether the optimizer moments were saved (exact resume). */
   optimizerState: boolean;
+  /** The engine the policy trained on, when the policy says (Policy.engineInfo); absent in older checkpoints. */
+  engine?: PolicyEngineInfo;
 }
 
 const STATE_FILE = 'state.json';
@@ -65,6 +67,10 @@ export function readTrainerState(dir: string): TrainerState {
   if (s.version !== 1) throw new TrainError(`checkpoint state ${path}: unsupported state version ${String(s.version)}`);
   for (const k of ['step', 'problemsConsumed', 'seed', 'groupSize', 'followUpGroupSize', 'metricsBytes', 'treesBytes'] as const) {
     if (!Number.isSafeInteger(s[k]) || s[k] < 0) throw new TrainError(`checkpoint state ${path}: "${k}" is ${JSON.stringify(s[k])}, expected an integer >= 0`);
+  }
+  const e = s.engine;
+  if (e !== undefined && (e === null || typeof e !== 'object' || typeof e.device !== 'string' || typeof e.storage !== 'string')) {
+    throw new TrainError(`checkpoint state ${path}: "engine" is ${JSON.stringify(e)}, expected {"device", "storage"}`);
   }
   return s;
 }
@@ -164,7 +170,8 @@ export async function writeCheckpoint(run: RunDir, policy: Policy, state: Traine
   try {
     const files = new ManifestWriter(tmp);
     const info = await policy.saveState(tmp, files);
-    const st: TrainerState = { ...state, optimizerState: info.optimizerState };
+    const engine = policy.engineInfo?.();
+    const st: TrainerState = { ...state, optimizerState: info.optimizerState, ...(engine ? { engine } : {}) };
     await files.writeFile(STATE_FILE, JSON.stringify(st, null, 2) + '\n');
     if (config) await files.writeFile(CONFIG_FILE, JSON.stringify(config, null, 2) + '\n');
     await files.finish();

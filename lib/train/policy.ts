@@ -35,6 +35,14 @@ export interface Policy extends PolicyWeights {
   saveState(dir: string, files?: CheckpointFileWriter): Promise<PolicyStateInfo>;
   /** Restores what saveState wrote. */
   loadState(dir: string): Promise<PolicyStateInfo>;
+  /** The engine it runs on (kept in each checkpoint's state.json, compared on resume); optional. */
+  engineInfo?(): PolicyEngineInfo;
+}
+
+/** Where a policy computes: 'cpu', 'emulate' or 'cuda', and the storage dtype of its compute weights. */
+export interface PolicyEngineInfo {
+  device: string;
+  storage: string;
 }
 
 /** Writes a file (path relative to the checkpoint directory) atomically; lib/train/manifest.ts's ManifestWriter. */
@@ -80,6 +88,10 @@ export class NativePolicy implements Policy {
   }
   makeReference(): void {
     this.model.makeReference();
+  }
+  engineInfo(): PolicyEngineInfo {
+    const e = this.model.engine;
+    return { device: e.device, storage: e.storage };
   }
 
   async saveState(dir: string, files?: CheckpointFileWriter): Promise<PolicyStateInfo> {

@@ -190,6 +190,8 @@ describe('checkpoint manifest and resume fallback', () => {
     const out = join(root, 'native-resume');
     const demo = (over: Partial<TrainConfig>): TrainConfig => ({ ...defaultConfig(), out, maxSteps: 4, saveSteps: 2, batchSize: 2, numGenerations: 2, maxCompletionLength: 16, evalProblems: 1, evalIterations: 1, sftSteps: 0, ...over });
     await runTraining(demo({}), { handleSignals: false, report: false });
+    // each checkpoint records the engine it was trained on (a resume compares it with its own)
+    assert.deepEqual(readTrainerState(join(out, 'checkpoints', 'step-000004')).engine, { device: 'cpu', storage: 'f32' });
     const master = join(out, 'checkpoints', 'step-000004', 'master.safetensors');
     truncateSync(master, 300_000);
     const lines: string[] = [];
@@ -216,6 +218,11 @@ describe('checkpoint manifest and resume fallback', () => {
     assert.throws(() => readTrainerState(ck), (e: Error) => e.message.includes(join(ck, 'state.json')) && /not valid JSON/.test(e.message));
     writeFileSync(join(ck, 'state.json'), JSON.stringify({ version: 1, step: 'two' }));
     assert.throws(() => readTrainerState(ck), /"step" is "two", expected an integer >= 0/);
+    const ok = { version: 1, step: 2, problemsConsumed: 4, seed: 0, groupSize: 2, followUpGroupSize: 2, metricsBytes: 0, treesBytes: 0, optimizerState: true };
+    writeFileSync(join(ck, 'state.json'), JSON.stringify(ok));
+    assert.equal(readTrainerState(ck).engine, undefined); // checkpoints from before the engine record
+    writeFileSync(join(ck, 'state.json'), JSON.stringify({ ...ok, engine: 'cuda' }));
+    assert.throws(() => readTrainerState(ck), /"engine" is "cuda", expected \{"device", "storage"\}/);
     writeFileSync(join(dir, 'config.json'), '{"seed": 1, "learningRate": 0.0');
     assert.throws(() => resumeConfig(dir, {}), (e: Error) => e.message.includes(join(dir, 'config.json')) && /not valid JSON/.test(e.message));
   });

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { configDifferences, engineChangeNote, resumeConfig, runTraining } from '../../lib/commands/run-training.js';
+import { configDifferences, engineChangeNote, engineRunNote, resumeConfig, runTraining } from '../../lib/commands/run-training.js';
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
 import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
 import { LOCK_FILE, RunLock } from '../../lib/train/lock.js';
@@ -121,6 +121,11 @@ describe('resume and the checkpoint configuration', () => {
     assert.deepEqual(configDifferences(a, { ...a, device: 'auto', gradientCheckpointing: true }), []);
     assert.equal(engineChangeNote(a, a), null);
     assert.match(engineChangeNote({ ...a, gradientCheckpointing: true }, a)!, /"gradientCheckpointing" null -> true \(checkpoint -> now\).*bit-identical/);
+    // the engine recorded in the checkpoint's state.json against the one built now (auto may pick another)
+    assert.equal(engineRunNote(undefined, { device: 'cuda', storage: 'bf16' }), null);
+    assert.equal(engineRunNote({ device: 'cpu', storage: 'f32' }, { device: 'cpu', storage: 'f32' }), null);
+    assert.equal(engineRunNote({ device: 'cpu', storage: 'f32' }, { device: 'cuda', storage: 'bf16' }),
+      'the checkpoint was trained on the cpu engine, this run uses the cuda engine: the same training continues, but not bit-exact: another device rounds floats differently');
     const dir = join(root, 'engine-keys');
     mkdirSync(dir, { recursive: true });
     const c = { ...defaultConfig(), out: dir, maxSteps: 2, saveSteps: 2, batchSize: 2, numGenerations: 2, device: 'cpu' as const };
