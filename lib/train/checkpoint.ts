@@ -4,7 +4,7 @@
 // rotation, and the KL reference of beta > 0 runs.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { encodeSafetensorsF32, readSafetensorsF32, tensorMismatch } from '../safetensors.js';
+import { readSafetensorsF32, safetensorsF32Chunks, tensorMismatch } from '../safetensors.js';
 import { TrainError } from './error.js';
 import { MANIFEST_FILE, ManifestWriter, manifestFault } from './manifest.js';
 import type { Policy, PolicyEngineInfo } from './policy.js';
@@ -195,7 +195,7 @@ const REFERENCE = 'reference.safetensors';
 export function saveReference(run: RunDir, policy: Policy): void {
   const t: Record<string, { shape: number[]; data: Float32Array }> = {};
   for (const p of policy.params()) t[p.name] = { shape: p.shape, data: policy.getParam(p.name) };
-  writeFileAtomic(join(run.root, REFERENCE), encodeSafetensorsF32(t, { kind: 'KL reference (initial policy)' }));
+  writeFileAtomic(join(run.root, REFERENCE), safetensorsF32Chunks(t, { kind: 'KL reference (initial policy)' }));
 }
 
 /** beta > 0 on resume: the reference is the initial policy, saved at the start of the run. */
