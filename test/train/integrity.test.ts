@@ -186,6 +186,19 @@ describe('checkpoint manifest and resume fallback', () => {
     for (const n of kept) assert.equal(await checkpointFault(join(dir, 'checkpoints', n)), null);
   });
 
+  it('beta > 0: the KL reference (the initial policy) is saved once, read back checked, and restored on resume', async () => {
+    const out = join(root, 'reference');
+    const demo = (over: Partial<TrainConfig>): TrainConfig => ({ ...defaultConfig(), out, maxSteps: 2, saveSteps: 2, batchSize: 2, numGenerations: 2, maxCompletionLength: 16, evalProblems: 1, evalIterations: 1, sftSteps: 0, beta: 0.04, ...over });
+    const initial = await PolicyModel.random(defaultConfig().modelPreset, { seed: defaultConfig().seed });
+    await runTraining(demo({}), { handleSignals: false, report: false });
+    const ref = readSafetensorsF32(join(out, 'reference.safetensors')).tensors;
+    assert.equal(tensorMismatch(ref, initial.params()), null);
+    for (const p of initial.params()) assert.deepEqual(ref[p.name]!.data, initial.getParam(p.name), p.name);
+    const r = await runTraining(resumeConfig(out, { maxSteps: 3 }), { resume: out, handleSignals: false, report: false });
+    assert.equal(r.summary.steps, 3);
+    assert.ok(r.summary.metrics.every((m) => Number.isFinite(m.loss)));
+  });
+
   it('the issue\'s case with the native model: master.safetensors cut to 300 kB, then resume', async () => {
     const out = join(root, 'native-resume');
     const demo = (over: Partial<TrainConfig>): TrainConfig => ({ ...defaultConfig(), out, maxSteps: 4, saveSteps: 2, batchSize: 2, numGenerations: 2, maxCompletionLength: 16, evalProblems: 1, evalIterations: 1, sftSteps: 0, ...over });
