@@ -170,6 +170,9 @@ describe('memory plan', () => {
       assert.equal(r.status, 0, r.stderr);
       assert.match(r.stdout, /^memory plan: qwen3, 1\.721B parameters/);
       assert.match(r.stdout, /up to 23776 tokens per micro-batch fit\n  does not fit: --micro-batch-tokens 32768 needs 93\.65 GiB .* \(then 177152 fit\)\n$/);
+      const f32 = spawnSync(process.execPath, ['--import', 'tsx', cli, 'memory-plan', '--model', dir, '--storage', 'f32', '--device-memory', '80'], { encoding: 'utf8' });
+      assert.equal(f32.status, 0, f32.stderr);
+      assert.match(f32.stdout, /\n  storage f32: fp32 master = compute weights .*up to 97248 tokens per micro-batch fit\n$/s);
       const bad = spawnSync(process.execPath, ['--import', 'tsx', cli, 'memory-plan', '--model', join(dir, 'absent')], { encoding: 'utf8' });
       assert.equal(bad.status, 1);
       assert.match(bad.stderr, /^murphy-native memory-plan: cannot read .*absent\/config\.json: ENOENT[^\n]*\n$/);
