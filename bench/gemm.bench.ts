@@ -1,9 +1,9 @@
-// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N] [--only TEXT] [--cpu-time]`
+// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N] [--only TEXT] [--cpu-time] [--path NAME]`
 // (also `npm run bench -- --gemm ...`).
 //
 // Each matrix product of the model benchmark's configs (bench/model-shapes.ts: the projections'
-// forward, input gradient and weight gradient, the LM head, one decode step) timed as the native
-// fp32 product (linearProduct, the path 'auto' picks), the native bf16-weight forward (forward
+// forward, input gradient and weight gradient, the LM head, decode steps of 1, 4 and 8 rows) timed
+// as the native fp32 product (linearProduct, the path 'auto' picks, or --path: avx512, avx2, ...), the native bf16-weight forward (forward
 // shapes only) and the OpenBLAS peer (torch.mm and numpy.matmul, float32, the machine's threads:
 // bench/torch_peer.py's serve_gemm, one Python process answering one request at a time). The
 // three are interleaved per shape for --rounds rounds (default 3); each figure is the best over
@@ -13,19 +13,20 @@
 // --cpu-time: one thread on both sides (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)) and
 // CPU time instead of wall time (process.cpuUsage(), time.process_time()): a per-core comparison
 // that time-slicing by other processes on a busy machine does not distort (their cache traffic
-// still does).
+// still does). `taskset -c 0` around a --cpu-time run keeps both sides on one core.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import os from 'node:os';
-import { cpuInfo, gemmInfo, linearProduct, setNumThreads, type LinearProductKind } from '../lib/native.js';
+import { cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../lib/native.js';
 import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
-import { gemmShapes, modelCases } from './model-shapes.js';
+import { gemmShapes, modelCases, type ModelCase, type ShapeProduct } from './model-shapes.js';
 import { describePeer, type TorchPeer } from './peer.js';
 
 const { flag, opt } = cliArgs();
 const quick = flag('--quick');
 const rounds = Number(opt('--rounds') ?? (quick ? 1 : 3));
 const cpuTime = flag('--cpu-time');
+const path = (opt('--path') ?? 'auto') as GemmPathName;
 if (cpuTime) setNumThreads(1);
 const threads = cpuInfo().threads;
 const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -108,14 +109,25 @@ interface Row {
   f32_vs_openblas: number | null; bf16_vs_f32: number | null;
 }
 
+/** The model's products plus decode steps of 1 and 8 rows (the skinny path; 4 rows is in gemmShapes). */
+function shapes(c: ModelCase): [string, number, number, number, ShapeProduct][] {
+  const s = c.sizes;
+  return [
+    ...gemmShapes(c),
+    [`${c.name} decode gate/up M=1`, 1, s.hiddenSize, s.intermediateSize, 'forward'],
+    [`${c.name} decode gate/up M=8`, 8, s.hiddenSize, s.intermediateSize, 'forward'],
+    [`${c.name} decode down M=4`, 4, s.intermediateSize, s.hiddenSize, 'forward'],
+  ];
+}
+
 const peer = await startPeer();
 if (peer) log(describePeer(peer.info, threads));
 const gemm = gemmInfo();
-log(`gemm.bench: native path ${gemm.best}, ${threads} threads, ${rounds} round(s) per shape, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+log(`gemm.bench: native path ${path === 'auto' ? gemm.best : path}, ${threads} threads, ${rounds} round(s) per shape, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 const loadStart = os.loadavg();
 const rows: Row[] = [];
 for (const c of modelCases(quick)) {
-  for (const [name, m, k, n, product] of gemmShapes(c)) {
+  for (const [name, m, k, n, product] of shapes(c)) {
     if (opt('--only') && !name.includes(opt('--only')!)) continue;
     // The linear layer's sizes (tokens, out, in) behind the plain (m x k) (k x n) product.
     const L = product === 'forward' ? { m, n, k } : product === 'backwardInput' ? { m, n: k, k: n } : { m: k, n: m, k: n };
@@ -124,8 +136,8 @@ for (const c of modelCases(quick)) {
     const outLen = product === 'forward' ? L.m * L.n : product === 'backwardInput' ? L.m * L.k : L.n * L.k;
     const a = filled(aLen, 1), b = filled(bLen, 2), out = new Float32Array(outLen);
     const wb = product === 'forward' ? toBf16Bits(b) : null;
-    const f32 = () => { linearProduct(product, a, b, out, L, { accumulate: product === 'backwardWeight' }); };
-    const bf16 = () => { linearProduct('forward', a, wb!, out, L); };
+    const f32 = () => { linearProduct(product, a, b, out, L, { accumulate: product === 'backwardWeight', path }); };
+    const bf16 = () => { linearProduct('forward', a, wb!, out, L, { path }); };
     const flops = 2 * m * k * n;
     const t1 = bestMs(f32, 1);  // warm-up and size estimate
     const reps = Math.max(1, Math.min(quick ? 3 : 10, Math.round(150 / Math.max(t1, 1e-3))));
@@ -165,7 +177,7 @@ const jsonPath = opt('--json');
 if (jsonPath) {
   writeJsonAtomic(jsonPath, {
     date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
-    threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: gemm.best, rounds, quick, torch_peer: peer?.info ?? null,
+    threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, torch_peer: peer?.info ?? null,
     note: 'float32 GEMM (and bf16-weight forward); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms',
     rows,
   });
