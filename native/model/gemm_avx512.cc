@@ -12,9 +12,11 @@
 // acc += a[2i] b[2i] + a[2i+1] b[2i+1] per lane. X is rounded to bf16 (nearest even) once per
 // call; W is bf16 already. Without AVX512_BF16 the bf16 values are widened to f32 while
 // packing and the f32 micro-kernel runs: the same products, summed in another order.
-// Skinny products (decode, M <= kSkinnyRows): no packing; blocks of 4 weight rows x up to 6
-// input rows accumulate 16-lane partial dot products and reduce them at the end, so each weight
-// row is read from memory once and reused from L1 for every input row.
+// Skinny products (decode, M <= kSkinnyRows): no packing; blocks of 4 weight rows x 4 input rows
+// accumulate 16-lane partial dot products (16 zmm) and reduce them at the end in one tree
+// (reduce16: 45 shuffles and adds for the 16 sums), so each weight row is read from memory once
+// and reused from L1 for every input row. One
+// input row (M = 1, a GEMV) takes 8 weight rows at a time (8 independent sums).
 #include "gemm.h"
 #include "gemm_driver.h"
 
@@ -199,38 +201,39 @@ MURPHY_AI __m512 load_w(const uint16_t* w, int64_t k, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, w + k)), 16));
 }
 
+// Y[m0 .. m0 + MB, j .. j + JB) (+)= X W^T over all of K, 16 k values per step (the last masked).
+// (One loop with the mask computed per step: a helper taking the sums by reference made GCC keep
+// some blocks' sums in memory.)
 template <int MB, int JB, typename WT>
 MURPHY_AI void skinny_block(const float* X, int64_t ldx, const WT* W, float* Y, int64_t N, int64_t K, int64_t m0,
                             int64_t j, bool acc) {
   __m512 s[MB][JB];
-#pragma GCC unroll 6
-  for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 4
+  for (int m = 0; m < MB; ++m)
+#pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 16) {
     const __mmask16 mk = lanes(K - k);
     __m512 w[JB];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) w[q] = load_w(W + (j + q) * K, k, mk);
-#pragma GCC unroll 6
+#pragma GCC unroll 4
     for (int m = 0; m < MB; ++m) {
       const __m512 x = _mm512_maskz_loadu_ps(mk, X + (m0 + m) * ldx + k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int q = 0; q < JB; ++q) s[m][q] = _mm512_fmadd_ps(x, w[q], s[m][q]);
     }
   }
-#pragma GCC unroll 6
-  for (int m = 0; m < MB; ++m) store_sums<JB>(s[m], Y + (m0 + m) * N + j, acc);
+  store_block<MB, JB>(s, Y + m0 * N + j, N, acc);
 }
 
+// Blocks of 4 input rows (16 zmm sums with JB = 4, reduced by one tree), then the 1-3 left.
 template <int JB, typename WT>
 MURPHY_AI void skinny_rows(const float* X, int64_t ldx, const WT* W, float* Y, int64_t M, int64_t N, int64_t K,
                            int64_t j, bool acc) {
   int64_t m = 0;
-  for (; m + 6 <= M; m += 6) skinny_block<6, JB>(X, ldx, W, Y, N, K, m, j, acc);
+  for (; m + 4 <= M; m += 4) skinny_block<4, JB>(X, ldx, W, Y, N, K, m, j, acc);
   switch (M - m) {
-    case 5: skinny_block<5, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
-    case 4: skinny_block<4, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
     case 3: skinny_block<3, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
     case 2: skinny_block<2, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
     case 1: skinny_block<1, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
@@ -242,6 +245,9 @@ template <typename WT>
 void skinny(const float* X, int64_t ldx, const WT* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j0, int64_t j1,
             bool acc) {
   int64_t j = j0;
+  // one input row (a GEMV): 8 weight rows at a time, for 8 independent sums and weight streams
+  if (M == 1)
+    for (; j + 8 <= j1; j += 8) skinny_block<1, 8>(X, ldx, W, Y, N, K, 0, j, acc);
   for (; j + 4 <= j1; j += 4) skinny_rows<4>(X, ldx, W, Y, M, N, K, j, acc);
   for (; j < j1; ++j) skinny_rows<1>(X, ldx, W, Y, M, N, K, j, acc);
 }
@@ -309,39 +315,37 @@ void strip_bf16(int64_t kc, const float* ap, const float* bp, int64_t ncols, flo
 
 // Y[m, j] (+)= sum over pairs of Xp[m, kp] . Wp[j, kp] (vdpbf16ps), rows j in [j0, j1).
 // Xp [M, ldx pairs] zero-padded past K; W [N, K] bf16 (masked past K).
+// Y[m0 .. m0 + MB, j .. j + JB) (+)= Xp . W over all of K, 32 bf16 values (16 pairs) per step.
 template <int MB, int JB>
 inline __attribute__((always_inline)) void block(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y,
                                                  int64_t N, int64_t K, int64_t m0, int64_t j, bool acc) {
   __m512 s[MB][JB];
-#pragma GCC unroll 6
-  for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 4
+  for (int m = 0; m < MB; ++m)
+#pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 32) {
     const int64_t left = K - k;
     const __mmask32 mk = left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << left) - 1u);
     __m512bh w[JB];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) w[q] = (__m512bh)_mm512_maskz_loadu_epi16(mk, W + (j + q) * K + k);
-#pragma GCC unroll 6
+#pragma GCC unroll 4
     for (int m = 0; m < MB; ++m) {
       const __m512bh x = (__m512bh)_mm512_loadu_si512(Xp + (m0 + m) * ldx + k / 2);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int q = 0; q < JB; ++q) s[m][q] = _mm512_dpbf16_ps(s[m][q], x, w[q]);
     }
   }
-#pragma GCC unroll 6
-  for (int m = 0; m < MB; ++m) store_sums<JB>(s[m], Y + (m0 + m) * N + j, acc);
+  store_block<MB, JB>(s, Y + m0 * N + j, N, acc);
 }
 
 template <int JB>
 inline __attribute__((always_inline)) void rows(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y, int64_t M,
                                                 int64_t N, int64_t K, int64_t j, bool acc) {
   int64_t m = 0;
-  for (; m + 6 <= M; m += 6) block<6, JB>(Xp, ldx, W, Y, N, K, m, j, acc);
+  for (; m + 4 <= M; m += 4) block<4, JB>(Xp, ldx, W, Y, N, K, m, j, acc);
   switch (M - m) {
-    case 5: block<5, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
-    case 4: block<4, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
     case 3: block<3, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
     case 2: block<2, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
     case 1: block<1, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
@@ -352,6 +356,8 @@ inline __attribute__((always_inline)) void rows(const uint32_t* Xp, int64_t ldx,
 void skinny_dp(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y, int64_t M, int64_t N, int64_t K,
                int64_t j0, int64_t j1, bool acc) {
   int64_t j = j0;
+  if (M == 1)
+    for (; j + 8 <= j1; j += 8) block<1, 8>(Xp, ldx, W, Y, N, K, 0, j, acc);
   for (; j + 4 <= j1; j += 4) rows<4>(Xp, ldx, W, Y, M, N, K, j, acc);
   for (; j < j1; ++j) rows<1>(Xp, ldx, W, Y, M, N, K, j, acc);
 }
