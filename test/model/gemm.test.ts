@@ -10,7 +10,9 @@
 //   bf16 weights, against the bf16-rounded inputs: the same bound (exact products, fp32 sums);
 //   against the unrounded fp32 inputs: + 2^-7 sum_k |a b| (x and w each rounded by <= 2^-9 relative).
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { gemmInfo, linearProduct, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
 import { Rng, testSeed } from '../helpers/random.js';
 
@@ -161,6 +163,28 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
       }
     });
   }
+
+  it('MURPHY_GEMM_PATH sets the path auto takes (avx2 here), and a bad name fails with one line', async () => {
+    const native = fileURLToPath(new URL('../../lib/native.ts', import.meta.url));
+    const code = `import { linearProduct } from ${JSON.stringify(native)};\n`
+      + 'const a = Float32Array.from({ length: 12 }, (_, i) => i - 5), b = Float32Array.from({ length: 12 }, (_, i) => 1 / (i + 1)), y = new Float32Array(9);\n'
+      + "process.stdout.write(JSON.stringify({ ran: linearProduct('forward', a, b, y, { m: 3, n: 3, k: 4 }), y: Array.from(y) }));";
+    const run = (value: string) => new Promise<{ out: string; err: string }>((resolve) => {
+      execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { env: { ...process.env, MURPHY_GEMM_PATH: value } },
+        (_e, out, err) => resolve({ out: String(out), err: String(err) }));
+    });
+    const [good, bad] = await Promise.all([run('avx2'), run('avx3')]);
+    const r = JSON.parse(good.out) as { ran: string; y: number[] };
+    assert.equal(r.ran, paths.includes('avx2') ? 'avx2' : 'baseline', good.err);  // a CPU without AVX2 falls back
+    for (let i = 0; i < 3; i++) {
+      for (let j = 0; j < 3; j++) {
+        let want = 0;
+        for (let t = 0; t < 4; t++) want += (i * 4 + t - 5) * (1 / (j * 4 + t + 1));
+        assert.ok(Math.abs(r.y[i * 3 + j] - want) <= 1e-5 * (1 + Math.abs(want)), `y[${i},${j}] = ${r.y[i * 3 + j]}, want ${want}`);
+      }
+    }
+    assert.match(bad.err, /MURPHY_GEMM_PATH must be 'auto', .*'avx2'.*; got 'avx3'/);
+  });
 
   it('refuses bad input with one line naming it', () => {
     const z = new Float32Array(6);
