@@ -3,9 +3,11 @@
 //
 // Each matrix product of the model benchmark's configs (bench/model-shapes.ts: the projections'
 // forward, input gradient and weight gradient, the LM head, decode steps of 1, 4 and 8 rows) timed
-// as the native fp32 product (linearProduct, the path 'auto' picks, or --path: avx512, avx2, ...), the native bf16-weight forward (forward
-// shapes only) and the OpenBLAS peer (torch.mm and numpy.matmul, float32, the machine's threads:
-// bench/torch_peer.py's serve_gemm, one Python process answering one request at a time). The
+// as the native fp32 product (linearProduct, the path 'auto' picks, or --path: avx512, avx2, ...),
+// the native bf16-weight forward (forward shapes only) and the OpenBLAS peer (torch.mm and
+// numpy.matmul, float32, the machine's threads, on the model's operand layouts: x @ W^T, dY @ W,
+// dY^T @ X as transposed views; bench/torch_peer.py's serve_gemm, one Python process answering
+// one request at a time). The
 // three are interleaved per shape for --rounds rounds (default 3); each figure is the best over
 // all rounds of a best-of-reps, so that a busy machine's slow moments fall out of all sides alike.
 // Ratios: native fp32 / the faster of torch and numpy (the OpenBLAS peer); bf16 / native fp32.
@@ -33,7 +35,7 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 const load1 = () => Math.round(os.loadavg()[0] * 100) / 100;
 
 // ---- the peer: one Python process, asked shape by shape
-interface PeerProc { info: TorchPeer; time(m: number, k: number, n: number, reps: number): Promise<{ torch_best_ms: number; numpy_best_ms: number }>; close(): void }
+interface PeerProc { info: TorchPeer; time(m: number, k: number, n: number, reps: number, layout: string): Promise<{ torch_best_ms: number; numpy_best_ms: number }>; close(): void }
 
 async function startPeer(): Promise<PeerProc | null> {
   if (flag('--no-torch')) return null;
@@ -54,8 +56,8 @@ async function startPeer(): Promise<PeerProc | null> {
     const info = (await next()) as TorchPeer;
     return {
       info,
-      time: async (m, k, n, reps) => {
-        p.stdin.write(`${JSON.stringify({ m, k, n, reps })}\n`);
+      time: async (m, k, n, reps, layout) => {
+        p.stdin.write(`${JSON.stringify({ m, k, n, reps, layout })}\n`);
         return next();
       },
       close: () => p.stdin.end(),
@@ -120,6 +122,10 @@ function shapes(c: ModelCase): [string, number, number, number, ShapeProduct][] 
   ];
 }
 
+// The peer multiplies the same operand layouts as the model: x @ W^T (W stored [out, in]),
+// dY @ W, dY^T @ X (torch_peer.serve_gemm's "layout": which operand is a transposed view).
+const peerLayout: Record<ShapeProduct, string> = { forward: 'nt', backwardInput: 'nn', backwardWeight: 'tn' };
+
 const peer = await startPeer();
 if (peer) log(describePeer(peer.info, threads));
 const gemm = gemmInfo();
@@ -147,7 +153,7 @@ for (const c of modelCases(quick)) {
       nf = Math.min(nf, bestMs(f32, reps));
       if (wb) nb = Math.min(nb, bestMs(bf16, reps));
       if (peer) {
-        const p = await peer.time(m, k, n, reps);
+        const p = await peer.time(m, k, n, reps, peerLayout[product]);
         tt = Math.min(tt, p.torch_best_ms);
         tn = Math.min(tn, p.numpy_best_ms);
       }
@@ -178,7 +184,7 @@ if (jsonPath) {
   writeJsonAtomic(jsonPath, {
     date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
     threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, torch_peer: peer?.info ?? null,
-    note: 'float32 GEMM (and bf16-weight forward); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms',
+    note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms',
     rows,
   });
   log(`gemm.bench: wrote ${jsonPath}`);
