@@ -1,5 +1,6 @@
 // Internals of the CPU matrix product (native/model/matmul.cc): the paths a product can take
-// and the AVX-512 implementation (gemm_avx512.cc). See docs/kernels.md, "CPU GEMM".
+// and their implementations: AVX-512 (gemm_avx512.cc) and AVX2 (gemm_avx2.cc), both on the BLIS
+// driver of gemm_driver.h. See docs/kernels.md, "CPU GEMM".
 #pragma once
 #include <cstdint>
 #include <string>
