@@ -200,6 +200,11 @@ MURPHY_AI __m512 load_w(const float* w, int64_t k, __mmask16 m) { return _mm512_
 MURPHY_AI __m512 load_w(const uint16_t* w, int64_t k, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, w + k)), 16));
 }
+MURPHY_AI __m512 load_w(const float* w, int64_t k) { return _mm512_loadu_ps(w + k); }
+MURPHY_AI __m512 load_w(const uint16_t* w, int64_t k) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k))), 16));
+}
 
 // Y[m0 .. m0 + MB, j .. j + JB) (+)= X W^T over all of K, 16 k values per step (the last masked).
 // (One loop with the mask computed per step: a helper taking the sums by reference made GCC keep
@@ -212,7 +217,19 @@ MURPHY_AI void skinny_block(const float* X, int64_t ldx, const WT* W, float* Y, 
   for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 16) {
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {  // plain loads (a masked load per step costs load throughput)
+    __m512 w[JB];
+#pragma GCC unroll 8
+    for (int q = 0; q < JB; ++q) w[q] = load_w(W + (j + q) * K, k);
+#pragma GCC unroll 4
+    for (int m = 0; m < MB; ++m) {
+      const __m512 x = _mm512_loadu_ps(X + (m0 + m) * ldx + k);
+#pragma GCC unroll 8
+      for (int q = 0; q < JB; ++q) s[m][q] = _mm512_fmadd_ps(x, w[q], s[m][q]);
+    }
+  }
+  if (k < K) {  // the K % 16 tail, masked
     const __mmask16 mk = lanes(K - k);
     __m512 w[JB];
 #pragma GCC unroll 8
@@ -324,9 +341,20 @@ inline __attribute__((always_inline)) void block(const uint32_t* Xp, int64_t ldx
   for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 32) {
-    const int64_t left = K - k;
-    const __mmask32 mk = left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << left) - 1u);
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {  // plain loads
+    __m512bh w[JB];
+#pragma GCC unroll 8
+    for (int q = 0; q < JB; ++q) w[q] = (__m512bh)_mm512_loadu_si512(W + (j + q) * K + k);
+#pragma GCC unroll 4
+    for (int m = 0; m < MB; ++m) {
+      const __m512bh x = (__m512bh)_mm512_loadu_si512(Xp + (m0 + m) * ldx + k / 2);
+#pragma GCC unroll 8
+      for (int q = 0; q < JB; ++q) s[m][q] = _mm512_dpbf16_ps(s[m][q], x, w[q]);
+    }
+  }
+  if (k < K) {  // the K % 32 tail, masked (Xp is zero past K)
+    const __mmask32 mk = __mmask32((1u << (K - k)) - 1u);
     __m512bh w[JB];
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) w[q] = (__m512bh)_mm512_maskz_loadu_epi16(mk, W + (j + q) * K + k);
