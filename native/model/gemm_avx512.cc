@@ -15,8 +15,9 @@
 // Skinny products (decode, M <= kSkinnyRows): no packing; blocks of 4 weight rows x 4 input rows
 // accumulate 16-lane partial dot products (16 zmm) and reduce them at the end in one tree
 // (reduce16: 45 shuffles and adds for the 16 sums), so each weight row is read from memory once
-// and reused from L1 for every input row. One
-// input row (M = 1, a GEMV) takes 8 weight rows at a time (8 independent sums).
+// and reused from L1 for every input row. One input row (M = 1, a GEMV) takes 8 weight rows at a
+// time (8 independent sums). K runs in whole vectors on plain loads, the tail masked (masked zmm
+// loads cost load throughput).
 #include "gemm.h"
 #include "gemm_driver.h"
 
