@@ -276,7 +276,12 @@ MURPHY_AI void skinny_block(const float* X, const WT* W, float* Y, int64_t N, in
   for (int64_t k = 0; k < K8; k += 8) {
     __m256 w[JB];
 #pragma GCC unroll 8
-    for (int q = 0; q < JB; ++q) w[q] = loadu8(W + (j + q) * K + k);
+    for (int q = 0; q < JB; ++q) {
+      w[q] = loadu8(W + (j + q) * K + k);
+      // in a register: folded into each row's FMA, every weight vector was loaded MB times
+      // (10 loads per 8 FMAs for 2 rows: load-bound)
+      if constexpr (MB > 1) asm("" : "+x"(w[q]));
+    }
 #pragma GCC unroll 2
     for (int m = 0; m < MB; ++m) {
       const __m256 x = loadu8(X + (m0 + m) * K + k);
