@@ -139,7 +139,7 @@ async function decodeRun(model: PolicyModel, shape: { name: string; sizes: Model
       prefill_tokens: t.prefillTokens, prefill_s: +(t.otherMs / 1000).toFixed(4),
       bytes_per_decode_step: measured ? Math.round(t.decodeBytes / t.decodeSteps) : null,
       bound_tokens_per_s: boundTps === null ? null : +boundTps.toFixed(1),
-      bound_fraction: measured ? +boundFraction(t.decodeBytes, sec, copy.gbps).toFixed(3) : null,
+      bound_fraction: measured ? +boundFraction(t.decodeBytes, sec, copy.gbps).toPrecision(3) : null,
     };
   } finally {
     await model.kvRelease();
@@ -238,7 +238,7 @@ export async function deviceBench(o: DeviceBenchOptions): Promise<void> {
     date: new Date().toISOString(), machine: machineInfo(),
     device: o.dryRun ? 'dry-run (CPU, emulated engine: checks the script, not a GPU)' : status.devices[0]!.name,
     engine: { device, storage: STORAGE, block_size: BLOCK_SIZE, token_budget: TOKEN_BUDGET }, quick: o.quick,
-    copy: null, decode: [], tree: null, goals: null,
+    copy: null, decode: [], torch_peer: {}, tree: null, goals: null,
   };
   const save = () => { if (o.jsonPath) writeJsonAtomic(o.jsonPath, doc); };
 
@@ -259,6 +259,8 @@ export async function deviceBench(o: DeviceBenchOptions): Promise<void> {
         row.torch_decode_tokens_per_s = peer.tokensPerS === null ? null : +peer.tokensPerS.toFixed(1);
         row.torch_ratio = peer.tokensPerS && row.decode_tokens_per_s ? +(row.decode_tokens_per_s / peer.tokensPerS).toFixed(2) : null;
         row.note = peer.note;
+        // the peer's whole report: its configuration (bench/peer.ts's TorchPeer, CUDA / cuDNN, sdpa backends), versions and times
+        (doc.torch_peer as Record<string, unknown>)[shape.name] = peer.raw ?? { note: peer.note };
       }
       rows.push(row);
       log(`gpu-generate.bench: ${shape.name} batch ${B}: ${row.decode_tokens_per_s ?? 'n/a'} decode tokens/s, ${row.bound_fraction ?? 'n/a'} of the bound (${row.bound_tokens_per_s ?? 'n/a'})` +
