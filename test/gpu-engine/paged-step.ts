@@ -57,6 +57,9 @@ export interface PagedRunOptions {
   mode?: 'step' | 'logits';
   /** Blocks to allocate (default: enough for every sequence). */
   blocks?: number;
+  /** mode 'step': sampling options (default greedy); sequence i draws as the CPU engine's generate()
+   * draws prompt i: the stream (seed + i, 0), step = the index of the token in its completion. */
+  sample?: { temperature: number; topP?: number; topK?: number; minP?: number; seed?: number };
 }
 
 export interface PagedRun {
@@ -64,6 +67,8 @@ export interface PagedRun {
   tokens: number[][];
   /** mode 'logits': each sampled row's logits, per sequence (row i predicts tokens[i]). */
   logits: Float32Array[][];
+  /** mode 'step': the log-prob pagedStep returned for each token. */
+  logprobs: number[][];
   steps: number;
 }
 
@@ -85,7 +90,7 @@ export async function runPaged(model: PolicyModel, prompts: number[][], o: Paged
   const need = prompts.reduce((a, p, i) => a + Math.ceil((p.length + caps[i]) / blockSize), 0);
   model.kvAllocate({ blocks: o.blocks ?? need, blockSize });
   let next = 0;
-  const st = prompts.map((p) => ({ seq: [...p], computed: 0, table: [] as number[], out: [] as number[], logits: [] as Float32Array[] }));
+  const st = prompts.map((p) => ({ seq: [...p], computed: 0, table: [] as number[], out: [] as number[], logits: [] as Float32Array[], logp: [] as number[] }));
   let steps = 0;
   for (;;) {
     const live = st.map((s, i) => ({ s, i })).filter(({ s, i }) => s.out.length < caps[i]);
@@ -99,24 +104,32 @@ export async function runPaged(model: PolicyModel, prompts: number[][], o: Paged
     const arrays = stepArrays(seqs, blockSize);
     const R = arrays.sampleRows.length;
     let toks: ArrayLike<number>;
+    let lps: ArrayLike<number> = [];
     if (o.mode === 'logits') {
       const z = await model.pagedLogits(arrays);
       toks = Array.from({ length: R }, (_, r) => argmax(z, arrays.sampleRows[r] * V, V));
       let r = 0;
       live.forEach(({ s }, k) => { if (seqs[k].sampleIndices!.length) s.logits.push(z.slice(arrays.sampleRows[r] * V, (arrays.sampleRows[r++] + 1) * V)); });
     } else {
-      toks = (await model.pagedStep(arrays, greedy(R))).tokens;
+      const rows = live.filter((_, k) => seqs[k].sampleIndices!.length > 0);
+      const sampling = o.sample === undefined ? greedy(R)
+        : samplingOf(R, { ...o.sample, seed: rows.map(({ i }) => (o.sample!.seed ?? 0) + i), step: rows.map(({ s }) => s.out.length) });
+      const res = await model.pagedStep(arrays, sampling);
+      toks = res.tokens;
+      lps = res.logprobs;
     }
     let r = 0;
     live.forEach(({ s }, k) => {
       s.computed += seqs[k].tokenIds.length;
       if (seqs[k].sampleIndices!.length) {
-        const t = toks[r++];
+        const t = toks[r];
+        if (o.mode !== 'logits') s.logp.push(lps[r]);
+        r++;
         s.out.push(t);
         s.seq.push(t);
       }
     });
     steps++;
   }
-  return { tokens: st.map((s) => s.out), logits: st.map((s) => s.logits), steps };
+  return { tokens: st.map((s) => s.out), logits: st.map((s) => s.logits), logprobs: st.map((s) => s.logp), steps };
 }
