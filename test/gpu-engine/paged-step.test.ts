@@ -45,7 +45,7 @@ describe('paged step (emulate): tokens equal the CPU engine\'s generate', () => 
     const cpu = await PolicyModel.random('tiny', { seed: s, initStd: 0.1 });
     const dev = await PolicyModel.random('tiny', { seed: s, initStd: 0.1, device: 'emulate', storage: 'f32' });
     const prompts = [2 + rng.int(5), 10 + rng.int(20), 40 + rng.int(30)].map((n) => randomPrompt(rng, n, cpu.info.vocabSize));
-    const toks = await checkAgainstGenerate(cpu, dev, prompts, { blockSize: 16, chunk: 8 + rng.int(24), newTokens: 64 }, `tiny, seed ${seed}`);
+    const { tokens: toks } = await checkAgainstGenerate(cpu, dev, prompts, { blockSize: 16, chunk: 8 + rng.int(24), newTokens: 64 }, `tiny, seed ${seed}`);
     const distinct = new Set(toks.flat()).size;
     assert.ok(distinct > 8, `the continuations should vary (got ${distinct} distinct tokens)`);
   });
@@ -65,18 +65,21 @@ describe('paged step (emulate): tokens equal the CPU engine\'s generate', () => 
     const cpu = await PolicyModel.random(SIZES, { seed: s, initStd: 0.1 });
     const prompts = [3, 11, 17].map((n) => randomPrompt(rng, n, SIZES.vocabSize));
     const sample = { temperature: 0.9, topP: 0.9, topK: 40, minP: 0.02, seed: rng.int(2 ** 30) };
-    await checkAgainstGenerate(cpu, await emulate('f32', s), prompts, { blockSize: 4, chunk: 5, newTokens: 24, sample }, `seed ${seed}`);
+    const r = await checkAgainstGenerate(cpu, await emulate('f32', s), prompts, { blockSize: 4, chunk: 5, newTokens: 24, sample }, `seed ${seed}`);
+    console.log(`# sampled log-probs vs generate(): rel error ${r.logpError.toExponential(2)}`);
   });
 });
 
 describe('paged step (emulate): prefix sharing, sampling on the device', () => {
   it('two sequences sharing full prefix blocks and a copied partial block give the logits of unshared ones', async () => {
-    await checkSharedPrefix(await emulate('f32'), rng, `seed ${seed}`);
+    const e = await checkSharedPrefix(await emulate('f32'), rng, `seed ${seed}`);
+    console.log(`# shared vs unshared logits: rel error ${e.toExponential(2)}`);
   });
 
   for (const storage of ['f32', 'bf16'] as const) {
     it(`${storage}: a row drawn several times (a fork); each log-prob = log softmax(logits / T) over the kept set, from pagedLogits`, async () => {
-      await checkSampling(await emulate(storage), rng, `${storage}, seed ${seed}`);
+      const e = await checkSampling(await emulate(storage), rng, `${storage}, seed ${seed}`);
+      console.log(`# ${storage}: processed log-probs vs JS: max abs error ${e.toExponential(2)}`);
     });
   }
 });

@@ -181,19 +181,21 @@ export async function checkLogitsAgainstFull(m: PolicyModel, storage: 'f32' | 'b
 }
 
 /** Tokens (and log-probs when sampling) of the paged engine against the CPU engine's generate() on the same prompts. */
-export async function checkAgainstGenerate(cpu: PolicyModel, dev: PolicyModel, prompts: number[][], o: Omit<PagedRunOptions, 'mode'>, what: string): Promise<number[][]> {
+export async function checkAgainstGenerate(cpu: PolicyModel, dev: PolicyModel, prompts: number[][], o: Omit<PagedRunOptions, 'mode'>, what: string): Promise<{ tokens: number[][]; logpError: number }> {
   const s = o.sample ?? { temperature: 0 };
   const want = await cpu.generate(prompts, { maxNewTokens: o.newTokens, ...s });
   const got = await runPaged(dev, prompts, o);
+  let logpError = 0;
   got.tokens.forEach((t, i) => {
     assert.deepEqual(t, Array.from(want[i].tokens), `${what}: prompt ${i}`);
     if (o.sample !== undefined) {
       const e = relError(got.logprobs[i], want[i].logprobs);
+      logpError = Math.max(logpError, e);
       assert.ok(e < 1e-4, `${what}: prompt ${i}: log-probs differ by ${e}`);
     }
   });
   dev.kvRelease();
-  return got.tokens;
+  return { tokens: got.tokens, logpError };
 }
 
 /**
@@ -201,7 +203,7 @@ export async function checkAgainstGenerate(cpu: PolicyModel, dev: PolicyModel, p
  * the step's KV writes) against each sequence alone in blocks of its own, and against the full
  * forward.
  */
-export async function checkSharedPrefix(m: PolicyModel, rng: Rng, what: string): Promise<void> {
+export async function checkSharedPrefix(m: PolicyModel, rng: Rng, what: string): Promise<number> {
   const V = m.info.vocabSize, bs = 4;
   const prompt = randomPrompt(rng, 2 * bs + 1 + rng.int(bs - 1), V);
   const P = prompt.length;
@@ -214,16 +216,19 @@ export async function checkSharedPrefix(m: PolicyModel, rng: Rng, what: string):
     { start: P, tokenIds: [a], blockTable: [0, 1, 2], sampleIndices: [0] },
     { start: P, tokenIds: [b], blockTable: [0, 1, 3], sampleIndices: [0] },
   ], bs, [{ src: 2, dst: 3 }]));
+  let worst = 0;
   for (const [k, tok] of [a, b].entries()) {
     m.kvAllocate({ blocks: 8, blockSize: bs });  // a fresh pool: nothing shared
     const alone = await m.pagedLogits(stepArrays([{ start: 0, tokenIds: [...prompt, tok], blockTable: [5, 6, 7], sampleIndices: [0] }], bs));
     const e = relError(shared.subarray(k * V, (k + 1) * V), alone);
+    worst = Math.max(worst, e);
     assert.ok(e <= LOGITS_TOL.f32, `${what}: sequence ${k}: shared vs unshared logits rel error ${e}`);
     const full = await fullLogits(m, [...prompt, tok]);
     const ef = relError(alone, full.subarray(P * V, (P + 1) * V));
     assert.ok(ef <= LOGITS_TOL.f32, `${what}: sequence ${k}: paged vs full logits rel error ${ef}`);
   }
   m.kvRelease();
+  return worst;
 }
 
 /** log p(token) under softmax(z / T) restricted to the kept set of min-p, then top-k, then top-p (renormalised), in fp64. */
@@ -250,7 +255,7 @@ export function processedLogp(z: Float32Array, token: number, o: { temperature: 
  * (temperature, top-k, top-p, min-p, greedy, top-k 1): every token is in its kept set and its
  * log-prob is log softmax(logits / T) over that set, recomputed here from pagedLogits.
  */
-export async function checkSampling(m: PolicyModel, rng: Rng, what: string): Promise<void> {
+export async function checkSampling(m: PolicyModel, rng: Rng, what: string): Promise<number> {
   const V = m.info.vocabSize, bs = 8;
   m.kvAllocate({ blocks: 8, blockSize: bs });
   const seqs: StepSeq[] = [
@@ -272,6 +277,7 @@ export async function checkSampling(m: PolicyModel, rng: Rng, what: string): Pro
   // the same arrays again: the step rewrites the same K and V at the same slots
   const res = await m.pagedStep(arrays, s);
   assert.equal(res.tokens.length, R);
+  let worst = 0;
   for (let r = 0; r < R; r++) {
     const row = z.subarray(arrays.sampleRows[r] * V, (arrays.sampleRows[r] + 1) * V);
     const o = opts[r], tok = res.tokens[r];
@@ -279,9 +285,11 @@ export async function checkSampling(m: PolicyModel, rng: Rng, what: string): Pro
     if (o.topK === 1 && o.temperature > 0) { assert.equal(res.logprobs[r], 0, `${what}: row ${r}: one token kept`); continue; }
     const ref = processedLogp(row, tok, o.temperature === 0 ? { ...o, temperature: 1 } : o);
     assert.ok(ref.kept, `${what}: row ${r}: token ${tok} is outside the kept set of ${JSON.stringify(o)}`);
+    worst = Math.max(worst, Math.abs(res.logprobs[r] - ref.logp));
     assert.ok(Math.abs(res.logprobs[r] - ref.logp) < 1e-4, `${what}: row ${r}: log-prob ${res.logprobs[r]} vs ${ref.logp}`);
   }
   // the fork's first five samples (other streams, no filter that keeps one token): not all one token
   assert.ok(new Set(Array.from(res.tokens.subarray(0, 5))).size > 1, `${what}: the fork's samples are all ${res.tokens[0]}`);
   m.kvRelease();
+  return worst;
 }
