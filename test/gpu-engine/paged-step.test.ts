@@ -103,9 +103,13 @@ describe('paged step: pools and bad inputs', () => {
 
   it('the CPU engine refuses with ENOTSUP, naming the device engines', async () => {
     const m = await PolicyModel.random(SIZES, { seed: 1 });
-    assert.throws(() => m.kvAllocate({ blocks: 4, blockSize: 4 }), (e: unknown) => e instanceof MurphyNativeError && e.code === 'ENOTSUP' && /--device emulate\|cuda/.test(e.message));
-    await assert.rejects(m.pagedStep(stepArrays([{ start: 0, tokenIds: [1], blockTable: [0], sampleIndices: [0] }], 4), greedy(1)),
-      (e: unknown) => e instanceof MurphyNativeError && e.code === 'ENOTSUP');
+    const notSup = (e: unknown) => e instanceof MurphyNativeError && e.code === 'ENOTSUP' && /--device emulate\|cuda/.test(e.message);
+    assert.throws(() => m.kvAllocate({ blocks: 4, blockSize: 4 }), notSup);
+    assert.throws(() => m.kvRelease(), notSup);
+    assert.throws(() => m.kvInfo(), notSup);
+    const a = stepArrays([{ start: 0, tokenIds: [1], blockTable: [0], sampleIndices: [0] }], 4);
+    await assert.rejects(m.pagedStep(a, greedy(1)), notSup);
+    await assert.rejects(m.pagedLogits(a), notSup);
   });
 
   it('bad inputs: one clear line each, and the pools still work after', async () => {
