@@ -142,5 +142,9 @@ describe('paged step: pools and bad inputs', () => {
     await assert.rejects(m.pagedStep(good(), { ...greedy(2), seed: new Uint32Array(1) }), /'seed' has 1 entries but sampleRows \(2 samples\) needs 2/);
     const ok = await m.pagedStep(good(), greedy(2));
     assert.equal(ok.tokens.length, 2);
+    // a prefill chunk that samples nothing: no rows, no tokens
+    const none = await m.pagedStep(stepArrays([{ start: 0, tokenIds: [1, 2, 3], blockTable: [3] }], bs), greedy(0));
+    assert.equal(none.tokens.length, 0);
+    assert.equal((await m.pagedLogits(stepArrays([{ start: 0, tokenIds: [1, 2, 3], blockTable: [3] }], bs))).length, 0);
   });
 });
