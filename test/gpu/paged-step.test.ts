@@ -64,7 +64,7 @@ describe(`paged step (${device})`, () => {
     const before = m.kvInfo();
     if (dryRun) { assert.equal(before.freeBytes, null); return; }
     assert.ok(typeof before.freeBytes === 'number' && before.freeBytes > 0);
-    const blocks = 4096;
+    const blocks = 32768;  // 64 MiB of K and V at 128 bytes a token
     m.kvAllocate({ blocks, blockSize: 16 });
     const after = m.kvInfo();
     assert.ok(before.freeBytes - after.freeBytes! >= blocks * after.bytesPerBlock * 0.99, `free ${before.freeBytes} -> ${after.freeBytes}`);
