@@ -7,11 +7,12 @@
 // MURPHY_SEED replays). Tolerances and what they measured: docs/gpu.md, "Generation".
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { PolicyModel } from '../../lib/model/index.js';
+import { packSequences, PolicyModel } from '../../lib/model/index.js';
 import { MurphyNativeError } from '../../lib/native.js';
+import { relError } from '../model/helpers.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { fixtureCase, fixtures } from './engine-compare.js';
-import { checkAgainstGenerate, checkLogitsAgainstFull, checkSampling, checkSharedPrefix, greedy, PAGED_SIZES, randomPrompt, runPaged, stepArrays } from './paged-step.js';
+import { checkAgainstGenerate, checkLogitsAgainstFull, checkSampling, checkSharedPrefix, greedy, LOGITS_TOL, PAGED_SIZES, randomPrompt, runPaged, stepArrays } from './paged-step.js';
 
 const seed = testSeed('paged-step');
 const rng = new Rng(seed);
@@ -82,6 +83,26 @@ describe('paged step (emulate): prefix sharing, sampling on the device', () => {
       console.log(`# ${storage}: processed log-probs vs JS: max abs error ${e.toExponential(2)}`);
     });
   }
+});
+
+describe('paged step (emulate): colocated with training', () => {
+  it('after an AdamW step the paged step reads the updated compute weights (no sync)', async () => {
+    for (const storage of ['f32', 'bf16'] as const) {
+      const m = await emulate(storage);
+      const V = SIZES.vocabSize, bs = 4;
+      const prompt = randomPrompt(rng, 7, V);
+      const arrays = stepArrays([{ start: 0, tokenIds: prompt, blockTable: [0, 1], sampleIndices: [0] }], bs);
+      m.kvAllocate({ blocks: 2, blockSize: bs });
+      const before = await m.pagedLogits(arrays);
+      m.kvRelease();  // the training phase gets the memory back
+      await m.trainStep([packSequences([prompt])], { crossEntropy: true }, { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1 });
+      m.kvAllocate({ blocks: 2, blockSize: bs });
+      const after = await m.pagedLogits(arrays);
+      const full = (await m.logits(packSequences([prompt]))).subarray(6 * V, 7 * V);
+      assert.ok(relError(after, full) <= LOGITS_TOL[storage], `${storage}: paged logits after the step vs logits(): ${relError(after, full)}`);
+      assert.ok(relError(before, full) > 10 * LOGITS_TOL.f32, `${storage}: the step should have moved the logits`);
+    }
+  });
 });
 
 describe('paged step: pools and bad inputs', () => {
