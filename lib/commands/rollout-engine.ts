@@ -8,12 +8,6 @@ import { NativeEngine } from '../rollout/engine.js';
 import { PagedEngine } from '../rollout/paged-engine.js';
 import type { RolloutEngine } from '../rollout/types.js';
 
-/** Whether this build's PolicyModel has paged generation (kvAllocate / pagedStep). */
-export function hasPagedGeneration(model: PolicyModel): boolean {
-  const m = model as unknown as Record<string, unknown>;
-  return typeof m.pagedStep === 'function' && typeof m.kvAllocate === 'function' && typeof m.kvRelease === 'function' && typeof m.kvInfo === 'function';
-}
-
 /**
  * The rollout engine over `model`: PagedEngine on a device engine ('cuda', 'emulate'),
  * NativeEngine on the CPU engine. `log` gets one line saying which.
@@ -21,10 +15,6 @@ export function hasPagedGeneration(model: PolicyModel): boolean {
 export function embeddedEngine(model: PolicyModel, c: Partial<Pick<TrainConfig, 'kvCacheFraction' | 'kvCacheBlocks'>> = {}, log: (line: string) => void = () => undefined): RolloutEngine {
   const { device } = model.engine;
   if (device === 'cpu') return new NativeEngine(model);
-  if (!hasPagedGeneration(model)) {
-    log(`rollouts: this build has no paged generation on the device engine; generating on its CPU copy of the weights (NativeEngine)`);
-    return new NativeEngine(model);
-  }
   const e = PagedEngine.onPolicy(model, { kvCacheFraction: c.kvCacheFraction, kvCacheBlocks: c.kvCacheBlocks });
   log(`rollouts: paged engine on device '${device}' over the policy's own weights (KV cache: ${c.kvCacheBlocks != null ? `${c.kvCacheBlocks} blocks` : `${c.kvCacheFraction ?? 0.9} of the free memory`} per rollout phase, released for training)`);
   return e;
