@@ -8,7 +8,7 @@ import { randomInt } from 'node:crypto';
 import { PolicyModel } from '../model/index.js';
 import type { StepExecutor } from './paged/drive.js';
 import { copyParams, sameShape, sameWeights } from './engine.js';
-import { DeviceExecutor, type PagedDevice } from './paged/device-executor.js';
+import { DeviceExecutor } from './paged/device-executor.js';
 import { deviceKv, fixedKv, type KvCacheOptions, type KvLease } from './paged/device-kv.js';
 import { KvPool } from './paged/kv-pool.js';
 import { kvShapeOf } from './paged/memory.js';
@@ -77,10 +77,6 @@ export class PagedEngine implements RolloutEngine {
    * place: the policy the trainer trains (colocated mode), or a served model.
    */
   static onPolicy(model: PolicyModel, o: KvCacheOptions & Omit<SchedulerOptions, 'maxModelLen'> = {}): PagedEngine {
-    const dev = model as unknown as Partial<PagedDevice>;
-    if (typeof dev.pagedStep !== 'function' || typeof dev.kvAllocate !== 'function') {
-      throw new RolloutError('this build\'s PolicyModel has no paged generation (kvAllocate / pagedStep); the paged engine needs it');
-    }
     const { device, storage } = model.engine;
     if (device === 'cpu') throw new RolloutError('the paged engine runs on the device engine (--device cuda or emulate); the CPU engine generates with NativeEngine');
     const i = model.info;
@@ -88,9 +84,9 @@ export class PagedEngine implements RolloutEngine {
     const shape = kvShapeOf({ layers: i.numLayers, kvHeads: i.numKvHeads, headDim: i.headDim }, storage === 'f32' ? 4 : 2);
     return new PagedEngine({
       ...o,
-      executor: new DeviceExecutor(dev as PagedDevice),
+      executor: new DeviceExecutor(model),
       info,
-      kv: deviceKv(dev as PagedDevice, shape, info.maxModelLen, o),
+      kv: deviceKv(model, shape, info.maxModelLen, o),
       weights: model,
       loadWeights: (dir) => loadInto(model, dir),
       setWeights: (policy) => copyParams(model, policy),

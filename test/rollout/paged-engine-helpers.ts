@@ -58,7 +58,7 @@ export class FakeDevice implements PagedDevice {
   blockSize = 0;
   readonly calls = { allocate: 0, release: 0, steps: 0 };
   readonly sampling: PagedSampling[] = [];
-  constructor(readonly freeDeviceBytes: number | null = null) {}
+  constructor(readonly freeBytes: number | null = null) {}
 
   kvAllocate(o: { blocks: number; blockSize: number }): void {
     if (this.blocks > 0) throw new Error('kvAllocate twice without kvRelease');
@@ -75,7 +75,7 @@ export class FakeDevice implements PagedDevice {
   }
 
   kvInfo(): KvInfo {
-    return { bytesPerBlock: 0, blocks: this.blocks, freeDeviceBytes: this.freeDeviceBytes };
+    return { bytesPerBlock: 0, blocks: this.blocks, freeBytes: this.freeBytes };
   }
 
   async pagedStep(a: PlanArrays, s: PagedSampling): Promise<PagedStepResult> {

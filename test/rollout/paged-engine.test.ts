@@ -270,4 +270,29 @@ describe('EmbeddedBackend over a PagedEngine', () => {
     assert.equal(dev.calls.release, 1);
     await b.close();
   });
+
+  it('a weight sync waits for the calls in flight and holds the requests queued after it', async () => {
+    const dev = new FakeDevice(null);
+    const gate = new Gate(new DeviceExecutor(dev));
+    const e = new PagedEngine({ executor: gate, info, kv: deviceKv(dev, { numLayers: 1, numKvHeads: 1, headDim: 4, dtypeBytes: 2 }, LEN, { kvCacheBlocks: 200, blockSize: 4 }), weights: dev });
+    const b = new EmbeddedBackend({ engine: e, maxTokens: 10 });
+    const order: string[] = [];
+    let plansAtSync = -1;
+    const set = e.setWeights.bind(e);
+    let busyAtSync: boolean | undefined;
+    e.setWeights = async (p) => { order.push('sync'); plansAtSync = gate.plans.length; busyAtSync = e.scheduler?.hasWork; return set(p); };
+    const h = gate.hold(2);
+    const pa = b.generate([1, 2, 3], 1, { seed: 1 }).then(() => order.push('a'));
+    await h.reached;
+    const ps = b.syncWeights({ model: dev } as never, 1);
+    const pb = b.generate([4, 5, 6], 1, { seed: 2 }).then(() => order.push('b'));
+    h.release();
+    await Promise.all([pa, ps, pb]);
+    assert.equal(busyAtSync, false, 'the sync ran with nothing in flight');
+    assert.equal(order.at(-1), 'b');
+    // no step before the sync held b: it waited behind the sync, not in the running batch
+    for (const plan of gate.plans.slice(0, plansAtSync)) assert.equal(new Set(plan.seqs.map((q) => q.requestId)).size, 1);
+    assert.ok(gate.plans.length > plansAtSync);
+    await b.close();
+  });
 });

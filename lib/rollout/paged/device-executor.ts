@@ -35,7 +35,7 @@ export interface KvInfo {
   /** Blocks allocated now (0 when released). */
   blocks: number;
   /** Free device memory, or null when the device cannot tell (the emulated device). */
-  freeDeviceBytes: number | null;
+  freeBytes: number | null;
 }
 
 /** What a paged step needs from the device engine (PolicyModel on 'cuda' / 'emulate'). */

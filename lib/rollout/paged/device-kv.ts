@@ -43,8 +43,8 @@ export function fixedKv(blocks: number, blockSize = DEFAULT_BLOCK_SIZE, bytesPer
 
 /**
  * The pool of a device engine: kvCacheBlocks when given, else
- *   floor(kvCacheFraction x freeDeviceBytes / (blockSize x kvBytesPerToken))
- * (kvBlocksForMemory), freeDeviceBytes read from kvInfo() with the pool released. It must hold
+ *   floor(kvCacheFraction x freeBytes / (blockSize x kvBytesPerToken))
+ * (kvBlocksForMemory), freeBytes read from kvInfo() with the pool released. It must hold
  * at least one full-context sequence (maxModelLen tokens), else one line says what to change.
  */
 export function deviceKv(device: Pick<PagedDevice, 'kvAllocate' | 'kvRelease' | 'kvInfo'>, shape: KvShape, maxModelLen: number, o: KvCacheOptions = {}): KvLease {
@@ -59,7 +59,7 @@ export function deviceKv(device: Pick<PagedDevice, 'kvAllocate' | 'kvRelease' | 
       let blocks: number;
       if (o.kvCacheBlocks != null) blocks = o.kvCacheBlocks;
       else {
-        const free = device.kvInfo().freeDeviceBytes ?? KV_CACHE_DEFAULTS.unknownFreeBytes;
+        const free = device.kvInfo().freeBytes ?? KV_CACHE_DEFAULTS.unknownFreeBytes;
         blocks = kvBlocksForMemory({ freeBytes: free, utilization: fraction, blockSize, shape }).blocks;
       }
       if (blocks < minBlocks) {
