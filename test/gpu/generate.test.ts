@@ -16,6 +16,8 @@
 //  - sampled log-probs: each sampled token's log-prob equals the CPU engine's score of the same
 //    token under the processed distribution (temperature 1 and 0.7 through score(); top-k from
 //    the CPU logits), within LOGP_TOL;
+//  - sampled tokens (T 0.9, top-p 0.9, top-k 40, n = 3) equal the CPU engine's generate() with the
+//    same seeds, log-probs within 1e-4 (f32): one seed draws the same random numbers on both;
 //  - the sampling distribution through the whole engine: 1,000 first tokens of one prompt
 //    (4 requests x n = 250, fixed seeds, so the outcome is deterministic and cannot flake) on
 //    an 8-token vocabulary, chi-square against the processed distribution at significance 0.001;
@@ -203,6 +205,26 @@ describe(`generation on the device (${device}) vs the CPU engine`, () => {
       console.log(`# sampled log-probs, ${storage}: worst |device - CPU| ${worst.toExponential(2)}`);
     });
   }
+
+  it('sampled tokens through the engine equal the CPU engine\'s generate() with the same seeds (T 0.9, top-p 0.9, top-k 40; n = 3; f32)', gpuOnly, async () => {
+    // docs/kernels.md, "Random numbers": the same seed gives the same u for the same step on the CPU and on the device; the
+    // CPU engine's step is the index of the token in the completion (0 for the first sampled token)
+    const s = rng.int(1e6);
+    const cpu = await PolicyModel.random('tiny', { seed: s, initStd: 0.1 });
+    const dev = await PolicyModel.random('tiny', { seed: s, initStd: 0.1, device, storage: 'f32' });
+    const prompts = [4, 19].map((n) => randomPrompt(n, cpu.info.vocabSize));
+    const seeds = prompts.map(() => rng.int(2 ** 31));
+    const o = { temperature: 0.9, topP: 0.9, topK: 40 };
+    const { out } = await run(dev, prompts.map((p, k) => req(p, { ...o, n: 3, maxTokens: 24, seed: seeds[k] })));
+    const refs = await cpu.generate(prompts, { ...o, maxNewTokens: 24, n: 3, seeds });
+    prompts.forEach((_, k) => {
+      for (let j = 0; j < 3; j++) {
+        const got = out[k]![j]!, ref = refs[k * 3 + j]!;
+        assert.deepEqual(got.tokenIds, Array.from(ref.tokens), `prompt ${k} sample ${j} (seed ${seed})`);
+        got.logprobs.forEach((lp, i) => assert.ok(Math.abs(lp - ref.logprobs[i]!) <= 1e-4, `prompt ${k} sample ${j} token ${i}: log-prob ${lp} vs CPU ${ref.logprobs[i]}`));
+      }
+    });
+  });
 
   it('the sampling distribution through the engine: 1,000 first tokens (4 seeds x n = 250) on an 8-token vocabulary, chi-square at 0.001 (fixed seeds)', gpuOnly, async () => {
     const sizes: ModelSizes = {

@@ -19,7 +19,7 @@ export interface PagedSampling {
   minP: Float32Array;
   /** The request's seed (32 bits): sample j draws from the stream (seed, j, step). */
   seed: Uint32Array;
-  /** The position being sampled (= the sequence's length after the step). */
+  /** The index of the token being sampled in its completion (0 for the first), as the CPU engine's generate() counts it: the same seed then draws the same u on both (docs/kernels.md, "Random numbers"). */
   step: Int32Array;
 }
 
@@ -68,7 +68,7 @@ export function samplingArrays(plan: StepPlan, a: PlanArrays): PagedSampling {
     if (q.sampleIndices.length === 0) continue;
     const o = q.request.sampling ?? {};
     const seed = deviceSeed(q.request.seed ?? 0);
-    const step = q.start + q.tokenIds.length;
+    const step = q.start + q.tokenIds.length - q.request.promptIds.length;
     for (let k = 0; k < q.sampleIndices.length; k++, r++) {
       s.temperature[r] = o.temperature ?? 1;
       s.topP[r] = o.topP ?? 1;
