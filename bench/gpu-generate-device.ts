@@ -250,8 +250,10 @@ export async function deviceBench(o: DeviceBenchOptions): Promise<void> {
 
   // ---- decode throughput per shape and batch
   const rows = doc.decode as DecodeRow[];
+  let first: PolicyModel | null = null; // the first shape's model, kept for the tree workload
   for (const shape of shapes) {
     const model = await PolicyModel.random(shape.sizes, { seed: 1, initStd: 0.02, device, storage: STORAGE });
+    first ??= model;
     for (const B of batches) {
       const row = await decodeRun(model, shape, B, P, N, copy);
       if (B === peerBatch) {
@@ -277,7 +279,7 @@ export async function deviceBench(o: DeviceBenchOptions): Promise<void> {
     const t = w.o;
     const roomy = Math.ceil((t.problems * t.groupSize * (1 + t.repairs) * (t.promptTokens + 2 * t.completionTokens + t.feedbackTokens[1])) / BLOCK_SIZE) + 16;
     const blocks = Math.min(roomy, Math.floor((kvGib * 2 ** 30) / bytesPerBlock));
-    const model = await PolicyModel.random(shape.sizes, { seed: 1, initStd: 0.02, device, storage: STORAGE });
+    const model = first!;
     const shared = await treeRun(model, shape.sizes, w, blocks, true);
     const plain = await treeRun(model, shape.sizes, w, blocks, false);
     const saved = 1 - shared.side.prefill_tokens / plain.side.prefill_tokens;
