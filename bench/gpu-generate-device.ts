@@ -63,10 +63,18 @@ interface StepTotals {
   prefillTokens: number;
 }
 
-/** Runs the scheduler dry like drain(), timing each step (schedule + execute + complete). */
-async function timedDrain(s: Scheduler, exec: StepExecutor, sizes: ModelSizes, t: StepTotals): Promise<void> {
+/**
+ * Runs the scheduler dry like drain(), timing each step (schedule + execute + complete). A
+ * decode step is timed when every one of `batch` sequences decodes in it (after the first such
+ * step); once `steps` are timed, the requests `ids` are aborted (the tail is not measured).
+ */
+async function timedDrain(s: Scheduler, exec: StepExecutor, sizes: ModelSizes, t: StepTotals, full: { batch: number; steps: number; ids: number[] }): Promise<void> {
   let warm = false;
   while (s.hasWork) {
+    if (t.decodeSteps >= full.steps) {
+      for (const id of full.ids) s.abort(id);
+      continue;
+    }
     const t0 = performance.now();
     const plan = s.schedule();
     const t1 = performance.now();
@@ -74,7 +82,7 @@ async function timedDrain(s: Scheduler, exec: StepExecutor, sizes: ModelSizes, t
     const t2 = performance.now();
     s.complete(plan, out);
     const t3 = performance.now();
-    const decodeOnly = plan.seqs.length > 0 && plan.seqs.every((q) => q.kind === 'decode');
+    const decodeOnly = plan.seqs.length === full.batch && plan.seqs.every((q) => q.kind === 'decode');
     if (decodeOnly && warm) {
       t.decodeSteps++;
       t.decodeTokens += plan.seqs.length;
@@ -118,15 +126,20 @@ interface DecodeRow {
 }
 
 async function decodeRun(model: PolicyModel, shape: { name: string; sizes: ModelSizes }, B: number, P: number, N: number, copy: CopyBandwidth): Promise<DecodeRow> {
-  const blocks = B * blocksFor(P + N, BLOCK_SIZE) + 8;
+  // Prompts are prefilled in chunks of the token budget while the sequences admitted first
+  // already decode, so each may draw `extra` more tokens than N: every sequence is still
+  // running when the last prefill ends, and N - 1 steps then decode the whole batch.
+  const extra = Math.ceil((B * P) / Math.max(1, TOKEN_BUDGET - B)) + 2;
+  const blocks = B * blocksFor(P + N + extra, BLOCK_SIZE) + 8;
   await model.kvAllocate({ blocks, blockSize: BLOCK_SIZE });
   try {
     const s = new Scheduler(new KvPool({ blocks, blockSize: BLOCK_SIZE }), { maxModelLen: shape.sizes.maxPositionEmbeddings, tokenBudget: TOKEN_BUDGET, maxRunning: Math.max(256, B), prefixSharing: true });
+    const ids: number[] = [];
     for (let b = 0; b < B; b++) {
-      s.submit({ promptIds: randomIds(P, shape.sizes.vocabSize, 1, B, b), maxTokens: N, seed: b, sampling: { temperature: 0 } });
+      ids.push(s.submit({ promptIds: randomIds(P, shape.sizes.vocabSize, 1, B, b), maxTokens: N + extra, seed: b, sampling: { temperature: 0 } }));
     }
     const t: StepTotals = { decodeSteps: 0, decodeTokens: 0, decodeMs: 0, decodeDeviceMs: 0, decodeBytes: 0, otherSteps: 0, otherMs: 0, prefillTokens: 0 };
-    await timedDrain(s, new DeviceExecutor(model), shape.sizes, t);
+    await timedDrain(s, new DeviceExecutor(model), shape.sizes, t, { batch: B, steps: N - 1, ids });
     const sec = t.decodeMs / 1000;
     const measured = t.decodeSteps > 0 && sec > 0;
     const tps = measured ? t.decodeTokens / sec : null;

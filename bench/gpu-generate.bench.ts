@@ -21,9 +21,12 @@
 // DeviceExecutor, the loop PagedEngine runs) on random-weight models, bf16 storage:
 //  - the device's copy bandwidth (copyBuffer, bench/device-copy.ts), measured first in the run;
 //  - decode tokens/s for Qwen3-0.6B and Qwen3-1.7B shapes at batch 1, 32 and 256, each sequence
-//    a distinct random 1,024-token prompt, greedy, 128 new tokens (no stop token): decode
-//    tokens over the wall time of the steps in which every sequence decodes (schedule + device
-//    step + complete; the prefill steps are timed apart), and the device step's share;
+//    a distinct random 1,024-token prompt, greedy, no stop token: decode tokens over the wall
+//    time of N - 1 = 127 steps in which all B sequences decode (schedule + device step +
+//    complete; the prefill steps are timed apart), and the device step's share. Prompts prefill
+//    in chunks of the 2,048-token budget while the first admitted sequences already decode, so
+//    contexts in the timed steps run from 1,025 up to 1,152 (B = 1) / 1,168 (32) / 1,288 (256);
+//    then the requests are aborted;
 //  - the bandwidth bound of each (bench/generate-bound.ts: weight + KV bytes of those steps over
 //    the copy bandwidth) and the fraction reached (goal >= 60% at batch 1);
 //  - HF transformers generate (bench/torch_gpu_generate.py, bf16, sdpa) at batch 32 on the same
