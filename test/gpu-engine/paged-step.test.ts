@@ -12,7 +12,7 @@ import { MurphyNativeError } from '../../lib/native.js';
 import { relError } from '../model/helpers.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { fixtureCase, fixtures } from './engine-compare.js';
-import { checkAgainstGenerate, checkLogitsAgainstFull, checkSampling, checkSharedPrefix, greedy, LOGITS_TOL, PAGED_SIZES, randomPrompt, runPaged, stepArrays } from './paged-step.js';
+import { checkAgainstGenerate, checkLogitsAgainstFull, checkSampling, checkSharedPrefix, fullLogits, greedy, LOGITS_TOL, PAGED_SIZES, randomPrompt, runPaged, stepArrays } from './paged-step.js';
 
 const seed = testSeed('paged-step');
 const rng = new Rng(seed);
@@ -27,6 +27,19 @@ describe('paged step (emulate) against the full-sequence forward', () => {
       console.log(`# ${storage}: worst paged vs full logits rel error ${worst.toExponential(2)}`);
     });
   }
+
+  it('contexts longer than one 512-position partition (the split attention merges partitions)', async () => {
+    const sizes = { ...SIZES, vocabSize: 64, intermediateSize: 32, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 16, maxPositionEmbeddings: 1100 };
+    const m = await PolicyModel.random(sizes, { seed: seed % 1000, initStd: 0.1, device: 'emulate', storage: 'f32' });
+    const P = 1000 + rng.int(90);  // 2 or 3 partitions
+    const prompt = randomPrompt(rng, P, 64);
+    const r = await runPaged(m, [prompt], { blockSize: 16, chunk: 300 + rng.int(200), newTokens: 3, mode: 'logits' });
+    const full = await fullLogits(m, [...prompt, ...r.tokens[0]]);
+    r.logits[0].forEach((z, k) => {
+      const e = relError(z, full.subarray((P - 1 + k) * 64, (P + k) * 64));
+      assert.ok(e <= LOGITS_TOL.f32, `row ${k} (context ${P + k}): rel error ${e} (seed ${seed})`);
+    });
+  });
 
   it('the harness run backwards (blocks and threads in reverse order) gives identical bits', async () => {
     const outs: Float32Array[] = [];
