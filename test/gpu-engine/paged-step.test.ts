@@ -133,6 +133,8 @@ describe('paged step: pools and bad inputs', () => {
         /pagedStep: no KV pools allocated; call kvAllocate/);
       assert.throws(() => m.kvAllocate({ blocks: 0, blockSize: 8 }), /blocks/);
     }
+    const wide = await PolicyModel.random({ ...SIZES, numHeads: 1, numKvHeads: 1, headDim: 264 }, { seed: 1, device: 'emulate', storage: 'f32' });
+    assert.throws(() => wide.kvAllocate({ blocks: 2, blockSize: 4 }), /head of at most 256 values; this model's head_dim is 264/);
   });
 
   it('the CPU engine refuses with ENOTSUP, naming the device engines', async () => {
