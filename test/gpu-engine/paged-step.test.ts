@@ -41,13 +41,15 @@ describe('paged step (emulate) against the full-sequence forward', () => {
     });
   });
 
-  it('the harness run backwards (blocks and threads in reverse order) gives identical bits', async () => {
+  it('the harness run backwards (blocks and threads in reverse order) gives identical bits: logits, sampled tokens, log-probs', async () => {
     const outs: Float32Array[] = [];
     const prompts = [randomPrompt(rng, 9, SIZES.vocabSize), [5, 6, 7]];
+    const sample = { temperature: 1.1, topP: 0.8, topK: 30, minP: 0.01, seed: rng.int(2 ** 30) };
     for (const reverseHarness of [false, true]) {
       const m = await PolicyModel.random(SIZES, { seed: 7, initStd: 0.1, device: 'emulate', storage: 'bf16', reverseHarness });
       const r = await runPaged(m, prompts, { blockSize: 4, chunk: 4, newTokens: 3, mode: 'logits' });
-      outs.push(Float32Array.from(r.logits.flat().flatMap((z) => Array.from(z))));
+      const d = await runPaged(m, prompts, { blockSize: 4, chunk: 4, newTokens: 5, sample });
+      outs.push(Float32Array.from([...r.logits.flat().flatMap((z) => Array.from(z)), ...d.tokens.flat(), ...d.logprobs.flat()]));
     }
     assert.deepEqual(outs[1], outs[0]);
   });
