@@ -82,10 +82,11 @@ describe('PagedEngine on the emulated device engine', () => {
 
   it('a colocated train run (--device emulate --backend embedded) runs two steps and reports prefill saved', async () => {
     const out = join(work, 'run');
+    const lines: string[] = [];
     const r = await runTraining({
       ...defaultConfig(), out, device: 'emulate', backend: 'embedded', maxSteps: 2, saveSteps: 2, batchSize: 2, numGenerations: 3,
       maxCompletionLength: 12, sftSteps: 0, evalProblems: 0, kvCacheBlocks: 160, logTrees: false,
-    }, { handleSignals: false, report: false });
+    }, { handleSignals: false, report: false, verbose: true, progress: { start() {}, update() {}, end() {}, line: (t) => lines.push(t) }, log: (l) => lines.push(l) });
     assert.equal(r.summary.steps, 2);
     const m = readMetrics(new RunDir(out).metricsPath) as unknown as StepMetrics[];
     assert.equal(m.length, 2);
@@ -93,5 +94,9 @@ describe('PagedEngine on the emulated device engine', () => {
       assert.ok(s.prefill !== undefined, 'a paged run records its prefill');
       assert.ok(s.prefill.saved > 0 && s.prefill.computed > 0, JSON.stringify(s.prefill));
     }
+    assert.ok(lines.some((l) => /^rollouts: paged engine on device 'emulate' over the policy's own weights/.test(l)), lines.join('\n'));
+    const steps = lines.filter((l) => /^step +\d\/2 /.test(l));
+    assert.equal(steps.length, 2);
+    for (const [k, l] of steps.entries()) assert.match(l, new RegExp(`prefill saved \\d+% \\(${m[k].prefill!.saved} tokens\\)`));
   });
 });
