@@ -60,7 +60,7 @@ class CpuPolicyEngine final : public PolicyEngine {
   void set_bf16(const Engine::Bf16Use& u) override { e_->set_bf16(u); }
   Engine::Bf16Use bf16() const override { return e_->bf16(); }
   void kv_allocate(int64_t, int64_t) override { no_paged(); }
-  void kv_release() override {}
+  void kv_release() override { no_paged(); }
   KvInfo kv_info() const override { no_paged(); }
   void paged_step(const PagedInputs&, const PagedSampling&, int32_t*, float*) override { no_paged(); }
   void paged_logits(const PagedInputs&, float*) override { no_paged(); }
