@@ -113,7 +113,9 @@ export class PagedEngine implements RolloutEngine {
     }
     if (batch.length === 0) return Promise.resolve([]);
     return (async () => {
-      const s = await this.schedulerNow();
+      let s = await this.schedulerNow();
+      // the pool may have been released meanwhile (releaseMemory): take it again
+      while (s !== this.sched) s = await this.schedulerNow();
       const out = batch.map((r) => this.submit(s, r));
       this.kick(s);
       return Promise.all(out);
@@ -202,7 +204,11 @@ export class PagedEngine implements RolloutEngine {
   /** Starts the drain loop unless it runs. */
   private kick(s: Scheduler): void {
     if (this.loop !== null || !s.hasWork) return;
-    this.loop = this.drain(s).finally(() => { this.loop = null; });
+    this.loop = this.drain(s).finally(() => {
+      this.loop = null;
+      // work submitted after the loop's last check and before this: run it
+      if (this.sched === s) this.kick(s);
+    });
   }
 
   private async drain(s: Scheduler): Promise<void> {

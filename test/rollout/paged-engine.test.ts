@@ -221,6 +221,27 @@ describe('PagedEngine over a paged device (DeviceExecutor)', () => {
     await assert.rejects(poor.generate([req([1])]), /the KV cache has \d+ blocks of 8 tokens but one sequence of the model's context \(256 tokens\) needs 32; raise kvCacheFraction or kvCacheBlocks/);
   });
 
+  it('generate() and releaseMemory() interleaved: no step on a released pool, every result right', async () => {
+    const dev = new FakeDevice(null); // its pagedStep throws without a pool
+    const e = deviceEngine(dev, { kvCacheBlocks: 64 });
+    const r = req([1, 2, 3], { maxTokens: 6 });
+    const want = f32(alone(r, LEN));
+    // released while the loop still runs, while the pool is being taken, and with nothing running
+    const a = e.generate([r]);
+    const ra = e.releaseMemory();
+    const b = e.generate([r]);
+    await ra;
+    const c = e.generate([r]);
+    await e.releaseMemory();
+    const d = e.generate([r]);
+    const rd = e.releaseMemory();
+    for (const x of await Promise.all([a, b, c, d])) assert.deepEqual(x[0], want);
+    await rd;
+    await e.releaseMemory();
+    assert.equal(dev.blocks, 0);
+    assert.equal(dev.calls.allocate, dev.calls.release);
+  });
+
   it('releaseMemory waits for the running batch', async () => {
     const dev = new FakeDevice(null);
     const gate = new Gate(new DeviceExecutor(dev));
