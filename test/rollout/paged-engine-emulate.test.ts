@@ -78,6 +78,10 @@ describe('PagedEngine on the emulated device engine', () => {
     } finally {
       await srv.close();
     }
+    const base = { model: dir, port: 0, host: '127.0.0.1', maxBatch: 8 };
+    await assert.rejects(serveModel({ ...base, device: 'emulate', bf16Generate: true }), /^Error: --bf16-generate is for the CPU engine; --device emulate keeps its weights in bf16 already$/);
+    await assert.rejects(serveModel({ ...base, device: 'gpu' as never }), /--device must be one of cpu, cuda, emulate, got 'gpu'/);
+    await assert.rejects(serveModel({ ...base, device: 'emulate', kvCacheFraction: 1.5 }), /--kv-cache-fraction must be in \(0, 1\], got 1.5/);
   });
 
   it('a colocated train run (--device emulate --backend embedded) runs two steps and reports prefill saved', async () => {
