@@ -60,6 +60,23 @@ describe('PagedEngine on the emulated device engine', () => {
     }
   });
 
+  it('loadWeights (serve\'s weight sync) replaces the served weights and drops the prefix cache; another model\'s shape is refused', async () => {
+    const { dir: other } = await initModel({ out: join(work, 'other'), preset: 'tiny', sizes: { vocabSize: VOCAB, numLayers: 2, maxPositionEmbeddings: 256 }, dtype: 'float32', seed: 12, initStd: 0.5 });
+    const { dir: wrong } = await initModel({ out: join(work, 'wrong'), preset: 'tiny', sizes: { vocabSize: VOCAB, numLayers: 1, maxPositionEmbeddings: 256 }, dtype: 'float32', seed: 12 });
+    const r = greedy([7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23], { maxTokens: 16 });
+    const e = PagedEngine.onPolicy(await PolicyModel.load(dir, { device: 'emulate', storage: 'f32' }), { kvCacheBlocks: 32 });
+    const [[before]] = await e.generate([r]);
+    assert.ok(e.scheduler!.pool.cache.size > 0);
+    await e.loadWeights(other);
+    assert.equal(e.scheduler!.pool.cache.size, 0);
+    const [[after]] = await e.generate([r]);
+    const [[want]] = await new NativeEngine(await PolicyModel.load(other)).generate([r]);
+    assert.deepEqual(after.tokenIds, want.tokenIds);
+    assert.notDeepEqual(after.tokenIds, before.tokenIds);
+    await assert.rejects(e.loadWeights(wrong), /weights in .* are for a different model than the one served/);
+    await e.close();
+  });
+
   it('serve --device emulate answers a completion request (the CPU engine\'s greedy tokens)', async () => {
     const prompt = [5, 17, 42, 9, 100];
     const [[want]] = await new NativeEngine(await PolicyModel.load(dir)).generate([greedy(prompt, { maxTokens: 8 })]);
