@@ -267,11 +267,16 @@ export class PagedEngine implements RolloutEngine {
     });
   }
 
-  /** onToken ended sample j: it keeps the tokens it has; when all have ended the request stops. */
+  /**
+   * onToken ended sample j: it keeps the tokens it has and leaves the batch (Scheduler.abortSample);
+   * the request settles when that was its last running sample.
+   */
   private cutSample(p: Pending, j: number): void {
     const s = this.sched!;
     p.cut.set(j, p.delivered[j]);
+    s.abortSample(p.id, j);
     if (p.cut.size === p.req.n) this.abortRequest(s, p);
+    else if (s.isDone(p.id)) this.settle(s, p);
   }
 
   private abortRequest(s: Scheduler, p: Pending): void {

@@ -142,6 +142,8 @@ describe('PagedEngine over the reference model', () => {
     assert.deepEqual(out[1], { tokenIds: want[1].tokenIds.slice(0, 4), logprobs: want[1].logprobs.slice(0, 4), finishReason: 'abort' });
     assert.deepEqual(seen[0], want[0].tokenIds);
     assert.deepEqual(seen[1], want[1].tokenIds.slice(0, 4));
+    // the ended sample left the batch: 20 + 4 + 20 decoded tokens at most, not 3 x 20
+    assert.ok(e.metrics.decodeTokens <= 20 + 4 + 20, `decoded ${e.metrics.decodeTokens}`);
   });
 
   it('close() ends running requests with abort and refuses new ones', async () => {
