@@ -175,6 +175,15 @@ describe('PagedEngine over the reference model', () => {
     assert.equal(dev.calls.allocate, 2);
   });
 
+  it('a row the device could not sample (token -1: NaN or -inf logits) fails the step in one line', async () => {
+    const dev = new FakeDevice(null);
+    const step = dev.pagedStep.bind(dev);
+    dev.pagedStep = async (a, s) => { const r = await step(a, s); if (dev.calls.steps === 3) r.tokens[0] = -1; return r; };
+    const e = new PagedEngine({ executor: new DeviceExecutor(dev), info, kv: deviceKv(dev, { numLayers: 1, numKvHeads: 1, headDim: 4, dtypeBytes: 2 }, LEN, { kvCacheBlocks: 100, blockSize: 4 }) });
+    await assert.rejects(e.generate([req([1, 2, 3])]), /^RolloutError: the device sampled no token for request 0 at position 5: its logits are NaN or -inf \(the model has diverged\); resume from an earlier checkpoint or lower the learning rate$/);
+    assert.equal(dev.calls.release, 1);
+  });
+
   it('refuses top log-prob alternatives in one line', async () => {
     const { e } = engine(100);
     await assert.rejects(e.generate([req([1], { topLogprobs: 2 })]), /does not report top log-prob alternatives/);
