@@ -12,7 +12,7 @@ import { MurphyNativeError } from '../../lib/native.js';
 import { relError } from '../model/helpers.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { fixtureCase, fixtures } from './engine-compare.js';
-import { checkAgainstGenerate, checkLogitsAgainstFull, checkSampling, checkSharedPrefix, greedy, LOGITS_TOL, PAGED_SIZES, randomPrompt, runPaged, stepArrays } from './paged-step.js';
+import { checkAgainstGenerate, checkLogitsAgainstFull, checkSampling, checkSharedPrefix, fullLogits, greedy, LOGITS_TOL, PAGED_SIZES, randomPrompt, runPaged, stepArrays } from './paged-step.js';
 
 const seed = testSeed('paged-step');
 const rng = new Rng(seed);
@@ -28,13 +28,28 @@ describe('paged step (emulate) against the full-sequence forward', () => {
     });
   }
 
-  it('the harness run backwards (blocks and threads in reverse order) gives identical bits', async () => {
+  it('contexts longer than one 512-position partition (the split attention merges partitions)', async () => {
+    const sizes = { ...SIZES, vocabSize: 64, intermediateSize: 32, numLayers: 1, numHeads: 2, numKvHeads: 1, headDim: 16, maxPositionEmbeddings: 1100 };
+    const m = await PolicyModel.random(sizes, { seed: seed % 1000, initStd: 0.1, device: 'emulate', storage: 'f32' });
+    const P = 1000 + rng.int(90);  // 2 or 3 partitions
+    const prompt = randomPrompt(rng, P, 64);
+    const r = await runPaged(m, [prompt], { blockSize: 16, chunk: 300 + rng.int(200), newTokens: 3, mode: 'logits' });
+    const full = await fullLogits(m, [...prompt, ...r.tokens[0]]);
+    r.logits[0].forEach((z, k) => {
+      const e = relError(z, full.subarray((P - 1 + k) * 64, (P + k) * 64));
+      assert.ok(e <= LOGITS_TOL.f32, `row ${k} (context ${P + k}): rel error ${e} (seed ${seed})`);
+    });
+  });
+
+  it('the harness run backwards (blocks and threads in reverse order) gives identical bits: logits, sampled tokens, log-probs', async () => {
     const outs: Float32Array[] = [];
     const prompts = [randomPrompt(rng, 9, SIZES.vocabSize), [5, 6, 7]];
+    const sample = { temperature: 1.1, topP: 0.8, topK: 30, minP: 0.01, seed: rng.int(2 ** 30) };
     for (const reverseHarness of [false, true]) {
       const m = await PolicyModel.random(SIZES, { seed: 7, initStd: 0.1, device: 'emulate', storage: 'bf16', reverseHarness });
       const r = await runPaged(m, prompts, { blockSize: 4, chunk: 4, newTokens: 3, mode: 'logits' });
-      outs.push(Float32Array.from(r.logits.flat().flatMap((z) => Array.from(z))));
+      const d = await runPaged(m, prompts, { blockSize: 4, chunk: 4, newTokens: 5, sample });
+      outs.push(Float32Array.from([...r.logits.flat().flatMap((z) => Array.from(z)), ...d.tokens.flat(), ...d.logprobs.flat()]));
     }
     assert.deepEqual(outs[1], outs[0]);
   });
@@ -120,6 +135,8 @@ describe('paged step: pools and bad inputs', () => {
         /pagedStep: no KV pools allocated; call kvAllocate/);
       assert.throws(() => m.kvAllocate({ blocks: 0, blockSize: 8 }), /blocks/);
     }
+    const wide = await PolicyModel.random({ ...SIZES, numHeads: 1, numKvHeads: 1, headDim: 264 }, { seed: 1, device: 'emulate', storage: 'f32' });
+    assert.throws(() => wide.kvAllocate({ blocks: 2, blockSize: 4 }), /head of at most 256 values; this model's head_dim is 264/);
   });
 
   it('the CPU engine refuses with ENOTSUP, naming the device engines', async () => {

@@ -351,6 +351,10 @@ class DeviceEngine final : public model::PolicyEngine {
     if (n_blocks * block_size > int64_t(INT32_MAX))
       throw Error("kvAllocate: blocks x blockSize = " + std::to_string(n_blocks * block_size) +
                   " slots is more than slotMapping's int32 can address; ask for fewer blocks");
+    if (cfg_.head_dim > kMaxHeadDim)
+      throw Error("kvAllocate: the paged attention holds a head of at most " + std::to_string(kMaxHeadDim) +
+                      " values; this model's head_dim is " + std::to_string(cfg_.head_dim) + "; use generate()",
+                  ErrorCode::NotSup);
     kv_release();
     const int64_t n = cfg_.n_layers * n_blocks * block_size * kv_row();
     try {
