@@ -113,7 +113,9 @@ export class PagedEngine implements RolloutEngine {
     }
     if (batch.length === 0) return Promise.resolve([]);
     return (async () => {
-      const s = await this.schedulerNow();
+      let s = await this.schedulerNow();
+      // the pool may have been released meanwhile (releaseMemory): take it again
+      while (s !== this.sched) s = await this.schedulerNow();
       const out = batch.map((r) => this.submit(s, r));
       this.kick(s);
       return Promise.all(out);
@@ -202,7 +204,11 @@ export class PagedEngine implements RolloutEngine {
   /** Starts the drain loop unless it runs. */
   private kick(s: Scheduler): void {
     if (this.loop !== null || !s.hasWork) return;
-    this.loop = this.drain(s).finally(() => { this.loop = null; });
+    this.loop = this.drain(s).finally(() => {
+      this.loop = null;
+      // work submitted after the loop's last check and before this: run it
+      if (this.sched === s) this.kick(s);
+    });
   }
 
   private async drain(s: Scheduler): Promise<void> {
@@ -261,11 +267,16 @@ export class PagedEngine implements RolloutEngine {
     });
   }
 
-  /** onToken ended sample j: it keeps the tokens it has; when all have ended the request stops. */
+  /**
+   * onToken ended sample j: it keeps the tokens it has and leaves the batch (Scheduler.abortSample);
+   * the request settles when that was its last running sample.
+   */
   private cutSample(p: Pending, j: number): void {
     const s = this.sched!;
     p.cut.set(j, p.delivered[j]);
+    s.abortSample(p.id, j);
     if (p.cut.size === p.req.n) this.abortRequest(s, p);
+    else if (s.isDone(p.id)) this.settle(s, p);
   }
 
   private abortRequest(s: Scheduler, p: Pending): void {

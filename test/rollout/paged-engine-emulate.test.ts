@@ -60,6 +60,23 @@ describe('PagedEngine on the emulated device engine', () => {
     }
   });
 
+  it('loadWeights (serve\'s weight sync) replaces the served weights and drops the prefix cache; another model\'s shape is refused', async () => {
+    const { dir: other } = await initModel({ out: join(work, 'other'), preset: 'tiny', sizes: { vocabSize: VOCAB, numLayers: 2, maxPositionEmbeddings: 256 }, dtype: 'float32', seed: 12, initStd: 0.5 });
+    const { dir: wrong } = await initModel({ out: join(work, 'wrong'), preset: 'tiny', sizes: { vocabSize: VOCAB, numLayers: 1, maxPositionEmbeddings: 256 }, dtype: 'float32', seed: 12 });
+    const r = greedy([7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23], { maxTokens: 16 });
+    const e = PagedEngine.onPolicy(await PolicyModel.load(dir, { device: 'emulate', storage: 'f32' }), { kvCacheBlocks: 32 });
+    const [[before]] = await e.generate([r]);
+    assert.ok(e.scheduler!.pool.cache.size > 0);
+    await e.loadWeights(other);
+    assert.equal(e.scheduler!.pool.cache.size, 0);
+    const [[after]] = await e.generate([r]);
+    const [[want]] = await new NativeEngine(await PolicyModel.load(other)).generate([r]);
+    assert.deepEqual(after.tokenIds, want.tokenIds);
+    assert.notDeepEqual(after.tokenIds, before.tokenIds);
+    await assert.rejects(e.loadWeights(wrong), /weights in .* are for a different model than the one served/);
+    await e.close();
+  });
+
   it('serve --device emulate answers a completion request (the CPU engine\'s greedy tokens)', async () => {
     const prompt = [5, 17, 42, 9, 100];
     const [[want]] = await new NativeEngine(await PolicyModel.load(dir)).generate([greedy(prompt, { maxTokens: 8 })]);
@@ -78,14 +95,19 @@ describe('PagedEngine on the emulated device engine', () => {
     } finally {
       await srv.close();
     }
+    const base = { model: dir, port: 0, host: '127.0.0.1', maxBatch: 8 };
+    await assert.rejects(serveModel({ ...base, device: 'emulate', bf16Generate: true }), /^Error: --bf16-generate is for the CPU engine; --device emulate keeps its weights in bf16 already$/);
+    await assert.rejects(serveModel({ ...base, device: 'gpu' as never }), /--device must be one of cpu, cuda, emulate, got 'gpu'/);
+    await assert.rejects(serveModel({ ...base, device: 'emulate', kvCacheFraction: 1.5 }), /--kv-cache-fraction must be in \(0, 1\], got 1.5/);
   });
 
   it('a colocated train run (--device emulate --backend embedded) runs two steps and reports prefill saved', async () => {
     const out = join(work, 'run');
+    const lines: string[] = [];
     const r = await runTraining({
       ...defaultConfig(), out, device: 'emulate', backend: 'embedded', maxSteps: 2, saveSteps: 2, batchSize: 2, numGenerations: 3,
       maxCompletionLength: 12, sftSteps: 0, evalProblems: 0, kvCacheBlocks: 160, logTrees: false,
-    }, { handleSignals: false, report: false });
+    }, { handleSignals: false, report: false, verbose: true, progress: { start() {}, update() {}, end() {}, line: (t) => lines.push(t) }, log: (l) => lines.push(l) });
     assert.equal(r.summary.steps, 2);
     const m = readMetrics(new RunDir(out).metricsPath) as unknown as StepMetrics[];
     assert.equal(m.length, 2);
@@ -93,5 +115,9 @@ describe('PagedEngine on the emulated device engine', () => {
       assert.ok(s.prefill !== undefined, 'a paged run records its prefill');
       assert.ok(s.prefill.saved > 0 && s.prefill.computed > 0, JSON.stringify(s.prefill));
     }
+    assert.ok(lines.some((l) => /^rollouts: paged engine on device 'emulate' over the policy's own weights/.test(l)), lines.join('\n'));
+    const steps = lines.filter((l) => /^step +\d\/2 /.test(l));
+    assert.equal(steps.length, 2);
+    for (const [k, l] of steps.entries()) assert.match(l, new RegExp(`prefill saved \\d+% \\(${m[k].prefill!.saved} tokens\\)`));
   });
 });

@@ -142,6 +142,8 @@ describe('PagedEngine over the reference model', () => {
     assert.deepEqual(out[1], { tokenIds: want[1].tokenIds.slice(0, 4), logprobs: want[1].logprobs.slice(0, 4), finishReason: 'abort' });
     assert.deepEqual(seen[0], want[0].tokenIds);
     assert.deepEqual(seen[1], want[1].tokenIds.slice(0, 4));
+    // the ended sample left the batch: 20 + 4 + 20 decoded tokens at most, not 3 x 20
+    assert.ok(e.metrics.decodeTokens <= 20 + 4 + 20, `decoded ${e.metrics.decodeTokens}`);
   });
 
   it('close() ends running requests with abort and refuses new ones', async () => {
@@ -171,6 +173,15 @@ describe('PagedEngine over the reference model', () => {
     const r = req([5, 6, 7]);
     assert.deepEqual((await e.generate([r]))[0], alone(r, LEN).map((s) => ({ ...s, logprobs: s.logprobs.map(Math.fround) })));
     assert.equal(dev.calls.allocate, 2);
+  });
+
+  it('a row the device could not sample (token -1: NaN or -inf logits) fails the step in one line', async () => {
+    const dev = new FakeDevice(null);
+    const step = dev.pagedStep.bind(dev);
+    dev.pagedStep = async (a, s) => { const r = await step(a, s); if (dev.calls.steps === 3) r.tokens[0] = -1; return r; };
+    const e = new PagedEngine({ executor: new DeviceExecutor(dev), info, kv: deviceKv(dev, { numLayers: 1, numKvHeads: 1, headDim: 4, dtypeBytes: 2 }, LEN, { kvCacheBlocks: 100, blockSize: 4 }) });
+    await assert.rejects(e.generate([req([1, 2, 3])]), /^RolloutError: the device sampled no token for request 0 at position 5: its logits are NaN or -inf \(the model has diverged\); resume from an earlier checkpoint or lower the learning rate$/);
+    assert.equal(dev.calls.release, 1);
   });
 
   it('refuses top log-prob alternatives in one line', async () => {
@@ -219,6 +230,27 @@ describe('PagedEngine over a paged device (DeviceExecutor)', () => {
     // too little memory for one full-context sequence: one line naming the keys
     const poor = deviceEngine(new FakeDevice(10 * per));
     await assert.rejects(poor.generate([req([1])]), /the KV cache has \d+ blocks of 8 tokens but one sequence of the model's context \(256 tokens\) needs 32; raise kvCacheFraction or kvCacheBlocks/);
+  });
+
+  it('generate() and releaseMemory() interleaved: no step on a released pool, every result right', async () => {
+    const dev = new FakeDevice(null); // its pagedStep throws without a pool
+    const e = deviceEngine(dev, { kvCacheBlocks: 64 });
+    const r = req([1, 2, 3], { maxTokens: 6 });
+    const want = f32(alone(r, LEN));
+    // released while the loop still runs, while the pool is being taken, and with nothing running
+    const a = e.generate([r]);
+    const ra = e.releaseMemory();
+    const b = e.generate([r]);
+    await ra;
+    const c = e.generate([r]);
+    await e.releaseMemory();
+    const d = e.generate([r]);
+    const rd = e.releaseMemory();
+    for (const x of await Promise.all([a, b, c, d])) assert.deepEqual(x[0], want);
+    await rd;
+    await e.releaseMemory();
+    assert.equal(dev.blocks, 0);
+    assert.equal(dev.calls.allocate, dev.calls.release);
   });
 
   it('releaseMemory waits for the running batch', async () => {

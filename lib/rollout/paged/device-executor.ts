@@ -82,7 +82,10 @@ export function samplingArrays(plan: StepPlan, a: PlanArrays): PagedSampling {
   return s;
 }
 
-/** Splits per-row results back into one list per plan.seqs entry (plan order, sample order). */
+/**
+ * Splits per-row results back into one list per plan.seqs entry (plan order, sample order).
+ * A token -1 (no distribution to sample: NaN or -inf logits) fails the step in one line.
+ */
 export function splitRows(plan: StepPlan, res: PagedStepResult): StepOutput {
   const R = res.tokens.length;
   let r = 0;
@@ -90,6 +93,10 @@ export function splitRows(plan: StepPlan, res: PagedStepResult): StepOutput {
   for (const q of plan.seqs) {
     const n = q.sampleIndices.length;
     if (r + n > R) throw new RolloutError(`the device step returned ${R} tokens, the plan draws more`);
+    for (let k = r; k < r + n; k++) {
+      // the device's answer for a row whose logits are all -inf or NaN
+      if (res.tokens[k] < 0) throw new RolloutError(`the device sampled no token for request ${q.requestId} at position ${q.start + q.tokenIds.length}: its logits are NaN or -inf (the model has diverged); resume from an earlier checkpoint or lower the learning rate`);
+    }
     tokens.push(Array.from(res.tokens.subarray(r, r + n)));
     logprobs.push(Array.from(res.logprobs.subarray(r, r + n)));
     r += n;

@@ -405,6 +405,32 @@ export class Scheduler {
     r.left = 0;
   }
 
+  /**
+   * Ends sample j of request `id` now, as abort() ends a whole request: it keeps the tokens it
+   * has, ends with 'abort' and frees its blocks; the request's other samples go on. Only a
+   * sample that runs as its own sequence can end alone: false (nothing changed) while it is
+   * still part of an n-sample prompt not yet forked. True when it ended (or had already).
+   * Allowed between schedule() and complete(), as abort().
+   */
+  abortSample(id: number, j: number): boolean {
+    const r = this.req(id);
+    if (!(Number.isInteger(j) && j >= 0 && j < r.n)) throw new RolloutError(`request ${id} has no sample ${j} (n = ${r.n})`);
+    if (r.samples[j] !== undefined) return true;
+    const own = (q: Seq) => q.r === r && q.j === j && q.fork === 1;
+    const s = this.running.find(own) ?? this.waiting.find(own);
+    if (s === undefined) return false;
+    r.samples[j] = this.sample(s, 'abort');
+    for (let i = s.table.length - 1; i >= 0; i--) this.pool.release(s.table[i]);
+    s.table = [];
+    s.state = 'done';
+    this.aborted.add(s.id);
+    this.running = this.running.filter((q) => q !== s);
+    const w = this.waiting.indexOf(s);
+    if (w >= 0) this.waiting.splice(w, 1);
+    r.left--;
+    return true;
+  }
+
   /** Re-sizes the pool between phases; nothing may be waiting or running. */
   resizePool(blocks: number): void {
     if (this.hasWork) throw new RolloutError(`cannot resize the KV pool with ${this.running.length} sequences running and ${this.waiting.length} waiting; let them finish first`);
