@@ -5,11 +5,11 @@
 // the device engine emulated on the CPU (device 'emulate': every kernel through the harness).
 // Written without a GPU: it has run emulated only.
 //
-// What is required (tolerances in docs/gpu.md, "Generation on the device: tests"):
+// What is required (tolerances in docs/gpu.md, "Generation on the device: tests and benchmark"):
 //  - greedy, float32 storage: the same token ids as the CPU engine's generate() for 64 tokens
-//    (tiny and small presets; the fixtures up to their 64-token context, which ends the
-//    sequences with 'length'), several prompts of different lengths in one running batch. A
-//    near-tie (the two candidates' CPU logits within F32_TOL.logits of the row's largest |logit|)
+//    (tiny: three prompts of different lengths in one running batch; small: two; the
+//    fixtures up to their 64-token context, which ends the sequences with 'length'). A
+//    near-tie (the two candidates' CPU logits within F32_TOL.logits x the row's largest |logit|)
 //    may end the comparison of one sequence early; it is printed. bf16 storage: every greedy
 //    token is the CPU's argmax given the same prefix or within BF16_TOL.logits of it
 //    (teacher-forced through the CPU engine's logits), since bf16 margins are too thin for ids;
