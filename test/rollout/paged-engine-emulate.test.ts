@@ -78,7 +78,7 @@ describe('PagedEngine on the emulated device engine', () => {
   });
 
   it('serve --device emulate answers a completion request (the CPU engine\'s greedy tokens)', async () => {
-    const prompt = [5, 17, 42, 9, 100];
+    const prompt = [5, 17, 42, 9, 100, 3, 77, 8, 250, 61, 12, 13, 140, 2, 99, 45, 46, 7, 180, 33];
     const [[want]] = await new NativeEngine(await PolicyModel.load(dir)).generate([greedy(prompt, { maxTokens: 8 })]);
     const srv = await serveModel({ model: dir, port: 0, host: '127.0.0.1', maxBatch: 8, servedModelName: 'tiny', device: 'emulate', kvCacheBlocks: 32 });
     try {
@@ -92,6 +92,11 @@ describe('PagedEngine on the emulated device engine', () => {
       assert.equal(body.choices[0].finish_reason, 'length');
       assert.equal(body.choices[0].token_ids.length, 8);
       assert.deepEqual(body.choices[0].token_ids.slice(0, 2), want.tokenIds.slice(0, 2));
+      // vLLM's /reset_prefix_cache drops the paged engine's cache
+      const eng = srv.batcher.engine as PagedEngine;
+      assert.ok(eng.scheduler!.pool.cache.size > 0, 'the prompt\'s first block was cached');
+      assert.equal((await fetch(`${srv.url}/reset_prefix_cache`, { method: 'POST' })).status, 200);
+      assert.equal(eng.scheduler!.pool.cache.size, 0);
     } finally {
       await srv.close();
     }
