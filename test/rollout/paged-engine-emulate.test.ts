@@ -60,6 +60,24 @@ describe('PagedEngine on the emulated device engine', () => {
     }
   });
 
+  it('seeded sampled completions (temperature, top-p, top-k, min-p, n = 3) equal the CPU engine\'s, log-probs within 1e-4', async () => {
+    const rng = new Rng(seed + 1);
+    const o = { temperature: 0.9, topP: 0.9, topK: 40, minP: 0.02, maxTokens: 24 };
+    const p = Array.from({ length: 19 }, () => rng.int(VOCAB));
+    const reqs = [greedy(p, { ...o, n: 3, seed: rng.int(2 ** 31) }), greedy([...p, 4, 5], { ...o, n: 2, seed: rng.int(2 ** 31) })];
+    const cpu = new NativeEngine(await PolicyModel.load(dir));
+    const e = PagedEngine.onPolicy(await PolicyModel.load(dir, { device: 'emulate', storage: 'f32' }), { kvCacheBlocks: 64 });
+    const got = await Promise.all(reqs.map((r) => e.generate([r]).then((x) => x[0])));
+    for (const [k, r] of reqs.entries()) {
+      const [want] = await cpu.generate([r]);
+      got[k].forEach((g, j) => {
+        assert.deepEqual(g.tokenIds, want[j].tokenIds, `request ${k} sample ${j} (seed ${r.seed})`);
+        g.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - want[j].logprobs[t]) <= 1e-4 * Math.max(1, Math.abs(lp)), `log-prob ${t}: ${lp} vs ${want[j].logprobs[t]}`));
+      });
+    }
+    await e.close();
+  });
+
   it('loadWeights (serve\'s weight sync) replaces the served weights and drops the prefix cache; another model\'s shape is refused', async () => {
     const { dir: other } = await initModel({ out: join(work, 'other'), preset: 'tiny', sizes: { vocabSize: VOCAB, numLayers: 2, maxPositionEmbeddings: 256 }, dtype: 'float32', seed: 12, initStd: 0.5 });
     const { dir: wrong } = await initModel({ out: join(work, 'wrong'), preset: 'tiny', sizes: { vocabSize: VOCAB, numLayers: 1, maxPositionEmbeddings: 256 }, dtype: 'float32', seed: 12 });

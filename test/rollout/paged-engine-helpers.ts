@@ -50,7 +50,7 @@ export class Gate implements StepExecutor {
 /**
  * A fake device: its pool is an array of rolling hashes (the reference model's "KV"), written
  * at slotMapping and read through blockTables; sample row r draws referenceToken(kv, seed, j).
- * It checks the sampling rows against the plan (step = the position sampled) and counts calls.
+ * It records the sampling rows (and each row's step and position sampled) and counts calls.
  */
 export class FakeDevice implements PagedDevice {
   kv = new Uint32Array(0);
@@ -58,6 +58,8 @@ export class FakeDevice implements PagedDevice {
   blockSize = 0;
   readonly calls = { allocate: 0, release: 0, steps: 0 };
   readonly sampling: PagedSampling[] = [];
+  /** Per sample row drawn: its step and the position it samples. */
+  readonly steps: { step: number; position: number }[] = [];
   constructor(readonly freeBytes: number | null = null) {}
 
   kvAllocate(o: { blocks: number; blockSize: number }): void {
@@ -96,7 +98,7 @@ export class FakeDevice implements PagedDevice {
     const tokens = new Int32Array(R), logprobs = new Float32Array(R);
     for (let r = 0; r < R; r++) {
       const t = a.logitsIndices[a.sampleRows[r]];
-      if (s.step[r] !== a.positions[t] + 1) throw new Error(`sampling row ${r}: step ${s.step[r]}, position sampled ${a.positions[t] + 1}`);
+      this.steps.push({ step: s.step[r], position: a.positions[t] + 1 });
       const kv = this.kv[a.slotMapping[t]];
       tokens[r] = referenceToken(kv, s.seed[r], a.sampleIndices[r], VOCAB);
       logprobs[r] = referenceLogprob(kv, s.seed[r], a.sampleIndices[r]);

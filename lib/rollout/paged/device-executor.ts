@@ -17,9 +17,13 @@ export interface PagedSampling {
   topK: Int32Array;
   /** 0 = off. */
   minP: Float32Array;
-  /** The request's seed (32 bits): sample j draws from the stream (seed, j, step). */
+  /** The request's seed (32 bits): sample j draws from the stream (seed, j) (murphy/sample_rng.h). */
   seed: Uint32Array;
-  /** The position being sampled (= the sequence's length after the step). */
+  /**
+   * Which draw of the stream: the index of the token in its completion (0 for the first), as
+   * the CPU engine's generate() numbers its draws, so a seeded request draws the same tokens on
+   * both engines (up to the logits' rounding).
+   */
   step: Int32Array;
 }
 
@@ -68,7 +72,7 @@ export function samplingArrays(plan: StepPlan, a: PlanArrays): PagedSampling {
     if (q.sampleIndices.length === 0) continue;
     const o = q.request.sampling ?? {};
     const seed = deviceSeed(q.request.seed ?? 0);
-    const step = q.start + q.tokenIds.length;
+    const step = q.start + q.tokenIds.length - q.request.promptIds.length;
     for (let k = 0; k < q.sampleIndices.length; k++, r++) {
       s.temperature[r] = o.temperature ?? 1;
       s.topP[r] = o.topP ?? 1;
