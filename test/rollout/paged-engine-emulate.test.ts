@@ -18,6 +18,7 @@ import type { EngineRequest } from '../../lib/rollout/types.js';
 import { readMetrics, RunDir } from '../../lib/train/rundir.js';
 import type { StepMetrics } from '../../lib/train/metrics.js';
 import { Rng, testSeed } from '../helpers/random.js';
+import { checkAgainstNative } from './paged-engine-helpers.js';
 
 const work = mkdtempSync(join(tmpdir(), 'paged-emulate-'));
 let dir = '';
@@ -43,16 +44,11 @@ describe('PagedEngine on the emulated device engine', () => {
       greedy(Array.from({ length: 3 + rng.int(20) }, () => rng.int(VOCAB))),
     ];
     const cpu = new NativeEngine(await PolicyModel.load(dir));
-    const want = await Promise.all(reqs.map((r) => cpu.generate([r]).then((x) => x[0])));
     const dev = await PolicyModel.load(dir, { device: 'emulate', storage: 'f32' });
     for (const prefixSharing of [true, false]) {
       const e = PagedEngine.onPolicy(dev, { kvCacheBlocks: 96, prefixSharing, tokenBudget: 64 });
-      const got = await Promise.all(reqs.map((r) => e.generate([r]).then((x) => x[0])));
-      got.forEach((g, k) => g.forEach((s, j) => {
-        assert.equal(s.tokenIds.length, 64);
-        assert.deepEqual(s.tokenIds, want[k][j].tokenIds, `request ${k} sample ${j}, sharing ${prefixSharing}`);
-        s.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - want[k][j].logprobs[t]) < 1e-3, `log-prob ${t}: ${lp} vs ${want[k][j].logprobs[t]}`));
-      }));
+      const got = await checkAgainstNative(e, cpu, reqs, 1e-4, `sharing ${prefixSharing}`);
+      for (const g of got) for (const s of g) assert.equal(s.tokenIds.length, 64);
       if (prefixSharing) assert.ok(e.metrics.prefillSaved >= shared.length, `saved ${e.metrics.prefillSaved}`);
       else assert.equal(e.metrics.prefillSaved, 0);
       await e.close();
@@ -67,14 +63,7 @@ describe('PagedEngine on the emulated device engine', () => {
     const reqs = [greedy(p, { ...o, n: 3, seed: rng.int(2 ** 31) }), greedy([...p, 4, 5], { ...o, n: 2, seed: rng.int(2 ** 31) })];
     const cpu = new NativeEngine(await PolicyModel.load(dir));
     const e = PagedEngine.onPolicy(await PolicyModel.load(dir, { device: 'emulate', storage: 'f32' }), { kvCacheBlocks: 64 });
-    const got = await Promise.all(reqs.map((r) => e.generate([r]).then((x) => x[0])));
-    for (const [k, r] of reqs.entries()) {
-      const [want] = await cpu.generate([r]);
-      got[k].forEach((g, j) => {
-        assert.deepEqual(g.tokenIds, want[j].tokenIds, `request ${k} sample ${j} (seed ${r.seed})`);
-        g.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - want[j].logprobs[t]) <= 1e-4 * Math.max(1, Math.abs(lp)), `log-prob ${t}: ${lp} vs ${want[j].logprobs[t]}`));
-      });
-    }
+    await checkAgainstNative(e, cpu, reqs, 1e-4, 'sampled');
     await e.close();
   });
 

@@ -5,7 +5,8 @@ import { rollKv, referenceLogprob, referenceToken, runAlone, type PagedRequest, 
 import type { StepExecutor } from '../../lib/rollout/paged/drive.js';
 import type { KvInfo, PagedDevice, PagedSampling, PagedStepResult } from '../../lib/rollout/paged/device-executor.js';
 import type { PlanArrays } from '../../lib/rollout/paged/plan-arrays.js';
-import type { EngineRequest, EngineSample } from '../../lib/rollout/types.js';
+import assert from 'node:assert/strict';
+import type { EngineRequest, EngineSample, RolloutEngine } from '../../lib/rollout/types.js';
 
 export const VOCAB = 37;
 const ROOT = 0x6a09e667;
@@ -106,4 +107,22 @@ export class FakeDevice implements PagedDevice {
     await new Promise<void>((ok) => setImmediate(ok));
     return { tokens, logprobs };
   }
+}
+
+/**
+ * Runs `reqs` (concurrently) through a PagedEngine and one at a time through NativeEngine on
+ * the CPU engine with the same weights; asserts equal token ids and log-probs within `lpTol`
+ * (relative to max(1, |lp|)). Shared by the emulated test and test/gpu/paged-engine.test.ts.
+ */
+export async function checkAgainstNative(paged: RolloutEngine, cpu: RolloutEngine, reqs: EngineRequest[], lpTol: number, what: string): Promise<EngineSample[][]> {
+  const got = await Promise.all(reqs.map((r) => paged.generate([r]).then((x) => x[0])));
+  for (const [k, r] of reqs.entries()) {
+    const [want] = await cpu.generate([r]);
+    got[k].forEach((g, j) => {
+      assert.deepEqual(g.tokenIds, want[j].tokenIds, `${what}: request ${k} sample ${j} (seed ${r.seed})`);
+      assert.equal(g.finishReason, want[j].finishReason, `${what}: request ${k} sample ${j}`);
+      g.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - want[j].logprobs[t]) <= lpTol * Math.max(1, Math.abs(lp)), `${what}: request ${k} sample ${j} log-prob ${t}: ${lp} vs ${want[j].logprobs[t]}`));
+    });
+  }
+  return got;
 }
