@@ -6,6 +6,7 @@ import type { TrainConfig } from '../config/schema.js';
 import type { PolicyModel } from '../model/index.js';
 import { NativeEngine } from '../rollout/engine.js';
 import { PagedEngine } from '../rollout/paged-engine.js';
+import { KV_CACHE_DEFAULTS } from '../rollout/paged/device-kv.js';
 import type { RolloutEngine } from '../rollout/types.js';
 
 /**
@@ -16,6 +17,6 @@ export function embeddedEngine(model: PolicyModel, c: Partial<Pick<TrainConfig, 
   const { device } = model.engine;
   if (device === 'cpu') return new NativeEngine(model);
   const e = PagedEngine.onPolicy(model, { kvCacheFraction: c.kvCacheFraction, kvCacheBlocks: c.kvCacheBlocks });
-  log(`rollouts: paged engine on device '${device}' over the policy's own weights (KV cache: ${c.kvCacheBlocks != null ? `${c.kvCacheBlocks} blocks` : `${c.kvCacheFraction ?? 0.9} of the free memory`} per rollout phase, released for training)`);
+  log(`rollouts: paged engine on device '${device}' over the policy's own weights (KV cache: ${c.kvCacheBlocks != null ? `${c.kvCacheBlocks} blocks` : `${c.kvCacheFraction ?? KV_CACHE_DEFAULTS.kvCacheFraction} of the free memory`} per rollout phase, released for training)`);
   return e;
 }

@@ -8,6 +8,7 @@ import { loadChatTokenizer } from '../prompt/index.js';
 import { NativeEngine } from '../rollout/engine.js';
 import { SERVE_DEFAULTS, startServer, type RolloutServer } from '../rollout/server.js';
 import type { RolloutEngine, TextCodec } from '../rollout/types.js';
+import { KV_CACHE_DEFAULTS } from '../rollout/paged/device-kv.js';
 import { embeddedEngine } from './rollout-engine.js';
 
 export interface ServeArgs {
@@ -26,7 +27,7 @@ export interface ServeArgs {
   bf16Generate?: boolean;
   /** cpu (default): the CPU engine; cuda / emulate: the device engine with the paged engine (docs/rollout.md, "Colocated mode"). */
   device?: 'cpu' | 'cuda' | 'emulate';
-  /** Device engines: share of the free device memory the KV cache takes (default 0.9), or its size in blocks. */
+  /** Device engines: share of the free device memory the KV cache takes (default KV_CACHE_DEFAULTS'), or its size in blocks. */
   kvCacheFraction?: number;
   kvCacheBlocks?: number;
 }
@@ -97,7 +98,7 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
     .option('max-request-tokens', { type: 'number', default: SERVE_DEFAULTS.maxRequestTokens, describe: 'Largest work of one request in tokens: prompt tokens + n x max_tokens, over its prompts (400 beyond it)' })
     .option('bf16-generate', { type: 'boolean', default: false, describe: 'Generate on a bf16 copy of the weights (vdpbf16ps where the CPU has it); docs/model.md, "bf16 weights"' })
     .option('device', { type: 'string', choices: SERVE_DEVICES, default: 'cpu', describe: 'cpu: the CPU engine; cuda: the device engine with paged KV cache and continuous batching (not yet run on a GPU); emulate: the same on the CPU harness (tests, slow)' })
-    .option('kv-cache-fraction', { type: 'number', describe: '--device cuda|emulate: share of the free device memory the KV cache takes (default 0.9)' })
+    .option('kv-cache-fraction', { type: 'number', describe: `--device cuda|emulate: share of the free device memory the KV cache takes (default ${KV_CACHE_DEFAULTS.kvCacheFraction})` })
     .option('kv-cache-blocks', { type: 'number', describe: '--device cuda|emulate: the KV cache size in blocks of 16 tokens (instead of --kv-cache-fraction)' })
     .option('max-queued-tokens', { type: 'number', default: SERVE_DEFAULTS.maxQueuedTokens, describe: 'Largest total of that over requests admitted at once (503 + Retry-After beyond it)' }) as unknown as Argv<ServeArgs>,
   handler: async (argv) => {

@@ -139,6 +139,11 @@ export class PagedEngine implements RolloutEngine {
     await this.o.kv.release();
   }
 
+  /** Drops the prefix cache (serve's /reset_prefix_cache); running sequences keep their blocks. */
+  resetPrefixCache(): void {
+    this.sched?.releaseCached();
+  }
+
   /** Ends every request (their samples end with 'abort'), then releases the pool. */
   async close(): Promise<void> {
     this.closed = true;

@@ -173,6 +173,8 @@ export interface RolloutEngine {
   readonly continuous?: boolean;
   /** Gives back device memory held between calls (the paged KV pool); the next generate() takes it again. */
   releaseMemory?(): Promise<void>;
+  /** Drops cached prefixes (the paged engine's prefix cache); running requests go on. */
+  resetPrefixCache?(): void;
   /** Ends running requests and frees what the engine holds. */
   close?(): Promise<void>;
 }

@@ -18,6 +18,7 @@ import type { EngineRequest } from '../../lib/rollout/types.js';
 import { readMetrics, RunDir } from '../../lib/train/rundir.js';
 import type { StepMetrics } from '../../lib/train/metrics.js';
 import { Rng, testSeed } from '../helpers/random.js';
+import { checkAgainstNative } from './paged-engine-helpers.js';
 
 const work = mkdtempSync(join(tmpdir(), 'paged-emulate-'));
 let dir = '';
@@ -43,21 +44,27 @@ describe('PagedEngine on the emulated device engine', () => {
       greedy(Array.from({ length: 3 + rng.int(20) }, () => rng.int(VOCAB))),
     ];
     const cpu = new NativeEngine(await PolicyModel.load(dir));
-    const want = await Promise.all(reqs.map((r) => cpu.generate([r]).then((x) => x[0])));
     const dev = await PolicyModel.load(dir, { device: 'emulate', storage: 'f32' });
     for (const prefixSharing of [true, false]) {
       const e = PagedEngine.onPolicy(dev, { kvCacheBlocks: 96, prefixSharing, tokenBudget: 64 });
-      const got = await Promise.all(reqs.map((r) => e.generate([r]).then((x) => x[0])));
-      got.forEach((g, k) => g.forEach((s, j) => {
-        assert.equal(s.tokenIds.length, 64);
-        assert.deepEqual(s.tokenIds, want[k][j].tokenIds, `request ${k} sample ${j}, sharing ${prefixSharing}`);
-        s.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - want[k][j].logprobs[t]) < 1e-3, `log-prob ${t}: ${lp} vs ${want[k][j].logprobs[t]}`));
-      }));
+      const got = await checkAgainstNative(e, cpu, reqs, 1e-4, `sharing ${prefixSharing}`);
+      for (const g of got) for (const s of g) assert.equal(s.tokenIds.length, 64);
       if (prefixSharing) assert.ok(e.metrics.prefillSaved >= shared.length, `saved ${e.metrics.prefillSaved}`);
       else assert.equal(e.metrics.prefillSaved, 0);
       await e.close();
       assert.equal(dev.kvInfo().blocks, 0, 'the pool is released');
     }
+  });
+
+  it('seeded sampled completions (temperature, top-p, top-k, min-p, n = 3) equal the CPU engine\'s, log-probs within 1e-4', async () => {
+    const rng = new Rng(seed + 1);
+    const o = { temperature: 0.9, topP: 0.9, topK: 40, minP: 0.02, maxTokens: 24 };
+    const p = Array.from({ length: 19 }, () => rng.int(VOCAB));
+    const reqs = [greedy(p, { ...o, n: 3, seed: rng.int(2 ** 31) }), greedy([...p, 4, 5], { ...o, n: 2, seed: rng.int(2 ** 31) })];
+    const cpu = new NativeEngine(await PolicyModel.load(dir));
+    const e = PagedEngine.onPolicy(await PolicyModel.load(dir, { device: 'emulate', storage: 'f32' }), { kvCacheBlocks: 64 });
+    await checkAgainstNative(e, cpu, reqs, 1e-4, 'sampled');
+    await e.close();
   });
 
   it('loadWeights (serve\'s weight sync) replaces the served weights and drops the prefix cache; another model\'s shape is refused', async () => {
@@ -78,7 +85,7 @@ describe('PagedEngine on the emulated device engine', () => {
   });
 
   it('serve --device emulate answers a completion request (the CPU engine\'s greedy tokens)', async () => {
-    const prompt = [5, 17, 42, 9, 100];
+    const prompt = [5, 17, 42, 9, 100, 3, 77, 8, 250, 61, 12, 13, 140, 2, 99, 45, 46, 7, 180, 33];
     const [[want]] = await new NativeEngine(await PolicyModel.load(dir)).generate([greedy(prompt, { maxTokens: 8 })]);
     const srv = await serveModel({ model: dir, port: 0, host: '127.0.0.1', maxBatch: 8, servedModelName: 'tiny', device: 'emulate', kvCacheBlocks: 32 });
     try {
@@ -92,6 +99,11 @@ describe('PagedEngine on the emulated device engine', () => {
       assert.equal(body.choices[0].finish_reason, 'length');
       assert.equal(body.choices[0].token_ids.length, 8);
       assert.deepEqual(body.choices[0].token_ids.slice(0, 2), want.tokenIds.slice(0, 2));
+      // vLLM's /reset_prefix_cache drops the paged engine's cache
+      const eng = srv.batcher.engine as PagedEngine;
+      assert.ok(eng.scheduler!.pool.cache.size > 0, 'the prompt\'s first block was cached');
+      assert.equal((await fetch(`${srv.url}/reset_prefix_cache`, { method: 'POST' })).status, 200);
+      assert.equal(eng.scheduler!.pool.cache.size, 0);
     } finally {
       await srv.close();
     }

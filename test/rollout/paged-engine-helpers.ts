@@ -5,7 +5,8 @@ import { rollKv, referenceLogprob, referenceToken, runAlone, type PagedRequest, 
 import type { StepExecutor } from '../../lib/rollout/paged/drive.js';
 import type { KvInfo, PagedDevice, PagedSampling, PagedStepResult } from '../../lib/rollout/paged/device-executor.js';
 import type { PlanArrays } from '../../lib/rollout/paged/plan-arrays.js';
-import type { EngineRequest, EngineSample } from '../../lib/rollout/types.js';
+import assert from 'node:assert/strict';
+import type { EngineRequest, EngineSample, RolloutEngine } from '../../lib/rollout/types.js';
 
 export const VOCAB = 37;
 const ROOT = 0x6a09e667;
@@ -50,8 +51,7 @@ export class Gate implements StepExecutor {
 /**
  * A fake device: its pool is an array of rolling hashes (the reference model's "KV"), written
  * at slotMapping and read through blockTables; sample row r draws referenceToken(kv, seed, j).
- * It checks the sampling rows against the plan (0 <= step < the position sampled: step is the
- * token's index in its completion, test/rollout/paged/device-executor.test.ts) and counts calls.
+ * It records the sampling rows (and each row's step and position sampled) and counts calls.
  */
 export class FakeDevice implements PagedDevice {
   kv = new Uint32Array(0);
@@ -59,6 +59,8 @@ export class FakeDevice implements PagedDevice {
   blockSize = 0;
   readonly calls = { allocate: 0, release: 0, steps: 0 };
   readonly sampling: PagedSampling[] = [];
+  /** Per sample row drawn: its step and the position it samples. */
+  readonly steps: { step: number; position: number }[] = [];
   constructor(readonly freeBytes: number | null = null) {}
 
   kvAllocate(o: { blocks: number; blockSize: number }): void {
@@ -97,7 +99,7 @@ export class FakeDevice implements PagedDevice {
     const tokens = new Int32Array(R), logprobs = new Float32Array(R);
     for (let r = 0; r < R; r++) {
       const t = a.logitsIndices[a.sampleRows[r]];
-      if (!(s.step[r] >= 0 && s.step[r] < a.positions[t] + 1)) throw new Error(`sampling row ${r}: step ${s.step[r]}, position sampled ${a.positions[t] + 1}`);
+      this.steps.push({ step: s.step[r], position: a.positions[t] + 1 });
       const kv = this.kv[a.slotMapping[t]];
       tokens[r] = referenceToken(kv, s.seed[r], a.sampleIndices[r], VOCAB);
       logprobs[r] = referenceLogprob(kv, s.seed[r], a.sampleIndices[r]);
@@ -105,4 +107,22 @@ export class FakeDevice implements PagedDevice {
     await new Promise<void>((ok) => setImmediate(ok));
     return { tokens, logprobs };
   }
+}
+
+/**
+ * Runs `reqs` (concurrently) through a PagedEngine and one at a time through NativeEngine on
+ * the CPU engine with the same weights; asserts equal token ids and log-probs within `lpTol`
+ * (relative to max(1, |lp|)). Shared by the emulated test and test/gpu/paged-engine.test.ts.
+ */
+export async function checkAgainstNative(paged: RolloutEngine, cpu: RolloutEngine, reqs: EngineRequest[], lpTol: number, what: string): Promise<EngineSample[][]> {
+  const got = await Promise.all(reqs.map((r) => paged.generate([r]).then((x) => x[0])));
+  for (const [k, r] of reqs.entries()) {
+    const [want] = await cpu.generate([r]);
+    got[k].forEach((g, j) => {
+      assert.deepEqual(g.tokenIds, want[j].tokenIds, `${what}: request ${k} sample ${j} (seed ${r.seed})`);
+      assert.equal(g.finishReason, want[j].finishReason, `${what}: request ${k} sample ${j}`);
+      g.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - want[j].logprobs[t]) <= lpTol * Math.max(1, Math.abs(lp)), `${what}: request ${k} sample ${j} log-prob ${t}: ${lp} vs ${want[j].logprobs[t]}`));
+    });
+  }
+  return got;
 }

@@ -212,6 +212,9 @@ describe('PagedEngine over a paged device (DeviceExecutor)', () => {
       const temps = new Set(dev.sampling.flatMap((s) => Array.from(s.temperature)));
       for (let k = 0; k < 8; k++) assert.ok(temps.has(Math.fround(k / 8)));
       if (prefixSharing) assert.ok(e.metrics.prefillSaved > 3 * p.length);
+      // every draw's step is its token's index in the completion (generate()'s numbering)
+      const lens = new Set(reqs.map((r) => r.promptIds.length));
+      for (const { step, position } of dev.steps) assert.ok(step >= 0 && lens.has(position - step), `step ${step} at position ${position}`);
     }
   });
 

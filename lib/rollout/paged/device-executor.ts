@@ -17,9 +17,13 @@ export interface PagedSampling {
   topK: Int32Array;
   /** 0 = off. */
   minP: Float32Array;
-  /** The request's seed (32 bits): sample j draws from the stream (seed, j, step). */
+  /** The request's seed (32 bits): sample j draws from the stream (seed, j) (murphy/sample_rng.h). */
   seed: Uint32Array;
-  /** The index of the token being sampled in its completion (0 for the first), as the CPU engine's generate() counts it: the same seed then draws the same u on both (docs/kernels.md, "Random numbers"). */
+  /**
+   * Which draw of the stream: the index of the token in its completion (0 for the first), as
+   * the CPU engine's generate() numbers its draws, so a seeded request draws the same tokens on
+   * both engines (up to the logits' rounding).
+   */
   step: Int32Array;
 }
 

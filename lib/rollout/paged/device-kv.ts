@@ -1,6 +1,7 @@
 // How big the paged engine's KV pool is, and taking / giving back its device memory: the pool
 // is allocated before a rollout phase from what the device has free then (the training state
 // already allocated), and released before the training phase, so one device holds both.
+import { SCHEMA } from '../../config/schema.js';
 import { RolloutError } from '../types.js';
 import { DEFAULT_BLOCK_SIZE } from './kv-pool.js';
 import { blocksFor } from './block-table.js';
@@ -31,7 +32,8 @@ export interface KvCacheOptions {
 }
 
 export const KV_CACHE_DEFAULTS = {
-  kvCacheFraction: 0.9,
+  /** The training config's default (one source: lib/config/schema.ts). */
+  kvCacheFraction: SCHEMA.kvCacheFraction.default as number,
   /** The budget when the device cannot tell its free memory (the emulated device, on the host). */
   unknownFreeBytes: 64 * 2 ** 20,
 } as const;
