@@ -19,6 +19,7 @@
 // A request with n > 1 samples is one sequence until its prompt is computed; the step that
 // completes it samples n tokens, and the sequence forks into n that share every block (the
 // last, partial one copied on write by each child that appends to it).
+import { contextBudget } from '../params.js';
 import { RolloutError } from '../types.js';
 import { blocksFor, slotMapping, type BlockCopy } from './block-table.js';
 import type { KvPool } from './kv-pool.js';
@@ -199,7 +200,7 @@ export class Scheduler {
     positiveInt('maxTokens', req.maxTokens);
     const promptLen = req.promptIds.length;
     if (promptLen < 1) throw new RolloutError('promptIds must hold at least one token');
-    const maxTokens = Math.min(req.maxTokens, this.maxModelLen - promptLen);
+    const maxTokens = contextBudget(req.maxTokens, promptLen, this.maxModelLen);
     const bs = this.pool.blockSize;
     // the last sampled token's KV is never computed
     const need = blocksFor(promptLen + Math.max(0, maxTokens) - 1, bs);
