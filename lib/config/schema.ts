@@ -75,6 +75,8 @@ export interface TrainConfig {
   servedModelName: string | null;
   vllmApiKey: string | null;
   weightSync: 'auto' | 'nccl' | 'disk';
+  kvCacheFraction: number;
+  kvCacheBlocks: number | null;
   weightSyncBucketMb: number;
   weightSyncTimeoutS: number;
   temperature: number;
@@ -161,6 +163,8 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   weightSync: { type: 'enum', values: ['auto', 'nccl', 'disk'], default: 'auto', group: 'rollout', doc: 'How trained weights reach the vLLM servers (backend vllm): nccl (broadcast over NCCL from a GPU of the trainer process; fails at the first sync when the checks refuse), disk (a checkpoint in the run directory, loaded by each server), auto (nccl where it can be set up, else disk). A failed NCCL sync falls back to disk for that step. docs/distributed.md.' },
   weightSyncBucketMb: { type: 'int', default: 512, min: 256, max: 1024, group: 'rollout', doc: 'Size of the bf16 buckets of an NCCL weight sync, MiB.' },
   weightSyncTimeoutS: { type: 'int', default: 300, min: 1, group: 'rollout', doc: 'Deadline of an NCCL weight sync (and of forming its group), seconds; past it the group is aborted and the step syncs through the disk.' },
+  kvCacheFraction: { type: 'number', default: 0.9, gt: 0, max: 1, group: 'rollout', doc: 'Colocated rollouts (backend embedded on --device cuda|emulate): share of the device memory free at the start of each rollout phase that the paged KV cache takes (released again for the training phase). docs/rollout.md, "Colocated mode".' },
+  kvCacheBlocks: { type: 'int', default: null, min: 1, group: 'rollout', doc: 'Colocated rollouts: the paged KV cache\'s size in blocks of 16 tokens, instead of kvCacheFraction of the free memory.' },
   temperature: { type: 'number', default: 1, min: 0, group: 'rollout', doc: 'Sampling temperature of rollouts.' },
   topP: { type: 'number', default: 1, gt: 0, max: 1, group: 'rollout', doc: 'Nucleus sampling of rollouts.' },
   topK: { type: 'int', default: 0, min: 0, group: 'rollout', doc: 'Top-k sampling of rollouts (0 = off).' },

@@ -47,6 +47,14 @@ describe('--device: choosing where the policy trains', () => {
     assert.deepEqual(selectDevice('cpu', probe({ binary: cpuOnly, calls })), { device: 'cpu', line: 'device: cpu (--device cpu)' });
     assert.equal(calls.n, 0);
   });
+  it('emulate is the device engine on the CPU harness, without probing anything', () => {
+    const calls = { n: 0 };
+    const sel = selectDevice('emulate', probe({ binary: cpuOnly, calls }));
+    assert.equal(sel.device, 'emulate');
+    assert.match(sel.line, /^device: emulate \(--device emulate: the device engine on the CPU harness/);
+    assert.deepEqual(policyEngine(sel), { device: 'emulate', storage: 'bf16', gradientCheckpointing: false });
+    assert.equal(calls.n, 0);
+  });
   it('auto picks cpu and says why: CPU-only binary / no device / no cuBLASLt / no engine yet', () => {
     const calls = { n: 0 };
     assert.match(selectDevice('auto', probe({ binary: cpuOnly, calls })).line, /^device: cpu \(auto: the loaded native binary is CPU-only \(\/pkg\/build\/Release\/murphy_native\.node\); build the CUDA one with `npm run build:cuda`/);
@@ -112,6 +120,7 @@ describe('--device on this machine', () => {
   it('the config key takes auto, cpu, cuda, emulate and nothing else; emulate is the device engine on the CPU harness', () => {
     assert.equal(defaultConfig().device, 'auto');
     assert.equal(resolveConfig({ flags: { device: 'cuda' } }).device, 'cuda');
+    assert.equal(resolveConfig({ flags: { device: 'emulate' } }).device, 'emulate');
     assert.throws(() => resolveConfig({ flags: { device: 'gpu' } }), /config key "device" \(--device\).*must be one of auto, cpu, cuda, emulate; got "gpu"/);
     const em = selectTrainingDevice({ ...defaultConfig(), device: 'emulate' }, undefined, machineProbe());
     assert.deepEqual([em.device, policyEngine(em)], ['emulate', { device: 'emulate', storage: 'bf16', gradientCheckpointing: false }]);
