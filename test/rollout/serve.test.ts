@@ -44,6 +44,22 @@ const choicesOf = (j: Record<string, unknown>) => j.choices as Choice[];
 
 const chat = (s: string) => tok.encode(`<|im_start|>user\n${s}<|im_end|>\n<|im_start|>assistant\n`);
 
+/**
+ * Posts the bodies to /v1/completions with all of them queued in the batcher before the engine
+ * takes any: a barrier, not timing (an exclusive task holds the batcher until every request
+ * is queued behind it; under load the HTTP requests could otherwise arrive one engine call apart).
+ */
+async function queuedTogether(bodies: object[]): Promise<Awaited<ReturnType<typeof post>>[]> {
+  let release!: () => void;
+  const held = new Promise<void>((r) => { release = r; });
+  const gate = srv.batcher.exclusive(() => held);
+  const posted = bodies.map((b) => post('/v1/completions', b));
+  while (srv.batcher.pending < bodies.length) await new Promise((r) => setImmediate(r));
+  release();
+  await gate;
+  return Promise.all(posted);
+}
+
 describe('serve', () => {
   it('the same seed gives the same token ids and log-probs: embedded, serve + vLLM client, plain HTTP', async () => {
     const prompt = chat(`write ${rng.int(1000)}`);
@@ -94,15 +110,16 @@ describe('serve', () => {
   });
 
   it('merges concurrent requests into one engine call; seeded results never depend on the company they keep', async () => {
-    const before0 = srv.batcher.stats.maxMerged;
     const body = { prompt: chat('hi'), n: 2, max_tokens: 24, temperature: 1, return_token_ids: true };
-    const rs = await Promise.all(Array.from({ length: 12 }, () => post('/v1/completions', body)));
+    const before = srv.batcher.stats.batches;
+    const rs = await queuedTogether(Array.from({ length: 12 }, () => body));
     for (const r of rs) assert.equal(choicesOf(r.json).length, 2);
-    assert.ok(srv.batcher.stats.maxMerged > Math.max(1, before0 - 1), `max merged ${srv.batcher.stats.maxMerged}`);
+    assert.ok(srv.batcher.stats.batches - before < 12, `12 queued requests ran as ${srv.batcher.stats.batches - before} engine calls`);
+    assert.ok(srv.batcher.stats.maxMerged > 1, `max merged ${srv.batcher.stats.maxMerged}`);
     const seeds = [11, 22, 33, 44];
     const mk = (s: number) => ({ prompt: chat(`p${s}`), n: 2, max_tokens: 10, seed: s, return_token_ids: true, logprobs: 0 });
     const st0 = { ...srv.batcher.stats };
-    const together = await Promise.all([...seeds.map((s) => post('/v1/completions', mk(s))), ...Array.from({ length: 4 }, () => post('/v1/completions', body))]);
+    const together = await queuedTogether([...seeds.map(mk), ...Array.from({ length: 4 }, () => body)]);
     // seeded requests share engine calls too (each prompt carries its own seed)
     const st1 = srv.batcher.stats;
     assert.ok(st1.batches - st0.batches < st1.requests - st0.requests, `seeded requests were merged: ${st1.batches - st0.batches} calls for ${st1.requests - st0.requests} requests`);
