@@ -67,27 +67,21 @@ export function repairProblem(spec: RepairSpec, id: string): Problem {
 }
 
 /**
- * Train and held-out problems, split by prompt: the 40 (name, k) prompts are shuffled with the
- * seed and `heldOut / 2` of them are held out with both their operators (never trained on); the
- * rest form the training set, again with both operators. A prompt therefore has both answers in
- * the set it belongs to: the first attempt is a coin flip that cannot be memorised, so training
- * cannot raise turn 1 on the training problems (which would starve the feedback turns of failed
- * first attempts) and every gain has to come from acting on the feedback.
+ * Train and held-out problems: the 80 (name, op, k) triples are shuffled with the seed;
+ * `heldOut` of them are held out (never trained on), the rest form the training set.
  */
 export function repairSplit(seed: number, heldOut = 24): { train: Problem[]; test: Problem[] } {
-  if (!Number.isInteger(heldOut) || heldOut < 0 || heldOut % 2 !== 0 || heldOut > allRepairSpecs().length) {
-    throw new Error(`repairSplit: heldOut must be an even number of problems in [0, ${allRepairSpecs().length}] (both operators of each held-out prompt); got ${heldOut}`);
-  }
-  const prompts = REPAIR_NAMES.flatMap((name) => CONSTANTS.map((k) => ({ name, k })));
+  const specs = allRepairSpecs();
   const rng = mulberry32(mix32(seed, 0x7e57));
-  for (let i = prompts.length - 1; i > 0; i--) {
+  for (let i = specs.length - 1; i > 0; i--) {
     const j = Math.floor(rng() * (i + 1));
-    [prompts[i], prompts[j]] = [prompts[j]!, prompts[i]!];
+    [specs[i], specs[j]] = [specs[j]!, specs[i]!];
   }
   const id = (s: RepairSpec): string => `repair/${s.name}-${s.op === '+' ? 'add' : 'mul'}-${s.k}`;
-  const problems = (ps: { name: string; k: number }[]): Problem[] =>
-    ps.flatMap(({ name, k }) => (['+', '*'] as const).map((op) => repairProblem({ name, op, k }, id({ name, op, k }))));
-  return { test: problems(prompts.slice(0, heldOut / 2)), train: problems(prompts.slice(heldOut / 2)) };
+  return {
+    test: specs.slice(0, heldOut).map((s) => repairProblem(s, id(s))),
+    train: specs.slice(heldOut).map((s) => repairProblem(s, id(s))),
+  };
 }
 
 export function repairSpecOf(p: Problem): RepairSpec {
