@@ -9,7 +9,7 @@ export * from './rollout/index.js';
 export * from './config/exports.js';
 export * from './train/index.js';
 export { runTraining, resumeConfig, configDifferences, RESUMABLE_KEYS, type RunTrainingOptions, type RunTrainingResult } from './commands/run-training.js';
-export { encodeSafetensorsF32, decodeSafetensorsF32, readSafetensorsF32, tensorMismatch, SafetensorsError, type F32Tensors } from './safetensors.js';
+export { encodeSafetensorsF32, safetensorsF32Chunks, decodeSafetensorsF32, readSafetensorsF32, tensorMismatch, SafetensorsError, type F32Tensors } from './safetensors.js';
 export * from './eval/index.js';
 export * from './report/index.js';
 export * from './demo/index.js';

@@ -482,6 +482,25 @@ export function gemmInfo(): { best: string; paths: string[] } {
   return gemmAddon().gemmInfo();
 }
 
+function hashAddon() {
+  const a = addon();
+  if (!a.xxh64File || !a.xxh64Buffers) throw new MurphyNativeError('this native binary predates the checkpoint hash (xxh64File): rebuild it (npm run build:native)', 'ENOLIB');
+  return { xxh64File: a.xxh64File, xxh64Buffers: a.xxh64Buffers };
+}
+
+/**
+ * XXH64 (seed 0) of a file and its byte count, as 16 hex digits (what `xxhsum -H1` prints).
+ * Runs on a libuv worker thread: files hashed at once are hashed in parallel.
+ */
+export function xxh64File(path: string): Promise<{ bytes: number; xxh64: string }> {
+  return withCallerStack(hashAddon().xxh64File(path), callSite(xxh64File));
+}
+
+/** XXH64 of the concatenation of `chunks`, on a libuv worker thread; the chunks must not change until it resolves. */
+export function xxh64Buffers(chunks: readonly ArrayBufferView[]): Promise<string> {
+  return withCallerStack(hashAddon().xxh64Buffers(chunks), callSite(xxh64Buffers));
+}
+
 /** Sets the number of CPU threads the kernels use. */
 export function setNumThreads(n: number): void {
   addon().setNumThreads(n);

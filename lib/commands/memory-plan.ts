@@ -2,6 +2,7 @@
 // (docs/gpu.md) — the same plan `train --device cuda` prints at start — without a GPU.
 import type { Argv, CommandModule } from 'yargs';
 import { defaultConfig } from '../config/index.js';
+import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
 import { runModelShape } from '../gpu/device.js';
 import { formatMemoryPlan, memoryPlan, planProblem } from '../gpu/memory-plan.js';
 import { cuda } from '../native.js';
@@ -10,6 +11,7 @@ interface MemoryPlanArgs {
   model?: string;
   microBatchTokens: number;
   gradientCheckpointing?: boolean;
+  storage: StorageDType;
   beta: number;
   deviceMemory?: number;
   json: boolean;
@@ -25,6 +27,7 @@ export const memoryPlanCommand: CommandModule<object, MemoryPlanArgs> = {
       .option('model', { type: 'string', describe: 'Hugging Face model directory (its config.json); default: the demo\'s tiny model' })
       .option('micro-batch-tokens', { type: 'number', default: defaultConfig().microBatchTokens, describe: 'Token budget of one micro-batch' })
       .option('gradient-checkpointing', { type: 'boolean', describe: 'Per-layer activation checkpointing (default: on from 1e9 parameters)' })
+      .option('storage', { type: 'string', choices: [...STORAGE_DTYPES], default: STORAGE_DTYPES[0], describe: 'Storage dtype of the compute weights and activations (f32: the precision mode, about 2x their memory)' })
       .option('beta', { type: 'number', default: 0, describe: 'KL coefficient (> 0 adds a bf16 reference copy)' })
       .option('device-memory', { type: 'number', describe: 'Free device memory in GiB (default: device 0\'s, when there is one)' })
       .option('json', { type: 'boolean', default: false, describe: 'Print the plan as JSON' }) as unknown as Argv<MemoryPlanArgs>,
@@ -38,7 +41,7 @@ export const memoryPlanCommand: CommandModule<object, MemoryPlanArgs> = {
       const free = a.deviceMemory !== undefined ? Math.floor(a.deviceMemory * GiB) : dev?.freeMemory;
       const total = a.deviceMemory !== undefined ? free : dev?.totalMemory;
       const plan = memoryPlan(shape, {
-        microBatchTokens: a.microBatchTokens, gradientCheckpointing: a.gradientCheckpointing ?? null, beta: a.beta,
+        microBatchTokens: a.microBatchTokens, gradientCheckpointing: a.gradientCheckpointing ?? null, beta: a.beta, storage: a.storage,
         ...(free !== undefined ? { deviceFreeBytes: free, deviceTotalBytes: total } : {}),
       });
       const problem = planProblem(plan);

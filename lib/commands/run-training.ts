@@ -23,11 +23,11 @@ import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { weightSyncFor } from '../rollout/weight-sync.js';
 import { writeReport } from '../report/html.js';
-import { policyEngine, selectTrainingDevice } from '../gpu/device.js';
+import { engineWithStorage, policyEngine, selectTrainingDevice } from '../gpu/device.js';
 import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
-import { NativePolicy } from '../train/policy.js';
+import { NativePolicy, type PolicyEngineInfo } from '../train/policy.js';
 import { formatRunHeader, RecentSteps, silentProgress, type ProgressSink } from '../train/progress.js';
 import { formatStepLine, type StepMetrics } from '../train/metrics.js';
 import { RunLock } from '../train/lock.js';
@@ -71,11 +71,41 @@ export interface RunTrainingResult {
 /** Keys a resume may change; every other key must equal the run's. */
 export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey', 'earlyStopWindow', 'earlyStopMinSignal', 'weightSync', 'weightSyncBucketMb', 'weightSyncTimeoutS'] as const;
 
-/** Keys (other than RESUMABLE_KEYS and out) whose values differ between two configurations, sorted. */
+/**
+ * Keys a resume may also change although they belong to the run: they change where and how the
+ * same computation runs, not what is trained. gradientCheckpointing recomputes the same
+ * activations (bit-identical); another device rounds floats differently, so a continuation on
+ * it is not bit-exact. Keys that change the math (the storage dtype among them) stay refused.
+ */
+export const RESUME_ENGINE_KEYS = ['device', 'gradientCheckpointing'] as const;
+
+/** Keys (other than RESUMABLE_KEYS, RESUME_ENGINE_KEYS and out) whose values differ between two configurations, sorted. */
 export function configDifferences(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
-  const skip = new Set<string>([...RESUMABLE_KEYS, 'out']);
+  const skip = new Set<string>([...RESUMABLE_KEYS, ...RESUME_ENGINE_KEYS, 'out']);
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
   return [...keys].filter((k) => !skip.has(k) && JSON.stringify(a[k] ?? null) !== JSON.stringify(b[k] ?? null)).sort();
+}
+
+/**
+ * The line a resume logs when RESUME_ENGINE_KEYS differ between the run (`now`) and the
+ * checkpoint it continues (`saved`), or null when none does.
+ */
+export function engineChangeNote(now: Record<string, unknown>, saved: Record<string, unknown>): string | null {
+  const changed = RESUME_ENGINE_KEYS.filter((k) => JSON.stringify(now[k] ?? null) !== JSON.stringify(saved[k] ?? null));
+  if (changed.length === 0) return null;
+  const what = changed.map((k) => `"${k}" ${JSON.stringify(saved[k] ?? null)} -> ${JSON.stringify(now[k] ?? null)}`).join(', ');
+  return `resuming with ${what} (checkpoint -> now): the same training continues` +
+    (changed.includes('device') ? ', but not bit-exact: another device rounds floats differently' : ' (gradient checkpointing recomputes bit-identical activations)');
+}
+
+/**
+ * The line a resume logs when the engine the checkpoint was trained on (its state.json) is
+ * another than the one the run now built, or null (same engine, or a checkpoint that predates
+ * the record).
+ */
+export function engineRunNote(saved: PolicyEngineInfo | undefined, now: PolicyEngineInfo): string | null {
+  if (!saved || saved.device === now.device) return null;
+  return `the checkpoint was trained on the ${saved.device} engine, this run uses the ${now.device} engine: the same training continues, but not bit-exact: another device rounds floats differently`;
 }
 
 function defaultOut(c: TrainConfig): string {
@@ -92,9 +122,9 @@ export function resumeConfig(dir: string, flags: Record<string, unknown>): Train
   const given = validatePartial(flags, 'command-line flags') as Record<string, unknown>;
   for (const [k, v] of Object.entries(given)) {
     if (k === 'out') continue;
-    if ((RESUMABLE_KEYS as readonly string[]).includes(k)) (saved as unknown as Record<string, unknown>)[k] = v;
+    if ((RESUMABLE_KEYS as readonly string[]).includes(k) || (RESUME_ENGINE_KEYS as readonly string[]).includes(k)) (saved as unknown as Record<string, unknown>)[k] = v;
     else if (JSON.stringify(v) !== JSON.stringify((saved as unknown as Record<string, unknown>)[k])) {
-      throw new ConfigError(`config key "${k}" cannot change on resume (run has ${JSON.stringify((saved as unknown as Record<string, unknown>)[k])}, got ${JSON.stringify(v)}); only ${RESUMABLE_KEYS.join(', ')} can`);
+      throw new ConfigError(`config key "${k}" cannot change on resume (run has ${JSON.stringify((saved as unknown as Record<string, unknown>)[k])}, got ${JSON.stringify(v)}); only ${[...RESUMABLE_KEYS, ...RESUME_ENGINE_KEYS].join(', ')} can`);
     }
   }
   saved.out = run.root;
@@ -178,7 +208,7 @@ export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {
     let engine: EngineOptions;
     try {
       const sel = selectTrainingDevice(c, (l) => deviceLines.push(l));
-      engine = o.engine ?? policyEngine(sel);
+      engine = o.engine ? engineWithStorage(o.engine, c.storage) : policyEngine(sel, c.storage);
     } catch (e) {
       for (const l of deviceLines) log(l);
       throw e;
@@ -214,9 +244,10 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   const writer = !coll || coll.rank === 0;
   if (coll) checkRanksDevice(c, coll.worldSize);
   let point: ResumePoint | null = null;
+  let deviceNoted = false;
   if (o.resume) {
     // Rank 0 chooses (and may set damaged checkpoints aside); the others take its choice.
-    point = coll ? await broadcastJson(coll, writer ? resolveResume(run, log) : undefined) : resolveResume(run, log);
+    point = coll ? await broadcastJson(coll, writer ? await resolveResume(run, log) : undefined) : await resolveResume(run, log);
     if (!coll && checkpointShards(point.dir)) {
       throw new TrainError(`checkpoint ${point.dir} holds the optimizer shards of a ${checkpointShards(point.dir)!.worldSize}-rank run; resume it with --nproc-per-node N (any N: the shards are re-sharded)`);
     }
@@ -230,6 +261,9 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
         );
       }
       if (diff.length) log(`--override-config: continuing with ${run.configPath}, which differs from the checkpoint's configuration in ${diff.join(', ')}`);
+      const engineNote = engineChangeNote(c as unknown as Record<string, unknown>, saved);
+      if (engineNote) log(engineNote);
+      deviceNoted = engineNote?.includes('"device"') ?? false;
     }
   } else if (writer && (fileSize(run.metricsPath) > 0 || checkpointDirs(run).length > 0)) {
     throw new TrainError(`${run.root} already holds a run; use --resume ${run.root} or another --out`);
@@ -246,6 +280,9 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   }
   let backend: RolloutBackend | null = null;
   const model = await loadPolicyModel(c, point ? join(point.dir, 'policy') : null, engine);
+  // the same configured device can mean another engine (auto on another machine, a test's engine)
+  const engineNote = point && !deviceNoted ? engineRunNote(point.state.engine, model.engine) : null;
+  if (engineNote) log(engineNote);
   const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
   if (c.backend === 'vllm') {
     let servers = c.serverUrl!.split(',').map((s) => s.trim());

@@ -143,6 +143,9 @@ export function checkConfig(c: TrainConfig): TrainConfig {
   if (c.backend === 'vllm' && !c.model) throw new ConfigError('config key "model" (--model) is required with backend "vllm" (the weights the server starts from)');
   if (c.computeMatched && c.algo !== 'grpo') throw new ConfigError('config key "computeMatched" (--compute-matched) applies to algo "grpo" only');
   if (c.epsilonHigh !== null && c.epsilonHigh < c.epsilon) throw new ConfigError(`config key "epsilonHigh" (--epsilon-high): must be >= epsilon (${c.epsilon}); got ${c.epsilonHigh}`);
+  if (c.storage === 'f32' && c.device === 'cpu') {
+    throw new ConfigError('config key "storage" (--storage f32) applies to the device engine, and --device cpu was given: the CPU engine computes in f32 already; drop --storage or use --device cuda');
+  }
   if (c.intraKeep !== null && c.intraKeep > Math.max(c.numGenerations, c.numFollowUpGenerations ?? c.numGenerations)) {
     throw new ConfigError(`config key "intraKeep" (--intra-keep): must be <= the group size (${c.numGenerations}); got ${c.intraKeep}`);
   }

@@ -41,6 +41,9 @@ export const HISTORY_MODES = ['full', 'latest'] as const;
 export const TIMEOUT_MODES = ['test', 'program'] as const;
 export const EXECUTORS = ['local', 'sandboxfusion'] as const;
 export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
+/** Storage dtype of the device engine's compute weights and activations (config key storage); the first is the default. */
+export const STORAGE_DTYPES = ['bf16', 'f32'] as const;
+export type StorageDType = (typeof STORAGE_DTYPES)[number];
 
 /** The resolved configuration: every key present. */
 export interface TrainConfig {
@@ -51,6 +54,7 @@ export interface TrainConfig {
   saveSteps: number;
   logTrees: boolean;
   device: (typeof DEVICES)[number];
+  storage: StorageDType;
   earlyStopWindow: number;
   earlyStopMinSignal: number;
   // model
@@ -132,7 +136,8 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   maxSteps: { type: 'int', default: 40, min: 1, group: 'run', doc: 'Training steps (one optimizer step each).' },
   saveSteps: { type: 'int', default: 20, min: 1, group: 'run', doc: 'Write a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM).' },
   logTrees: { type: 'boolean', default: true, group: 'run', doc: 'Append every rollout tree to trees.jsonl.gz (for the report\'s tree viewer).' },
-  device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the device engine in bf16; fails at start naming the cause when it cannot run; not yet run on hardware), auto (cuda when usable, else cpu). docs/gpu.md.' },
+  device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the device engine, in the dtype of storage; fails at start naming the cause when it cannot run; not yet run on hardware), auto (cuda when usable, else cpu). May change on resume (not bit-exact across devices). docs/gpu.md.' },
+  storage: { type: 'enum', values: STORAGE_DTYPES, default: STORAGE_DTYPES[0], group: 'run', doc: 'Device engine (--device cuda, or auto when it picks cuda): the dtype of the compute weights, activations and KL reference. bf16 (production); f32 is a precision/debug mode (the master weights are the compute weights; about 2x the weight, activation and reference memory, in the memory plan). The CPU engine computes in f32 already: --storage f32 with --device cpu is refused. Cannot change on resume. docs/gpu.md.' },
   earlyStopWindow: { type: 'int', default: 0, min: 0, group: 'run', doc: 'Stop training early once the last N steps together had at most earlyStopMinSignal of their groups with a learning signal (reward variance); 0 = never. The stop and its reason go to the log and metrics.jsonl; the final evaluation and checkpoint follow as at maxSteps.' },
   earlyStopMinSignal: { type: 'number', default: 0.02, min: 0, lt: 1, group: 'run', doc: 'Share of groups with a learning signal over the earlyStopWindow steps at or below which training stops.' },
 
@@ -194,7 +199,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   adamBeta1: { type: 'number', default: 0.9, min: 0, lt: 1, group: 'optim', doc: 'AdamW beta1.' },
   adamBeta2: { type: 'number', default: 0.999, min: 0, lt: 1, group: 'optim', doc: 'AdamW beta2.' },
   microBatchTokens: { type: 'int', default: 8192, min: 16, group: 'optim', doc: 'Token budget of one micro-batch (prompt + completion tokens); gradients accumulate over micro-batches.' },
-  gradientCheckpointing: { type: 'boolean', default: null, group: 'optim', doc: 'GPU engine: recompute each decoder layer in the backward pass instead of keeping its activations (unset: on for models of 1e9 parameters and more). Used by the memory plan; the CPU engine ignores it.' },
+  gradientCheckpointing: { type: 'boolean', default: null, group: 'optim', doc: 'GPU engine: recompute each decoder layer in the backward pass instead of keeping its activations (unset: on for models of 1e9 parameters and more). Used by the memory plan; the CPU engine ignores it. May change on resume (bit-identical).' },
 
   evalIterations: { type: 'int', default: 2, min: 1, max: 10, group: 'eval', doc: 'k of the Iter-k pass@1 evaluation run before and after training.' },
   evalProblems: { type: 'int', default: 64, min: 1, group: 'eval', doc: 'Held-out problems evaluated before and after training (never trained on).' },

@@ -1,11 +1,11 @@
 // `--device auto|cpu|cuda`: where the policy trains, decided before anything else happens
 // in a run (no rollout, no file written). cuda needs, in this order: a binary built with
 // CUDA, a usable device, cuBLASLt and a memory plan that fits; then the policy is built on
-// the device engine (native/gpu/engine, bf16 storage). `auto` picks cuda when all of that
+// the device engine (native/gpu/engine, in the storage dtype of config key storage). `auto` picks cuda when all of that
 // holds, else cpu, and says why.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TrainConfig } from '../config/schema.js';
+import { STORAGE_DTYPES, type StorageDType, type TrainConfig } from '../config/schema.js';
 import { hfConfig, presets } from '../model/config.js';
 import type { EngineOptions } from '../model/index.js';
 import { binaryInfo, cuda, type CudaStatus } from '../native.js';
@@ -102,12 +102,17 @@ export function runModelShape(c: Pick<TrainConfig, 'model' | 'modelPreset'>): Mo
 
 /**
  * The engine a run's policy is built on for a selection: the CPU engine, or the device engine
- * in bf16 with the plan's checkpointing (config gradientCheckpointing, unset = on from 1e9
- * parameters).
+ * in the storage dtype (config storage) with the plan's checkpointing (config
+ * gradientCheckpointing, unset = on from 1e9 parameters).
  */
-export function policyEngine(sel: DeviceSelection): EngineOptions {
+export function policyEngine(sel: DeviceSelection, storage: StorageDType = STORAGE_DTYPES[0]): EngineOptions {
   if (sel.device === 'cpu') return { device: 'cpu' };
-  return { device: 'cuda', storage: 'bf16', gradientCheckpointing: sel.plan?.gradientCheckpointing ?? false };
+  return { device: 'cuda', storage, gradientCheckpointing: sel.plan?.gradientCheckpointing ?? false };
+}
+
+/** A given engine (tests: the emulated device engine) with the config's storage dtype, unless it names its own; the CPU engine as it is. */
+export function engineWithStorage(e: EngineOptions, storage: StorageDType): EngineOptions {
+  return (e.device ?? 'cpu') === 'cpu' || e.storage !== undefined ? e : { ...e, storage };
 }
 
 /** selectDevice for a run's configuration on this machine; logs the plan (cuda) and the choice. */
@@ -124,7 +129,7 @@ function selectFor(c: TrainConfig, log: (line: string) => void, probe: DevicePro
   const once: DeviceProbe = { ...probe, cublasLt: () => (lt ??= probe.cublasLt()) };
   const wantsPlan = c.device === 'cuda' || (cudaBlocker(once) === null && once.engineImplemented);
   const plan = wantsPlan
-    ? { shape: runModelShape(c), settings: { microBatchTokens: c.microBatchTokens, gradientCheckpointing: c.gradientCheckpointing, beta: c.beta } }
+    ? { shape: runModelShape(c), settings: { microBatchTokens: c.microBatchTokens, gradientCheckpointing: c.gradientCheckpointing, beta: c.beta, storage: c.storage } }
     : undefined;
   return selectDevice(c.device, once, plan, log);
 }

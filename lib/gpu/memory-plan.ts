@@ -6,7 +6,7 @@
 // This is the engine's allocation plan written down before the engine exists: the sizes
 // follow from the shapes and the dtypes below, not from a measurement on a GPU.
 //
-// Persistent state, P parameters:
+// Persistent state, P parameters (storage bf16, the default; config key storage):
 //   bf16 compute weights      2P   what the GEMMs read
 //   fp32 master weights       4P   what AdamW updates (bf16 cannot hold lr * update)
 //   fp32 AdamW moments        8P   exp_avg + exp_avg_sq
@@ -15,6 +15,9 @@
 //                                  and AdamW reads them. A bf16 accumulator would drop every
 //                                  micro-batch contribution below 2^-8 of the running sum.
 //   bf16 KL reference         2P   only when beta > 0
+// Storage f32 (the precision mode): the fp32 master weights are the compute weights (0 bytes
+// more), the KL reference is fp32 (4P), and every value below marked bf16 is fp32 (twice the
+// bytes); fp32 values stay as they are.
 // Activations, per token (bf16 unless marked f32), what the backward pass reads:
 //   Qwen3 layer:  x, norm1(x), q and k before their norms, q and k after norm + RoPE, v,
 //                 attention output o, h = x + o_proj(o), norm2(h), gate, up, silu(gate)*up;
@@ -34,6 +37,8 @@
 // tokens: fp32 logits (the fused log-prob/GRPO kernels read them) and their bf16 gradient
 // (the GEMMs read it) — the full tokens x vocab logits never exist.
 // Headroom: 5% of the device's total memory is left free for allocator fragmentation.
+
+import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
 
 export type ModelFamily = 'qwen3' | 'olmo2';
 
@@ -55,8 +60,10 @@ export interface PlanSettings {
   microBatchTokens: number;
   /** Per-layer activation checkpointing; null: on for models of 1e9 parameters and more. */
   gradientCheckpointing: boolean | null;
-  /** KL coefficient; > 0 keeps a bf16 reference copy of the weights. */
+  /** KL coefficient; > 0 keeps a reference copy of the weights (in the storage dtype). */
   beta: number;
+  /** The device engine's storage dtype (config storage); default bf16. */
+  storage?: StorageDType;
   /** Device memory available to the engine (free memory at start); omit for a plan without a fit. */
   deviceFreeBytes?: number;
   /** The device's total memory (the headroom is a fraction of it); default deviceFreeBytes. */
@@ -123,12 +130,16 @@ export interface MemoryPlan {
   shape: ModelShape;
   params: number;
   gradientCheckpointing: boolean;
+  /** Storage dtype of the compute weights, activations and reference. */
+  storage: StorageDType;
   /** Persistent state in bytes. */
-  weightsBf16: number;
+  /** Compute weights in the storage dtype (2P in bf16; 0 in f32, where the master weights are read). */
+  computeWeights: number;
   masterF32: number;
   adamMoments: number;
   gradientsF32: number;
-  referenceBf16: number;
+  /** KL reference in the storage dtype (beta > 0), else 0. */
+  reference: number;
   stateTotal: number;
   /** Bytes per token. */
   perToken: {
@@ -160,15 +171,21 @@ export interface MemoryPlan {
   };
 }
 
-function perTokenBytes(s: ModelShape, checkpointing: boolean): MemoryPlan['perToken'] {
+/** Bytes of one value in the storage dtype. */
+export function storageBytes(storage: StorageDType): number {
+  return storage === 'f32' ? 4 : 2;
+}
+
+function perTokenBytes(s: ModelShape, checkpointing: boolean, storage: StorageDType): MemoryPlan['perToken'] {
   const H = s.hidden, qd = s.heads * s.headDim, kd = s.kvHeads * s.headDim, I = s.intermediate;
-  const bf16Values = 4 * H + 3 * qd + 3 * kd + 3 * I;
+  const sb = storageBytes(storage);
+  const storedValues = 4 * H + 3 * qd + 3 * kd + 3 * I;
   const f32Values = s.modelType === 'qwen3' ? 2 + s.heads + s.kvHeads + s.heads : 4 + s.heads;
-  const layer = 2 * bf16Values + 4 * f32Values;
-  const stored = checkpointing ? s.layers * 2 * H : s.layers * layer;
+  const layer = sb * storedValues + 4 * f32Values;
+  const stored = checkpointing ? s.layers * sb * H : s.layers * layer;
   const recompute = checkpointing ? layer : 0;
   const backward = layer + 2 * 4 * H;
-  const other = 2 * 2 * H + 4 + BATCH_VECTOR_BYTES_PER_TOKEN;
+  const other = 2 * sb * H + 4 + BATCH_VECTOR_BYTES_PER_TOKEN;
   return { layer, stored, recompute, backward, other, total: stored + recompute + backward + other };
 }
 
@@ -176,15 +193,18 @@ function perTokenBytes(s: ModelShape, checkpointing: boolean): MemoryPlan['perTo
 export function memoryPlan(s: ModelShape, st: PlanSettings): MemoryPlan {
   const P = parameterCount(s).total;
   const checkpointing = st.gradientCheckpointing ?? P >= CHECKPOINTING_AUTO_PARAMS;
-  const weightsBf16 = 2 * P, masterF32 = 4 * P, adamMoments = 8 * P, gradientsF32 = 4 * P;
-  const referenceBf16 = st.beta > 0 ? 2 * P : 0;
-  const stateTotal = weightsBf16 + masterF32 + adamMoments + gradientsF32 + referenceBf16;
-  const perToken = perTokenBytes(s, checkpointing);
-  const lmHeadChunk = LM_HEAD_CHUNK_TOKENS * s.vocab * (4 + 2);
+  const storage = st.storage ?? STORAGE_DTYPES[0];
+  const sb = storageBytes(storage);
+  const computeWeights = storage === 'f32' ? 0 : sb * P, masterF32 = 4 * P, adamMoments = 8 * P, gradientsF32 = 4 * P;
+  const reference = st.beta > 0 ? sb * P : 0;
+  const stateTotal = computeWeights + masterF32 + adamMoments + gradientsF32 + reference;
+  const perToken = perTokenBytes(s, checkpointing, storage);
+  // fp32 logits of one chunk and their gradient in the storage dtype
+  const lmHeadChunk = LM_HEAD_CHUNK_TOKENS * s.vocab * (4 + sb);
   const workspace = { cublasLt: CUBLASLT_WORKSPACE_BYTES, lmHeadChunk, total: CUBLASLT_WORKSPACE_BYTES + lmHeadChunk };
   const plan: MemoryPlan = {
-    shape: s, params: P, gradientCheckpointing: checkpointing,
-    weightsBf16, masterF32, adamMoments, gradientsF32, referenceBf16, stateTotal,
+    shape: s, params: P, gradientCheckpointing: checkpointing, storage,
+    computeWeights, masterF32, adamMoments, gradientsF32, reference, stateTotal,
     perToken, workspace,
     microBatchTokens: st.microBatchTokens,
     totalForMicroBatch: stateTotal + workspace.total + st.microBatchTokens * perToken.total,
@@ -199,7 +219,7 @@ export function memoryPlan(s: ModelShape, st: PlanSettings): MemoryPlan {
     const maxMicroBatchTokens = budget(perToken.total);
     plan.device = {
       freeBytes: st.deviceFreeBytes, headroom, usable, maxMicroBatchTokens,
-      maxMicroBatchTokensOtherCheckpointing: budget(perTokenBytes(s, !checkpointing).total),
+      maxMicroBatchTokensOtherCheckpointing: budget(perTokenBytes(s, !checkpointing, storage).total),
       fits: maxMicroBatchTokens > 0 && st.microBatchTokens <= maxMicroBatchTokens,
     };
   }
@@ -215,8 +235,8 @@ export function formatMemoryPlan(p: MemoryPlan): string {
   const lines = [
     `memory plan: ${s.modelType}, ${p.params >= 1e9 ? `${(p.params / 1e9).toFixed(3)}B` : `${(p.params / 1e6).toFixed(1)}M`} parameters (${s.layers} layers, hidden ${s.hidden}, ` +
       `${s.heads}/${s.kvHeads} heads x ${s.headDim}, intermediate ${s.intermediate}, vocab ${s.vocab}${s.tied ? ', tied' : ''})`,
-    `  bf16 weights ${gib(p.weightsBf16)}, fp32 master ${gib(p.masterF32)}, fp32 moments ${gib(p.adamMoments)}, ` +
-      `fp32 gradients ${gib(p.gradientsF32)}${p.referenceBf16 ? `, bf16 KL reference ${gib(p.referenceBf16)}` : ''}: ${gib(p.stateTotal)}`,
+    `  storage ${p.storage}: ${p.storage === 'f32' ? 'fp32 master = compute weights' : `bf16 weights ${gib(p.computeWeights)}, fp32 master`} ${gib(p.masterF32)}, fp32 moments ${gib(p.adamMoments)}, ` +
+      `fp32 gradients ${gib(p.gradientsF32)}${p.reference ? `, ${p.storage} KL reference ${gib(p.reference)}` : ''}: ${gib(p.stateTotal)}`,
     `  activations ${(p.perToken.total / 1024).toFixed(1)} KiB per token (gradient checkpointing ${p.gradientCheckpointing ? 'on' : 'off'}; ` +
       `one layer ${(p.perToken.layer / 1024).toFixed(1)} KiB), workspace ${gib(p.workspace.total)} ` +
       `(cuBLASLt ${p.workspace.cublasLt / 2 ** 20} MiB, lm-head chunk of ${LM_HEAD_CHUNK_TOKENS} tokens ${gib(p.workspace.lmHeadChunk)})`,
@@ -235,11 +255,12 @@ export function planProblem(p: MemoryPlan): string | null {
   if (!d || d.fits) return null;
   if (d.maxMicroBatchTokens === 0) {
     return `the model state needs ${gib(p.stateTotal + p.workspace.total)} (weights, master, moments, gradients` +
-      `${p.referenceBf16 ? ', KL reference' : ''}, workspace) but only ${gib(d.usable)} of the device is usable: ` +
-      `use a smaller model${p.referenceBf16 ? ' or --beta 0 (drops the reference copy)' : ''} (the engine keeps the whole state on one GPU; no sharding or offload yet)`;
+      `${p.reference ? ', KL reference' : ''}, workspace) but only ${gib(d.usable)} of the device is usable: ` +
+      `use a smaller model${p.reference ? ' or --beta 0 (drops the reference copy)' : ''}${p.storage === 'f32' ? ' or --storage bf16' : ''} (the engine keeps the whole state on one GPU; no sharding or offload yet)`;
   }
   const other = !p.gradientCheckpointing && d.maxMicroBatchTokensOtherCheckpointing > d.maxMicroBatchTokens
     ? ` or turn on --gradient-checkpointing (then ${d.maxMicroBatchTokensOtherCheckpointing} fit)` : '';
+  const bf16 = p.storage === 'f32' ? ' or use --storage bf16 (half the activation bytes)' : '';
   return `--micro-batch-tokens ${p.microBatchTokens} needs ${gib(p.totalForMicroBatch)} but ${gib(d.usable)} of the device is usable: ` +
-    `lower --micro-batch-tokens to ${d.maxMicroBatchTokens} or less${other}`;
+    `lower --micro-batch-tokens to ${d.maxMicroBatchTokens} or less${other}${bf16}`;
 }

@@ -4,6 +4,7 @@
 // and KV-cache generation. Every long call runs off the event loop.
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
 import { findCublasLt } from '../gpu/cublaslt.js';
 import { checkModelConfigText, cuda, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions } from '../native.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
@@ -185,8 +186,8 @@ function rawBatch(b: TrainBatch): EngineBatch {
  */
 export interface EngineOptions {
   device?: 'cpu' | 'cuda' | 'emulate';
-  /** Storage dtype of the device engines' weights and activations: 'bf16' (default, production) or 'f32' (precision mode). */
-  storage?: 'bf16' | 'f32';
+  /** Storage dtype of the device engines' weights and activations: 'bf16' (default, production) or 'f32' (precision mode); config key storage. */
+  storage?: StorageDType;
   /** Device engines: recompute each decoder layer in the backward pass instead of keeping its activations. Default false. */
   gradientCheckpointing?: boolean;
   /** Tests, 'emulate' only: the CPU harness runs blocks and threads in reverse order (results must not change). */
@@ -196,8 +197,8 @@ export interface EngineOptions {
 function engineChoice(o: EngineOptions): EngineChoice {
   const device = o.device ?? 'cpu';
   if (device !== 'cpu' && device !== 'cuda' && device !== 'emulate') throw new Error(`device must be 'cpu', 'cuda' or 'emulate', got '${String(device)}'`);
-  const storage = o.storage ?? 'bf16';
-  if (storage !== 'bf16' && storage !== 'f32') throw new Error(`storage must be 'bf16' or 'f32', got '${String(storage)}'`);
+  const storage = o.storage ?? STORAGE_DTYPES[0];
+  if (!STORAGE_DTYPES.includes(storage)) throw new Error(`storage must be ${STORAGE_DTYPES.map((d) => `'${d}'`).join(' or ')}, got '${String(storage)}'`);
   if (device === 'cuda' && cuda.status().available) {
     // the GEMMs need cuBLASLt opened for the process first (a CPU-only binary or no device: the native side says so)
     const lt = findCublasLt({ install: true });

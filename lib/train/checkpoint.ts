@@ -1,13 +1,13 @@
 // Checkpoints of a run: RUN/checkpoints/step-N/ (policy + fp32 master weights + optimizer
-// state + state.json + the configuration + a manifest of sizes and SHA-256s, written last),
+// state + state.json + the configuration + a manifest of sizes and hashes, written last),
 // verification and the choice of the checkpoint to resume from, the `latest` pointer,
 // rotation, and the KL reference of beta > 0 runs.
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { encodeSafetensorsF32, readSafetensorsF32, tensorMismatch } from '../safetensors.js';
+import { readSafetensorsF32, safetensorsF32Chunks, tensorMismatch } from '../safetensors.js';
 import { TrainError } from './error.js';
-import { MANIFEST_FILE, manifestFault, writeManifest } from './manifest.js';
-import type { Policy } from './policy.js';
+import { MANIFEST_FILE, ManifestWriter, manifestFault } from './manifest.js';
+import type { Policy, PolicyEngineInfo } from './policy.js';
 import { RunDir, writeFileAtomic } from './rundir.js';
 
 /** What a checkpoint's state.json holds besides the policy. */
@@ -27,6 +27,8 @@ export interface TrainerState {
   treesBytes: number;
   /** Whether the optimizer moments were saved (exact resume). */
   optimizerState: boolean;
+  /** The engine the policy trained on, when the policy says (Policy.engineInfo); absent in older checkpoints. */
+  engine?: PolicyEngineInfo;
 }
 
 const STATE_FILE = 'state.json';
@@ -66,6 +68,10 @@ export function readTrainerState(dir: string): TrainerState {
   for (const k of ['step', 'problemsConsumed', 'seed', 'groupSize', 'followUpGroupSize', 'metricsBytes', 'treesBytes'] as const) {
     if (!Number.isSafeInteger(s[k]) || s[k] < 0) throw new TrainError(`checkpoint state ${path}: "${k}" is ${JSON.stringify(s[k])}, expected an integer >= 0`);
   }
+  const e = s.engine;
+  if (e !== undefined && (e === null || typeof e !== 'object' || typeof e.device !== 'string' || typeof e.storage !== 'string')) {
+    throw new TrainError(`checkpoint state ${path}: "engine" is ${JSON.stringify(e)}, expected {"device", "storage"}`);
+  }
   return s;
 }
 
@@ -83,13 +89,13 @@ export function checkpointDirs(run: RunDir): string[] {
 
 /**
  * Why a checkpoint cannot be trusted, or null: every file matches the manifest (size and,
- * with `hashes`, SHA-256), and state.json is well formed. A checkpoint without a manifest
- * (written by murphy-native before manifests) is accepted on its state.json alone; its
- * tensor files are still checked against the model when loaded.
+ * with `hashes`, the default, its hash), and state.json is well formed. A checkpoint without a
+ * manifest (written by murphy-native before manifests) is accepted on its state.json alone;
+ * its tensor files are still checked against the model when loaded.
  */
-export function checkpointFault(dir: string, opts: { hashes?: boolean } = {}): string | null {
+export async function checkpointFault(dir: string, opts: { hashes?: boolean } = {}): Promise<string | null> {
   if (existsSync(join(dir, MANIFEST_FILE)) || !existsSync(join(dir, STATE_FILE))) {
-    const f = manifestFault(dir, opts);
+    const f = await manifestFault(dir, opts);
     if (f) return f;
   }
   try {
@@ -109,11 +115,11 @@ export interface ResumePoint {
   skipped: { dir: string; fault: string }[];
 }
 
-/** The newest checkpoint of the run that verifies (full SHA-256 check); a TrainError listing the faults when none does. */
-export function findResumeCheckpoint(run: RunDir): ResumePoint {
+/** The newest checkpoint of the run that verifies (sizes and hashes); a TrainError listing the faults when none does. */
+export async function findResumeCheckpoint(run: RunDir): Promise<ResumePoint> {
   const skipped: ResumePoint['skipped'] = [];
   for (const dir of checkpointDirs(run)) {
-    const fault = checkpointFault(dir);
+    const fault = await checkpointFault(dir);
     if (fault === null) return { dir, state: readTrainerState(dir), skipped };
     skipped.push({ dir, fault });
   }
@@ -125,8 +131,8 @@ export function findResumeCheckpoint(run: RunDir): ResumePoint {
  * Chooses the checkpoint to resume from: the newest that verifies. Newer ones that do not are
  * set aside (renamed step-N.damaged), and `log` says which, why, and where the run resumes.
  */
-export function resolveResume(run: RunDir, log: (line: string) => void): ResumePoint {
-  const point = findResumeCheckpoint(run);
+export async function resolveResume(run: RunDir, log: (line: string) => void): Promise<ResumePoint> {
+  const point = await findResumeCheckpoint(run);
   if (point.skipped.length) {
     const moved = setAsideDamaged(run, point.skipped);
     for (const [i, s] of point.skipped.entries()) log(`checkpoint ${basename(s.dir)} is damaged: ${s.fault}; set aside as ${basename(moved[i]!)}`);
@@ -150,7 +156,9 @@ export function setAsideDamaged(run: RunDir, skipped: ResumePoint['skipped']): s
 
 /**
  * Writes checkpoint step-N: policy state, state.json and the configuration in effect into a
- * temporary directory, then the manifest (last), then renames it into place. Older
+ * temporary directory, then the manifest (last), then renames it into place. Files are hashed
+ * as they are written (ManifestWriter); only those the policy writes by other means (the
+ * Hugging Face weights) are read back for their hash. Older
  * checkpoints beyond `keep` are removed only once the new one verifies (sizes against its
  * manifest), so rotation never removes the last checkpoint that verifies.
  */
@@ -160,18 +168,20 @@ export async function writeCheckpoint(run: RunDir, policy: Policy, state: Traine
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   try {
-    const info = await policy.saveState(tmp);
-    const st: TrainerState = { ...state, optimizerState: info.optimizerState };
-    writeFileAtomic(join(tmp, STATE_FILE), JSON.stringify(st, null, 2) + '\n');
-    if (config) writeFileAtomic(join(tmp, CONFIG_FILE), JSON.stringify(config, null, 2) + '\n');
-    writeManifest(tmp);
+    const files = new ManifestWriter(tmp);
+    const info = await policy.saveState(tmp, files);
+    const engine = policy.engineInfo?.();
+    const st: TrainerState = { ...state, optimizerState: info.optimizerState, ...(engine ? { engine } : {}) };
+    await files.writeFile(STATE_FILE, JSON.stringify(st, null, 2) + '\n');
+    if (config) await files.writeFile(CONFIG_FILE, JSON.stringify(config, null, 2) + '\n');
+    await files.finish();
     if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
     renameSync(tmp, dir);
   } catch (e) {
     rmSync(tmp, { recursive: true, force: true });
     throw e;
   }
-  const fault = checkpointFault(dir, { hashes: false });
+  const fault = await checkpointFault(dir, { hashes: false });
   if (fault) throw new TrainError(`checkpoint ${dir} does not verify right after writing (${fault}); older checkpoints were kept`);
   const name = basename(dir);
   writeFileAtomic(join(run.checkpointsDir, LATEST), name + '\n');
@@ -185,7 +195,7 @@ const REFERENCE = 'reference.safetensors';
 export function saveReference(run: RunDir, policy: Policy): void {
   const t: Record<string, { shape: number[]; data: Float32Array }> = {};
   for (const p of policy.params()) t[p.name] = { shape: p.shape, data: policy.getParam(p.name) };
-  writeFileAtomic(join(run.root, REFERENCE), encodeSafetensorsF32(t, { kind: 'KL reference (initial policy)' }));
+  writeFileAtomic(join(run.root, REFERENCE), safetensorsF32Chunks(t, { kind: 'KL reference (initial policy)' }));
 }
 
 /** beta > 0 on resume: the reference is the initial policy, saved at the start of the run. */

@@ -12,7 +12,7 @@ export {
 } from './loop.js';
 export { TrainError } from './error.js';
 export { latestCheckpoint, readTrainerState, findResumeCheckpoint, checkpointFault, type TrainerState, type ResumePoint } from './checkpoint.js';
-export { writeManifest, readManifest, manifestFault, type Manifest } from './manifest.js';
+export { writeManifest, readManifest, manifestFault, manifestSizeFault, ManifestWriter, type Manifest, type ManifestEntry } from './manifest.js';
 export { RunLock, RunLockedError, type LockInfo } from './lock.js';
 export { StopSignal, InterruptedError, INTERRUPTED_EXIT_CODE } from './signals.js';
 export { treeMetrics, formatStepLine, type StepMetrics } from './metrics.js';

@@ -232,7 +232,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
   let lastCheckpoint: string | null = null;
   try {
     if (opts.resume) {
-      const point = opts.resumeFrom ?? resolveResume(run, (l) => progress.line(l));
+      const point = opts.resumeFrom ?? (await resolveResume(run, (l) => progress.line(l)));
       const ck = point.dir;
       state = point.state;
       const info = await policy.loadState(ck);

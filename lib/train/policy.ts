@@ -12,7 +12,7 @@ import type {
   TrainStats,
 } from '../model/index.js';
 import type { PolicyWeights } from '../rollout/types.js';
-import { encodeSafetensorsF32, readSafetensorsF32, tensorMismatch, type F32Tensors } from '../safetensors.js';
+import { readSafetensorsF32, safetensorsF32Chunks, tensorMismatch, type F32Tensors } from '../safetensors.js';
 import { writeFileAtomic } from './rundir.js';
 
 export type { AdamWHyper, LossOptions, OptimizerResult, PackedBatch, TrainBatch, TrainStats };
@@ -27,10 +27,27 @@ export interface Policy extends PolicyWeights {
   score(batch: PackedBatch, opts?: { temperature?: number }): Promise<Float32Array>;
   /** Freezes the current weights as the KL reference. */
   makeReference(): void;
-  /** Writes everything a resume needs (Hugging Face weights, fp32 master weights, optimizer state) under dir. */
-  saveState(dir: string): Promise<PolicyStateInfo>;
+  /**
+   * Writes everything a resume needs (Hugging Face weights, fp32 master weights, optimizer state)
+   * under dir. `files` (a checkpoint's ManifestWriter for dir) writes a file and hashes its bytes
+   * as they go, so the manifest need not read it back; files written otherwise are hashed later.
+   */
+  saveState(dir: string, files?: CheckpointFileWriter): Promise<PolicyStateInfo>;
   /** Restores what saveState wrote. */
   loadState(dir: string): Promise<PolicyStateInfo>;
+  /** The engine it runs on (kept in each checkpoint's state.json, compared on resume); optional. */
+  engineInfo?(): PolicyEngineInfo;
+}
+
+/** Where a policy computes: 'cpu', 'emulate' or 'cuda', and the storage dtype of its compute weights. */
+export interface PolicyEngineInfo {
+  device: string;
+  storage: string;
+}
+
+/** Writes a file (path relative to the checkpoint directory) atomically; lib/train/manifest.ts's ManifestWriter. */
+export interface CheckpointFileWriter {
+  writeFile(rel: string, data: string | Uint8Array | readonly Uint8Array[]): Promise<void>;
 }
 
 export interface PolicyStateInfo {
@@ -72,17 +89,24 @@ export class NativePolicy implements Policy {
   makeReference(): void {
     this.model.makeReference();
   }
+  engineInfo(): PolicyEngineInfo {
+    const e = this.model.engine;
+    return { device: e.device, storage: e.storage };
+  }
 
-  async saveState(dir: string): Promise<PolicyStateInfo> {
+  async saveState(dir: string, files?: CheckpointFileWriter): Promise<PolicyStateInfo> {
+    const out: CheckpointFileWriter = files ?? { writeFile: async (rel, data) => writeFileAtomic(join(dir, rel), data) };
     const hfDir = join(dir, 'policy');
     await this.save(hfDir);
+    // Chunks (views of the tensors), so no buffer of the whole file is built (the moments of a
+    // 0.6B model are 4.8 GB, more than one Node buffer holds).
     const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
     for (const p of this.model.params()) tensors[p.name] = { shape: p.shape, data: this.model.getParam(p.name) };
-    writeFileAtomic(join(dir, 'master.safetensors'), encodeSafetensorsF32(tensors, { kind: 'fp32 master weights' }));
+    await out.writeFile('master.safetensors', safetensorsF32Chunks(tensors, { kind: 'fp32 master weights' }));
     const st = this.model.optimizerState();
     const ot: Record<string, { shape: number[]; data: Float32Array }> = {};
     for (const [n, d] of Object.entries(st.tensors)) ot[n] = { shape: [d.length], data: d };
-    writeFileAtomic(join(dir, 'optimizer.safetensors'), encodeSafetensorsF32(ot, { step: String(st.step) }));
+    await out.writeFile('optimizer.safetensors', safetensorsF32Chunks(ot, { step: String(st.step) }));
     return { hfDir, optimizerState: true };
   }
 

@@ -28,16 +28,22 @@ function fsyncDir(dir: string): void {
   }
 }
 
-/** Writes a whole file atomically: tmp sibling, fsync, rename, fsync of the directory. */
-export function writeFileAtomic(path: string, data: string | Uint8Array): void {
+/**
+ * Writes a whole file atomically: tmp sibling, fsync, rename, fsync of the directory. `data`
+ * may be a list of chunks written in order (large files without one buffer of their size).
+ */
+export function writeFileAtomic(path: string, data: string | Uint8Array | readonly Uint8Array[]): void {
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true });
   const tmp = join(dir, `.${basename(path)}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`);
   const fd = openSync(tmp, 'w');
   try {
-    const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
-    let off = 0;
-    while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
+    const chunks = typeof data === 'string' ? [Buffer.from(data, 'utf8')] : data instanceof Uint8Array ? [data] : data;
+    for (const buf of chunks) {
+      let off = 0;
+      // at most 1 GiB per call: writeSync refuses lengths of 2 GiB and more (one tensor can be larger)
+      while (off < buf.length) off += writeSync(fd, buf, off, Math.min(buf.length - off, 1 << 30));
+    }
     fsyncSync(fd);
   } catch (e) {
     closeSync(fd);

@@ -85,6 +85,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   register_kernels(env, exports);
   register_model(env, exports);
   register_gemm(env, exports);
+  register_hash(env, exports);
   gpu::register_gpu(env, exports);
   gpu::register_nccl(env, exports);
   exports.Set("DeviceBuffer", DeviceBuffer::Init(env));

@@ -8,6 +8,7 @@ namespace addon {
 void register_kernels(Napi::Env env, Napi::Object exports);  // kernels.cc
 void register_model(Napi::Env env, Napi::Object exports);    // model.cc
 void register_gemm(Napi::Env env, Napi::Object exports);     // gemm.cc
+void register_hash(Napi::Env env, Napi::Object exports);     // hash.cc
 
 }  // namespace addon
 

@@ -77,7 +77,7 @@ describe('memory plan', () => {
       const p = memoryPlan(s, { microBatchTokens: 1024, gradientCheckpointing: false, beta: 0 });
       assert.equal(p.perToken.layer, LAYER_ACT[name]);
       assert.equal(p.perToken.stored, s.layers * LAYER_ACT[name]!);
-      assert.equal(p.weightsBf16 + p.masterF32 + p.adamMoments + p.gradientsF32, 18 * PARAMS[name]!.total);
+      assert.equal(p.computeWeights + p.masterF32 + p.adamMoments + p.gradientsF32, 18 * PARAMS[name]!.total);
     });
   }
 
@@ -85,7 +85,7 @@ describe('memory plan', () => {
     const P = 1720574976;
     const p = memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 16384, gradientCheckpointing: null, beta: 0, deviceFreeBytes: 80 * GiB });
     assert.equal(p.gradientCheckpointing, true); // auto: on at >= 1e9 parameters
-    assert.deepEqual([p.weightsBf16, p.masterF32, p.adamMoments, p.gradientsF32, p.referenceBf16], [2 * P, 4 * P, 8 * P, 4 * P, 0]);
+    assert.deepEqual([p.computeWeights, p.masterF32, p.adamMoments, p.gradientsF32, p.reference], [2 * P, 4 * P, 8 * P, 4 * P, 0]);
     assert.equal(p.stateTotal, 30970349568);
     // per token: stored 28 layer inputs 28*2*2048 = 114688; one layer recomputed 71848;
     // backward: 71848 + 2*4*2048 = 88232; final norm + batch vectors 4*2048 + 4 + 32 = 8228.
@@ -102,6 +102,29 @@ describe('memory plan', () => {
     assert.equal(planProblem(p), null);
   });
 
+  it('Qwen3-1.7B with --storage f32 on an 80 GiB device, by hand: no bf16 copy, every stored value twice the bytes', () => {
+    const P = 1720574976;
+    const p = memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 16384, gradientCheckpointing: null, beta: 0, storage: 'f32', deviceFreeBytes: 80 * GiB });
+    assert.equal(p.storage, 'f32');
+    // the master weights are the compute weights: 4P + 8P + 4P
+    assert.deepEqual([p.computeWeights, p.masterF32, p.adamMoments, p.gradientsF32, p.reference], [0, 4 * P, 8 * P, 4 * P, 0]);
+    assert.equal(p.stateTotal, 27529199616);
+    // one layer: 4 bytes x (4H + 3q + 3kv + 3I = 35840 values) + 4 x 42 fp32 values = 143528; stored:
+    // 28 layer inputs of 4*2048 = 229376; backward 143528 + 2*4*2048 = 159912; other 2*4*2048 + 4 + 32 = 16420
+    assert.deepEqual(p.perToken, { layer: 143528, stored: 229376, recompute: 143528, backward: 159912, other: 16420, total: 549236 });
+    // workspace: 32 MiB + 512 tokens * 151936 * (4 + 4) bytes
+    assert.equal(p.workspace.total, 655884288);
+    // (81604378624 - 27529199616 - 655884288) / 549236 = 97261.2 -> 97248; without checkpointing / 4195116 -> 12720
+    assert.equal(p.device!.maxMicroBatchTokens, 97248);
+    assert.equal(p.device!.maxMicroBatchTokensOtherCheckpointing, 12720);
+    // with beta > 0 the reference is fp32 too; bf16 storage is the default
+    assert.equal(memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 1, gradientCheckpointing: null, beta: 0.1, storage: 'f32' }).reference, 4 * P);
+    assert.equal(memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 1, gradientCheckpointing: null, beta: 0 }).storage, 'bf16');
+    assert.match(planProblem(memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 131072, gradientCheckpointing: null, beta: 0, storage: 'f32', deviceFreeBytes: 80 * GiB }))!,
+      /lower --micro-batch-tokens to 97248 or less or use --storage bf16/);
+    assert.match(formatMemoryPlan(p), /storage f32: fp32 master = compute weights 6\.41 GiB, fp32 moments 12\.82 GiB, fp32 gradients 6\.41 GiB: 25\.64 GiB/);
+  });
+
   it('too many tokens without checkpointing: names --micro-batch-tokens and --gradient-checkpointing', () => {
     const p = memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 32768, gradientCheckpointing: false, beta: 0, deviceFreeBytes: 80 * GiB });
     assert.equal(p.device!.fits, false);
@@ -113,7 +136,7 @@ describe('memory plan', () => {
     const P = 8190735360;
     const h200 = 150754820096; // 140.4 GiB, an H200's total memory
     const p = memoryPlan(shape('Qwen3-8B'), { microBatchTokens: 8192, gradientCheckpointing: null, beta: 0.04, deviceFreeBytes: h200 });
-    assert.equal(p.referenceBf16, 2 * P);
+    assert.equal(p.reference, 2 * P);
     assert.equal(p.stateTotal, 20 * P);
     assert.equal(p.device!.maxMicroBatchTokens, 0);
     assert.match(planProblem(p)!, /^the model state needs 153\.03 GiB .* but only 133\.38 GiB of the device is usable: use a smaller model or --beta 0/);
@@ -126,14 +149,14 @@ describe('memory plan', () => {
   it('checkpointing auto is off below 1e9 parameters; beta > 0 adds the reference', () => {
     const p = memoryPlan(shape('Qwen3-0.6B'), { microBatchTokens: 4096, gradientCheckpointing: null, beta: 0.1 });
     assert.equal(p.gradientCheckpointing, false);
-    assert.equal(p.referenceBf16, 2 * 596049920);
+    assert.equal(p.reference, 2 * 596049920);
     assert.equal(p.device, undefined);
   });
 
   it('prints the plan in a few lines', () => {
     const text = formatMemoryPlan(memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 16384, gradientCheckpointing: null, beta: 0, deviceFreeBytes: 80 * GiB }));
     assert.match(text, /^memory plan: qwen3, 1\.721B parameters \(28 layers, hidden 2048, 16\/8 heads x 128, intermediate 6144, vocab 151936, tied\)\n/);
-    assert.match(text, /bf16 weights 3\.20 GiB, fp32 master 6\.41 GiB, fp32 moments 12\.82 GiB, fp32 gradients 6\.41 GiB: 28\.84 GiB/);
+    assert.match(text, /storage bf16: bf16 weights 3\.20 GiB, fp32 master 6\.41 GiB, fp32 moments 12\.82 GiB, fp32 gradients 6\.41 GiB: 28\.84 GiB/);
     assert.match(text, /activations 276\.4 KiB per token \(gradient checkpointing on; one layer 70\.2 KiB\)/);
     assert.match(text, /up to 177152 tokens per micro-batch fit/);
   });
@@ -147,6 +170,9 @@ describe('memory plan', () => {
       assert.equal(r.status, 0, r.stderr);
       assert.match(r.stdout, /^memory plan: qwen3, 1\.721B parameters/);
       assert.match(r.stdout, /up to 23776 tokens per micro-batch fit\n  does not fit: --micro-batch-tokens 32768 needs 93\.65 GiB .* \(then 177152 fit\)\n$/);
+      const f32 = spawnSync(process.execPath, ['--import', 'tsx', cli, 'memory-plan', '--model', dir, '--storage', 'f32', '--device-memory', '80'], { encoding: 'utf8' });
+      assert.equal(f32.status, 0, f32.stderr);
+      assert.match(f32.stdout, /\n  storage f32: fp32 master = compute weights .*up to 97248 tokens per micro-batch fit\n$/s);
       const bad = spawnSync(process.execPath, ['--import', 'tsx', cli, 'memory-plan', '--model', join(dir, 'absent')], { encoding: 'utf8' });
       assert.equal(bad.status, 1);
       assert.match(bad.stderr, /^murphy-native memory-plan: cannot read .*absent\/config\.json: ENOENT[^\n]*\n$/);

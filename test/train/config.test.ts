@@ -16,7 +16,7 @@ describe('config', () => {
   it('resolves to the documented defaults (written out here, independently of the schema), each with a doc line', () => {
     // docs/training.md's table; TRL's GRPOConfig values where the key exists there
     const expected: TrainConfig = {
-      out: null, seed: 0, maxSteps: 40, saveSteps: 20, logTrees: true, device: 'auto', earlyStopWindow: 0, earlyStopMinSignal: 0.02,
+      out: null, seed: 0, maxSteps: 40, saveSteps: 20, logTrees: true, device: 'auto', storage: 'bf16', earlyStopWindow: 0, earlyStopMinSignal: 0.02,
       model: '/m', modelPreset: 'tiny', bf16Generate: false, bf16Forward: false,
       dataset: '/d.jsonl', datasetFormat: 'auto', datasetLimit: null, task: 'repair',
       backend: 'embedded', serverUrl: null, servedModelName: null, vllmApiKey: null, weightSync: 'auto', weightSyncBucketMb: 512, weightSyncTimeoutS: 300, temperature: 1, topP: 1, topK: 0, minP: 0,
@@ -94,6 +94,10 @@ describe('config', () => {
     writeFileSync(join(dir, 'config.json'), JSON.stringify(c));
     assert.equal(resumeConfig(dir, { maxSteps: 9 }).maxSteps, 9);
     assert.throws(() => resumeConfig(dir, { learningRate: 1 }), /"learningRate" cannot change on resume/);
+    // where and how the same math runs may change; the rounding mode of the weights may not
+    const moved = resumeConfig(dir, { device: 'cpu', gradientCheckpointing: true });
+    assert.deepEqual([moved.device, moved.gradientCheckpointing], ['cpu', true]);
+    assert.throws(() => resumeConfig(dir, { storage: 'f32' }), /"storage" cannot change on resume/);
     assert.throws(() => resumeConfig(join(work, 'none'), {}), /no config\.json/);
   });
 });

@@ -11,7 +11,7 @@ import { resumeConfig, runTraining } from '../../lib/commands/run-training.js';
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
 import { BUILTIN_VOCAB, PolicyModel, presets } from '../../lib/model/index.js';
 import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
-import { decodeSafetensorsF32, encodeSafetensorsF32, tensorMismatch, type F32Tensors } from '../../lib/safetensors.js';
+import { decodeSafetensorsF32, encodeSafetensorsF32, readSafetensorsF32, safetensorsF32Chunks, tensorMismatch, type F32Tensors } from '../../lib/safetensors.js';
 import { checkpointFault, findResumeCheckpoint, readTrainerState } from '../../lib/train/checkpoint.js';
 import { train } from '../../lib/train/loop.js';
 import { manifestFault } from '../../lib/train/manifest.js';
@@ -74,6 +74,23 @@ describe('safetensors reader', () => {
     assert.throws(() => decodeSafetensorsF32(bad, 'f'), /f: corrupt safetensors file: header is not valid JSON/);
   });
 
+  it('readSafetensorsF32 (header first, then each tensor read into place) gives what decode gives, and the same faults', () => {
+    const t = randomTensors();
+    const buf = encodeSafetensorsF32(t, { k: 'v' });
+    const p = join(root, 'streamed.safetensors');
+    writeFileSync(p, Buffer.concat(safetensorsF32Chunks(t, { k: 'v' })));
+    assert.deepEqual(readFileSync(p), buf);
+    assert.deepEqual(readSafetensorsF32(p), decodeSafetensorsF32(buf));
+    for (const cut of [5, 20, buf.length - 1 - rng.int(4)]) {
+      writeFileSync(p, buf.subarray(0, cut));
+      let want = '';
+      assert.throws(() => decodeSafetensorsF32(buf.subarray(0, cut), p), (e: Error) => ((want = e.message), true));
+      assert.throws(() => readSafetensorsF32(p), (e: Error) => e.message === want, `cut at ${cut}: ${want}`);
+    }
+    writeFileSync(p, withHeader(buf, (h) => (h[Object.keys(t)[0]!].dtype = 'BF16')));
+    assert.throws(() => readSafetensorsF32(p), /streamed\.safetensors: corrupt safetensors file: tensor '.*' has dtype "BF16", expected F32/);
+  });
+
   it('tensorMismatch names a missing, extra or misshapen tensor', () => {
     const t = { a: { shape: [2], data: new Float32Array(2) } };
     assert.equal(tensorMismatch(t, [{ name: 'a', shape: [2] }]), null);
@@ -131,9 +148,10 @@ describe('checkpoint manifest and resume fallback', () => {
     const dir = join(root, 'manifest');
     await run(dir, cfg({ maxSteps: 2 }));
     const ck = join(dir, 'checkpoints', 'step-000002');
-    const m = JSON.parse(readFileSync(join(ck, 'manifest.json'), 'utf8')) as { files: Record<string, { bytes: number; sha256: string }> };
+    const m = JSON.parse(readFileSync(join(ck, 'manifest.json'), 'utf8')) as { version: number; files: Record<string, { bytes: number; xxh64: string }> };
+    assert.equal(m.version, 2);
     assert.ok(m.files['state.json'] && m.files['config.json'] && m.files['fake-state.json'] && m.files['policy/config.json']);
-    assert.equal(checkpointFault(ck), null);
+    assert.equal(await checkpointFault(ck), null);
     // flip one byte somewhere in a random file: same size, different hash
     const files = Object.keys(m.files);
     const f = files[Math.floor(rng.next() * files.length)]!;
@@ -142,9 +160,9 @@ describe('checkpoint manifest and resume fallback', () => {
     const at = Math.floor(rng.next() * buf.length);
     buf[at] = buf[at]! ^ 0x20;
     writeFileSync(p, buf);
-    assert.match(manifestFault(ck)!, new RegExp(`${f.replace('.', '\\.')} does not match its SHA-256`));
+    assert.match((await manifestFault(ck))!, new RegExp(`${f.replace('.', '\\.')} does not match its XXH64 hash`));
     truncateSync(p, Math.floor(buf.length / 2));
-    assert.match(checkpointFault(ck)!, new RegExp(`${f.replace('.', '\\.')} has \\d+ bytes, the manifest says ${buf.length}`));
+    assert.match((await checkpointFault(ck))!, new RegExp(`${f.replace('.', '\\.')} has \\d+ bytes, the manifest says ${buf.length}`));
   });
 
   it('resume skips a damaged newest checkpoint, says so, continues exactly from the one before, and rotation keeps it', async () => {
@@ -165,13 +183,28 @@ describe('checkpoint manifest and resume fallback', () => {
     assert.deepEqual(strip(readMetrics(join(dir, 'metrics.jsonl'))), strip(readMetrics(join(full, 'metrics.jsonl'))));
     const kept = readdirSync(join(dir, 'checkpoints')).filter((n) => /^step-\d+$/.test(n)).sort();
     assert.deepEqual(kept, ['step-000004', 'step-000006']);
-    for (const n of kept) assert.equal(checkpointFault(join(dir, 'checkpoints', n)), null);
+    for (const n of kept) assert.equal(await checkpointFault(join(dir, 'checkpoints', n)), null);
+  });
+
+  it('beta > 0: the KL reference (the initial policy) is saved once, read back checked, and restored on resume', async () => {
+    const out = join(root, 'reference');
+    const demo = (over: Partial<TrainConfig>): TrainConfig => ({ ...defaultConfig(), out, maxSteps: 2, saveSteps: 2, batchSize: 2, numGenerations: 2, maxCompletionLength: 16, evalProblems: 1, evalIterations: 1, sftSteps: 0, beta: 0.04, ...over });
+    const initial = await PolicyModel.random(defaultConfig().modelPreset, { seed: defaultConfig().seed });
+    await runTraining(demo({}), { handleSignals: false, report: false });
+    const ref = readSafetensorsF32(join(out, 'reference.safetensors')).tensors;
+    assert.equal(tensorMismatch(ref, initial.params()), null);
+    for (const p of initial.params()) assert.deepEqual(ref[p.name]!.data, initial.getParam(p.name), p.name);
+    const r = await runTraining(resumeConfig(out, { maxSteps: 3 }), { resume: out, handleSignals: false, report: false });
+    assert.equal(r.summary.steps, 3);
+    assert.ok(r.summary.metrics.every((m) => Number.isFinite(m.loss)));
   });
 
   it('the issue\'s case with the native model: master.safetensors cut to 300 kB, then resume', async () => {
     const out = join(root, 'native-resume');
     const demo = (over: Partial<TrainConfig>): TrainConfig => ({ ...defaultConfig(), out, maxSteps: 4, saveSteps: 2, batchSize: 2, numGenerations: 2, maxCompletionLength: 16, evalProblems: 1, evalIterations: 1, sftSteps: 0, ...over });
     await runTraining(demo({}), { handleSignals: false, report: false });
+    // each checkpoint records the engine it was trained on (a resume compares it with its own)
+    assert.deepEqual(readTrainerState(join(out, 'checkpoints', 'step-000004')).engine, { device: 'cpu', storage: 'f32' });
     const master = join(out, 'checkpoints', 'step-000004', 'master.safetensors');
     truncateSync(master, 300_000);
     const lines: string[] = [];
@@ -186,7 +219,7 @@ describe('checkpoint manifest and resume fallback', () => {
     const dir = join(root, 'all-bad');
     await run(dir, cfg({ maxSteps: 4 }));
     for (const n of ['step-000002', 'step-000004']) writeFileSync(join(dir, 'checkpoints', n, 'state.json'), '{"version": 1, "ste');
-    assert.throws(() => findResumeCheckpoint(new RunDir(dir)), /no checkpoint verifies \(step-000004: .*state\.json.*; step-000002: .*state\.json/);
+    await assert.rejects(findResumeCheckpoint(new RunDir(dir)), /no checkpoint verifies \(step-000004: .*state\.json.*; step-000002: .*state\.json/);
     await assert.rejects(run(dir, cfg({ maxSteps: 4 }), { resume: true }), /no checkpoint verifies/);
   });
 
@@ -198,6 +231,11 @@ describe('checkpoint manifest and resume fallback', () => {
     assert.throws(() => readTrainerState(ck), (e: Error) => e.message.includes(join(ck, 'state.json')) && /not valid JSON/.test(e.message));
     writeFileSync(join(ck, 'state.json'), JSON.stringify({ version: 1, step: 'two' }));
     assert.throws(() => readTrainerState(ck), /"step" is "two", expected an integer >= 0/);
+    const ok = { version: 1, step: 2, problemsConsumed: 4, seed: 0, groupSize: 2, followUpGroupSize: 2, metricsBytes: 0, treesBytes: 0, optimizerState: true };
+    writeFileSync(join(ck, 'state.json'), JSON.stringify(ok));
+    assert.equal(readTrainerState(ck).engine, undefined); // checkpoints from before the engine record
+    writeFileSync(join(ck, 'state.json'), JSON.stringify({ ...ok, engine: 'cuda' }));
+    assert.throws(() => readTrainerState(ck), /"engine" is "cuda", expected \{"device", "storage"\}/);
     writeFileSync(join(dir, 'config.json'), '{"seed": 1, "learningRate": 0.0');
     assert.throws(() => resumeConfig(dir, {}), (e: Error) => e.message.includes(join(dir, 'config.json')) && /not valid JSON/.test(e.message));
   });

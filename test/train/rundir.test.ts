@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { configDifferences, resumeConfig, runTraining } from '../../lib/commands/run-training.js';
+import { configDifferences, engineChangeNote, engineRunNote, resumeConfig, runTraining } from '../../lib/commands/run-training.js';
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
 import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
 import { LOCK_FILE, RunLock } from '../../lib/train/lock.js';
@@ -114,6 +114,30 @@ describe('resume and the checkpoint configuration', () => {
     // with the override the check passes (the fake checkpoint then cannot be loaded as a native model)
     await assert.rejects(runTraining(cfg, { resume: dir, handleSignals: false, report: false, overrideConfig: true }), (e: Error) => !/differs from the configuration/.test(e.message));
     assert.equal(existsSync(join(dir, LOCK_FILE)), false);
+  });
+
+  it('device and gradientCheckpointing may differ from the checkpoint\'s: the resume says which and that another device is not bit-exact', async () => {
+    const a = { seed: 1, device: 'cpu', gradientCheckpointing: null };
+    assert.deepEqual(configDifferences(a, { ...a, device: 'auto', gradientCheckpointing: true }), []);
+    assert.equal(engineChangeNote(a, a), null);
+    assert.match(engineChangeNote({ ...a, gradientCheckpointing: true }, a)!, /"gradientCheckpointing" null -> true \(checkpoint -> now\).*bit-identical/);
+    // the engine recorded in the checkpoint's state.json against the one built now (auto may pick another)
+    assert.equal(engineRunNote(undefined, { device: 'cuda', storage: 'bf16' }), null);
+    assert.equal(engineRunNote({ device: 'cpu', storage: 'f32' }, { device: 'cpu', storage: 'f32' }), null);
+    assert.equal(engineRunNote({ device: 'cpu', storage: 'f32' }, { device: 'cuda', storage: 'bf16' }),
+      'the checkpoint was trained on the cpu engine, this run uses the cuda engine: the same training continues, but not bit-exact: another device rounds floats differently');
+    const dir = join(root, 'engine-keys');
+    mkdirSync(dir, { recursive: true });
+    const c = { ...defaultConfig(), out: dir, maxSteps: 2, saveSteps: 2, batchSize: 2, numGenerations: 2, device: 'cpu' as const };
+    await fakeRun(dir, c);
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...c, device: 'auto', gradientCheckpointing: true }, null, 2));
+    const lines: string[] = [];
+    // not refused (the fake checkpoint then cannot be loaded as a native model: a later error)
+    await assert.rejects(runTraining(resumeConfig(dir, {}), { resume: dir, handleSignals: false, report: false, log: (l) => lines.push(l) }), (e: Error) => !/differs from the configuration/.test(e.message));
+    assert.ok(lines.some((l) => l.includes('"device" "cpu" -> "auto", "gradientCheckpointing" null -> true') && /not bit-exact: another device rounds floats differently/.test(l)), lines.join('\n'));
+    // a key that changes the math is still refused
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...c, device: 'auto', learningRate: 0.5 }, null, 2));
+    await assert.rejects(runTraining(resumeConfig(dir, {}), { resume: dir, handleSignals: false, report: false }), /differs from the configuration saved with checkpoint .*step-000002 in "learningRate" \(0\.5 vs [\d.e-]+\); /);
   });
 });
 

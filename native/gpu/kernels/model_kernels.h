@@ -9,6 +9,32 @@
 namespace murphy {
 namespace gpu {
 
+// Phases shared by the forward RMSNorms (one block per row, kPhases = 4):
+//   phase 0: each thread's share of sum_i v_i^2 over its row, into sh[thread]
+//            (rms_sum_squares, or the kernel's own loop when it writes as it reads);
+//   phases 1-2 (rms_rstd_phases): the block total, then thread 0's
+//            rstd = 1 / sqrt(total / n + eps), kept in shared memory and stored in *rstd_row;
+//   phase 3: the kernel's output, reading rstd back with rms_rstd_shared.
+template <typename T>
+MURPHY_HD void rms_sum_squares(const Thread& t, const T* row, int64_t n, float* sh) {
+  float s = 0.0f;
+  for (int64_t i = t.thread; i < n; i += t.block_dim) {
+    const float v = ld(row, i);
+    s += v * v;
+  }
+  sh[t.thread] = s;
+}
+MURPHY_HD void rms_rstd_phases(int phase, const Thread& t, float* sh, int64_t n, float eps, float* rstd_row) {
+  if (phase == 1) {
+    block_sum_warps(t, sh);
+  } else if (t.thread == 0) {
+    const float r = 1.0f / sqrtf(block_sum_total(t, sh) / float(n) + eps);
+    sh[block_sum_slot(t)] = r;
+    *rstd_row = r;
+  }
+}
+MURPHY_HD float rms_rstd_shared(const Thread& t, const float* sh) { return sh[block_sum_slot(t)]; }
+
 // ---- RMSNorm forward, one block per row (also Qwen3's per-head q/k norms: rows = tokens x
 // heads, n = head_dim; and OLMo-2's full-width q/k norms: n = heads x head_dim):
 //   rstd = 1 / sqrt(mean_i x_i^2 + eps);  y_i = (x_i rstd) w_i
@@ -26,25 +52,11 @@ struct RmsNormForward {
   MURPHY_HD void operator()(int phase, const Thread& t, float* sh) const {
     const T* xr = x + t.block * n;
     switch (phase) {
-      case 0: {
-        float s = 0.0f;
-        for (int64_t i = t.thread; i < n; i += t.block_dim) {
-          const float v = ld(xr, i);
-          s += v * v;
-        }
-        sh[t.thread] = s;
-        break;
-      }
-      case 1: block_sum_warps(t, sh); break;
-      case 2:
-        if (t.thread == 0) {
-          const float r = 1.0f / sqrtf(block_sum_total(t, sh) / float(n) + eps);
-          sh[block_sum_slot(t)] = r;
-          rstd[t.block] = r;
-        }
-        break;
+      case 0: rms_sum_squares(t, xr, n, sh); break;
+      case 1:
+      case 2: rms_rstd_phases(phase, t, sh, n, eps, rstd + t.block); break;
       default: {
-        const float r = sh[block_sum_slot(t)];
+        const float r = rms_rstd_shared(t, sh);
         for (int64_t i = t.thread; i < n; i += t.block_dim) st(y + t.block * n, i, (ld(xr, i) * r) * ld(w, i));
       }
     }
@@ -80,16 +92,10 @@ struct ResidualRmsNormForward {
         sh[t.thread] = s;
         break;
       }
-      case 1: block_sum_warps(t, sh); break;
-      case 2:
-        if (t.thread == 0) {
-          const float r = 1.0f / sqrtf(block_sum_total(t, sh) / float(n) + eps);
-          sh[block_sum_slot(t)] = r;
-          rstd[t.block] = r;
-        }
-        break;
+      case 1:
+      case 2: rms_rstd_phases(phase, t, sh, n, eps, rstd + t.block); break;
       default: {
-        const float r = sh[block_sum_slot(t)];
+        const float r = rms_rstd_shared(t, sh);
         for (int64_t i = t.thread; i < n; i += t.block_dim) st(y, o + i, (ld(h, o + i) * r) * ld(w, i));
       }
     }
@@ -113,25 +119,11 @@ struct RmsNormResidualForward {
   MURPHY_HD void operator()(int phase, const Thread& t, float* sh) const {
     const int64_t o = t.block * n;
     switch (phase) {
-      case 0: {
-        float s = 0.0f;
-        for (int64_t i = t.thread; i < n; i += t.block_dim) {
-          const float v = ld(a, o + i);
-          s += v * v;
-        }
-        sh[t.thread] = s;
-        break;
-      }
-      case 1: block_sum_warps(t, sh); break;
-      case 2:
-        if (t.thread == 0) {
-          const float r = 1.0f / sqrtf(block_sum_total(t, sh) / float(n) + eps);
-          sh[block_sum_slot(t)] = r;
-          rstd[t.block] = r;
-        }
-        break;
+      case 0: rms_sum_squares(t, a + o, n, sh); break;
+      case 1:
+      case 2: rms_rstd_phases(phase, t, sh, n, eps, rstd + t.block); break;
       default: {
-        const float r = sh[block_sum_slot(t)];
+        const float r = rms_rstd_shared(t, sh);
         for (int64_t i = t.thread; i < n; i += t.block_dim) st(h, o + i, ld(x, o + i) + (ld(a, o + i) * r) * ld(w, i));
       }
     }
