@@ -1,11 +1,13 @@
-// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N] [--only TEXT] [--cpu-time]`
+// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N] [--only TEXT] [--cpu-time] [--path NAME]`
 // (also `npm run bench -- --gemm ...`).
 //
 // Each matrix product of the model benchmark's configs (bench/model-shapes.ts: the projections'
-// forward, input gradient and weight gradient, the LM head, one decode step) timed as the native
-// fp32 product (linearProduct, the path 'auto' picks), the native bf16-weight forward (forward
-// shapes only) and the OpenBLAS peer (torch.mm and numpy.matmul, float32, the machine's threads:
-// bench/torch_peer.py's serve_gemm, one Python process answering one request at a time). The
+// forward, input gradient and weight gradient, the LM head, decode steps of 1, 4 and 8 rows) timed
+// as the native fp32 product (linearProduct, the path 'auto' picks, or --path: avx512, avx2, ...),
+// the native bf16-weight forward (forward shapes only) and the OpenBLAS peer (torch.mm and
+// numpy.matmul, float32, the machine's threads, on the model's operand layouts: x @ W^T, dY @ W,
+// dY^T @ X as transposed views; bench/torch_peer.py's serve_gemm, one Python process answering
+// one request at a time). The
 // three are interleaved per shape for --rounds rounds (default 3); each figure is the best over
 // all rounds of a best-of-reps, so that a busy machine's slow moments fall out of all sides alike.
 // Ratios: native fp32 / the faster of torch and numpy (the OpenBLAS peer); bf16 / native fp32.
@@ -13,26 +15,27 @@
 // --cpu-time: one thread on both sides (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)) and
 // CPU time instead of wall time (process.cpuUsage(), time.process_time()): a per-core comparison
 // that time-slicing by other processes on a busy machine does not distort (their cache traffic
-// still does).
+// still does). `taskset -c 0` around a --cpu-time run keeps both sides on one core.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import os from 'node:os';
-import { cpuInfo, gemmInfo, linearProduct, setNumThreads, type LinearProductKind } from '../lib/native.js';
+import { cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../lib/native.js';
 import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
-import { gemmShapes, modelCases } from './model-shapes.js';
+import { gemmShapes, modelCases, type ModelCase, type ShapeProduct } from './model-shapes.js';
 import { describePeer, type TorchPeer } from './peer.js';
 
 const { flag, opt } = cliArgs();
 const quick = flag('--quick');
 const rounds = Number(opt('--rounds') ?? (quick ? 1 : 3));
 const cpuTime = flag('--cpu-time');
+const path = (opt('--path') ?? 'auto') as GemmPathName;
 if (cpuTime) setNumThreads(1);
 const threads = cpuInfo().threads;
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const load1 = () => Math.round(os.loadavg()[0] * 100) / 100;
 
 // ---- the peer: one Python process, asked shape by shape
-interface PeerProc { info: TorchPeer; time(m: number, k: number, n: number, reps: number): Promise<{ torch_best_ms: number; numpy_best_ms: number }>; close(): void }
+interface PeerProc { info: TorchPeer; time(m: number, k: number, n: number, reps: number, layout: string, inner: number): Promise<{ torch_best_ms: number; numpy_best_ms: number }>; close(): void }
 
 async function startPeer(): Promise<PeerProc | null> {
   if (flag('--no-torch')) return null;
@@ -53,8 +56,8 @@ async function startPeer(): Promise<PeerProc | null> {
     const info = (await next()) as TorchPeer;
     return {
       info,
-      time: async (m, k, n, reps) => {
-        p.stdin.write(`${JSON.stringify({ m, k, n, reps })}\n`);
+      time: async (m, k, n, reps, layout, inner) => {
+        p.stdin.write(`${JSON.stringify({ m, k, n, reps, layout, inner })}\n`);
         return next();
       },
       close: () => p.stdin.end(),
@@ -83,39 +86,58 @@ function toBf16Bits(a: Float32Array): Uint16Array {
   return out;
 }
 
-/** Best of reps in ms: wall time, or with --cpu-time this process's CPU time (user + system). */
-function bestMs(fn: () => void, reps: number): number {
+/**
+ * Best of reps in ms per product: each rep times `inner` products back to back (wall time, or with
+ * --cpu-time this process's CPU time (user + system)), so that a product of microseconds is not
+ * measured against the clock's own cost; the peer does the same (serve_gemm's "inner").
+ */
+function bestMs(fn: () => void, reps: number, inner = 1): number {
   let best = Infinity;
   for (let r = 0; r < reps; r++) {
     if (cpuTime) {
       const c0 = process.cpuUsage();
-      fn();
+      for (let i = 0; i < inner; i++) fn();
       const c = process.cpuUsage(c0);
-      best = Math.min(best, (c.user + c.system) / 1000);
+      best = Math.min(best, (c.user + c.system) / 1000 / inner);
     } else {
       const t0 = performance.now();
-      fn();
-      best = Math.min(best, performance.now() - t0);
+      for (let i = 0; i < inner; i++) fn();
+      best = Math.min(best, (performance.now() - t0) / inner);
     }
   }
   return best;
 }
 
 interface Row {
-  name: string; product: LinearProductKind; m: number; k: number; n: number; reps: number; load_1min: number;
+  name: string; product: LinearProductKind; m: number; k: number; n: number; reps: number; inner: number; load_1min: number;
   native_f32_ms: number; native_bf16_ms: number | null; torch_ms: number | null; numpy_ms: number | null;
   native_f32_gflops: number; native_bf16_gflops: number | null; peer_gflops: number | null;
   f32_vs_openblas: number | null; bf16_vs_f32: number | null;
 }
 
+/** The model's products plus decode steps of 1 and 8 rows (the skinny path; 4 rows is in gemmShapes). */
+function shapes(c: ModelCase): [string, number, number, number, ShapeProduct][] {
+  const s = c.sizes;
+  return [
+    ...gemmShapes(c),
+    [`${c.name} decode gate/up M=1`, 1, s.hiddenSize, s.intermediateSize, 'forward'],
+    [`${c.name} decode gate/up M=8`, 8, s.hiddenSize, s.intermediateSize, 'forward'],
+    [`${c.name} decode down M=4`, 4, s.intermediateSize, s.hiddenSize, 'forward'],
+  ];
+}
+
+// The peer multiplies the same operand layouts as the model: x @ W^T (W stored [out, in]),
+// dY @ W, dY^T @ X (torch_peer.serve_gemm's "layout": which operand is a transposed view).
+const peerLayout: Record<ShapeProduct, string> = { forward: 'nt', backwardInput: 'nn', backwardWeight: 'tn' };
+
 const peer = await startPeer();
 if (peer) log(describePeer(peer.info, threads));
 const gemm = gemmInfo();
-log(`gemm.bench: native path ${gemm.best}, ${threads} threads, ${rounds} round(s) per shape, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+log(`gemm.bench: native path ${path === 'auto' ? gemm.best : path}, ${threads} threads, ${rounds} round(s) per shape, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 const loadStart = os.loadavg();
 const rows: Row[] = [];
 for (const c of modelCases(quick)) {
-  for (const [name, m, k, n, product] of gemmShapes(c)) {
+  for (const [name, m, k, n, product] of shapes(c)) {
     if (opt('--only') && !name.includes(opt('--only')!)) continue;
     // The linear layer's sizes (tokens, out, in) behind the plain (m x k) (k x n) product.
     const L = product === 'forward' ? { m, n, k } : product === 'backwardInput' ? { m, n: k, k: n } : { m: k, n: m, k: n };
@@ -124,18 +146,19 @@ for (const c of modelCases(quick)) {
     const outLen = product === 'forward' ? L.m * L.n : product === 'backwardInput' ? L.m * L.k : L.n * L.k;
     const a = filled(aLen, 1), b = filled(bLen, 2), out = new Float32Array(outLen);
     const wb = product === 'forward' ? toBf16Bits(b) : null;
-    const f32 = () => { linearProduct(product, a, b, out, L, { accumulate: product === 'backwardWeight' }); };
-    const bf16 = () => { linearProduct('forward', a, wb!, out, L); };
+    const f32 = () => { linearProduct(product, a, b, out, L, { accumulate: product === 'backwardWeight', path }); };
+    const bf16 = () => { linearProduct('forward', a, wb!, out, L, { path }); };
     const flops = 2 * m * k * n;
     const t1 = bestMs(f32, 1);  // warm-up and size estimate
     const reps = Math.max(1, Math.min(quick ? 3 : 10, Math.round(150 / Math.max(t1, 1e-3))));
+    const inner = Math.max(1, Math.min(100, Math.round(1 / Math.max(t1, 1e-3))));  // >= ~1 ms per timed rep
     let nf = Infinity, nb = Infinity, tt = Infinity, tn = Infinity;
     if (wb) bestMs(bf16, 1);
     for (let r = 0; r < rounds; r++) {
-      nf = Math.min(nf, bestMs(f32, reps));
-      if (wb) nb = Math.min(nb, bestMs(bf16, reps));
+      nf = Math.min(nf, bestMs(f32, reps, inner));
+      if (wb) nb = Math.min(nb, bestMs(bf16, reps, inner));
       if (peer) {
-        const p = await peer.time(m, k, n, reps);
+        const p = await peer.time(m, k, n, reps, peerLayout[product], inner);
         tt = Math.min(tt, p.torch_best_ms);
         tn = Math.min(tn, p.numpy_best_ms);
       }
@@ -143,7 +166,7 @@ for (const c of modelCases(quick)) {
     const peerMs = peer ? Math.min(tt, tn) : null;
     const fair = peer?.info.fair ?? false;
     const row: Row = {
-      name, product, m, k, n, reps, load_1min: load1(),
+      name, product, m, k, n, reps, inner, load_1min: load1(),
       native_f32_ms: nf, native_bf16_ms: wb ? nb : null, torch_ms: peer ? tt : null, numpy_ms: peer ? tn : null,
       native_f32_gflops: flops / nf / 1e6, native_bf16_gflops: wb ? flops / nb / 1e6 : null, peer_gflops: peerMs ? flops / peerMs / 1e6 : null,
       f32_vs_openblas: peerMs && fair ? peerMs / nf : null, bf16_vs_f32: wb ? nf / nb : null,
@@ -165,8 +188,8 @@ const jsonPath = opt('--json');
 if (jsonPath) {
   writeJsonAtomic(jsonPath, {
     date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
-    threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: gemm.best, rounds, quick, torch_peer: peer?.info ?? null,
-    note: 'float32 GEMM (and bf16-weight forward); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms',
+    threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, torch_peer: peer?.info ?? null,
+    note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms',
     rows,
   });
   log(`gemm.bench: wrote ${jsonPath}`);

@@ -122,9 +122,14 @@ def gemm(shapes, reps=5):
 
 def serve_gemm(threads, stdin=None, stdout=None, cpu_time=False):
     """Answers GEMM timing requests, one JSON line each, so that a benchmark can interleave the peer
-    with its own runs in one session: {"m", "k", "n", "reps"} -> {"torch_best_ms", "numpy_best_ms"}
-    (float32, row-major (m x k) @ (k x n), best of reps after one warm-up; wall time, or this
-    process's CPU time with cpu_time=True). Stops at end of input."""
+    with its own runs in one session: {"m", "k", "n", "reps", "layout"?, "inner"?} -> {"torch_best_ms",
+    "numpy_best_ms"} (float32, (m x k) @ (k x n), best of reps after one warm-up, each rep timing
+    `inner` products back to back (default 1) and reporting the time of one; wall time, or
+    this process's CPU time with cpu_time=True). "layout" (default "nn") says which operand is the
+    transposed view of a row-major array, as in the model's products: "nt" = a @ b.T with b
+    stored (n x k) (nn.Linear's forward, x @ W^T), "tn" = a.T @ b with a stored (k x m) (the
+    weight gradient, dY^T @ X); both libraries hand the view to BLAS as a transpose flag, no copy.
+    Stops at end of input."""
     import json
     import sys
 
@@ -139,14 +144,24 @@ def serve_gemm(threads, stdin=None, stdout=None, cpu_time=False):
     for line in stdin:
         req = json.loads(line)
         m, k, n, reps = req["m"], req["k"], req["n"], req["reps"]
-        if (m, k, n) not in cache:
+        layout = req.get("layout", "nn")
+        if (m, k, n, layout) not in cache:
             cache.clear()
-            a = torch.randn(m, k, generator=g)
-            b = torch.randn(k, n, generator=g)
-            cache[(m, k, n)] = (a, b, a.numpy(), b.numpy())
-        a, b, an, bn = cache[(m, k, n)]
+            a = torch.randn(k, m, generator=g).t() if layout[0] == "t" else torch.randn(m, k, generator=g)
+            b = torch.randn(n, k, generator=g).t() if layout[1] == "t" else torch.randn(k, n, generator=g)
+            cache[(m, k, n, layout)] = (a, b, a.numpy(), b.numpy())
+        a, b, an, bn = cache[(m, k, n, layout)]
         clock = time.process_time if cpu_time else time.perf_counter
-        tb, _ = time_ms(lambda: torch.mm(a, b), reps, clock=clock)
-        nb, _ = time_ms(lambda: an @ bn, reps, clock=clock)
+        inner = int(req.get("inner", 1))
+
+        def times(f):
+            def run():
+                for _ in range(inner):
+                    f()
+            return run
+
+        tb, _ = time_ms(times(lambda: torch.mm(a, b)), reps, clock=clock)
+        nb, _ = time_ms(times(lambda: an @ bn), reps, clock=clock)
+        tb, nb = tb / inner, nb / inner
         stdout.write(json.dumps({"torch_best_ms": tb, "numpy_best_ms": nb}) + "\n")
         stdout.flush()

@@ -457,7 +457,7 @@ export function cpuInfo(): CpuInfo {
 /** The products of a linear layer y = x W^T (W [n, k], nn.Linear's layout). */
 export type LinearProductKind = 'forward' | 'backwardInput' | 'backwardWeight';
 /** Which implementation of the CPU matrix product runs (docs/kernels.md, "CPU GEMM"). */
-export type GemmPathName = 'auto' | 'avx512-bf16' | 'avx512' | 'generic' | 'reference';
+export type GemmPathName = 'auto' | 'avx512-bf16' | 'avx512' | 'avx2' | 'baseline' | 'generic' | 'reference';
 
 function gemmAddon() {
   const a = addon();

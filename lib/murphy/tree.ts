@@ -194,9 +194,8 @@ function checkResult(r: unknown, og: OpenGroup<unknown>, j: number): ExecResult 
 /** Feedback of a node whose prompt left no room in the context (never shown to the model: it is a leaf). */
 export const NO_ROOM_FEEDBACK = 'The conversation reached the context limit: no room was left for an answer.';
 
-/** Runs fn under the limiter when there is one. */
-function limited<T>(limit: Limiter | null, fn: () => Promise<T>): Promise<T> {
-  return limit ? limit.run(fn) : fn();
+function isPromise<T>(v: T | Promise<T>): v is Promise<T> {
+  return v !== null && typeof v === 'object' && typeof (v as { then?: unknown }).then === 'function';
 }
 
 /** The builder's run: validated inputs and the concurrency limits of one buildTrees call. */
@@ -219,37 +218,66 @@ class TreeBuild<P> {
    */
   async sampleTurn(open: readonly OpenGroup<P>[], n: number): Promise<Attempts[]> {
     const pending = open.map((og) => this.sampleGroup(og, n));
-    // every group settles before the turn fails, so no request is left unobserved
-    const settled = await Promise.allSettled(pending);
-    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
-    return settled.map((r) => (r as PromiseFulfilledResult<Attempts>).value);
+    try {
+      return await Promise.all(pending);
+    } catch {
+      // every group settles before the turn fails, so no request is left unobserved; the
+      // error reported is the first group's in group order
+      const settled = await Promise.allSettled(pending);
+      throw (settled.find((r): r is PromiseRejectedResult => r.status === 'rejected') as PromiseRejectedResult).reason;
+    }
   }
 
-  private async sampleGroup(og: OpenGroup<P>, n: number): Promise<Attempts> {
+  /**
+   * One group: sample, then execute each completion as soon as the group's sampling returns.
+   * Chained promises rather than an async function with awaits: the executions are the hot
+   * path (one per completion), and each suspended frame or closure here is garbage per group
+   * or per completion.
+   */
+  private sampleGroup(og: OpenGroup<P>, n: number): Promise<Attempts> {
     const { cfg, deps } = this;
     const params: SampleParams = cfg.seed === undefined ? cfg.sampling : { ...cfg.sampling, seed: mix32(cfg.seed, og.treeKey, og.group.id) };
-    const completions = checkCompletions(await limited(this.samplerLimit, () => deps.sampler.generate(og.group.promptIds, n, params)), n, og);
+    let sampled: Promise<Completion[]>;
+    try {
+      sampled = this.samplerLimit ? this.samplerLimit.run(() => deps.sampler.generate(og.group.promptIds, n, params)) : deps.sampler.generate(og.group.promptIds, n, params);
+    } catch (e) {
+      return Promise.reject(e); // a synchronous throw fails this group like a rejection
+    }
+    return sampled.then((cs) => this.executeGroup(og, checkCompletions(cs, n, og), n));
+  }
+
+  private executeGroup(og: OpenGroup<P>, completions: Completion[], n: number): Attempts | Promise<Attempts> {
+    const { deps } = this;
+    const problem = og.tree.problem;
     const codes: (string | null)[] = new Array(n);
     const results: ExecResult[] = new Array(n);
     const runs: Promise<ExecResult>[] = [];
-    const ran: number[] = [];
-    for (let j = 0; j < n; j++) {
-      const c = completions[j]!;
-      const code = c.noRoom === true ? null : deps.extractCode(c, og.tree.problem);
-      codes[j] = code;
-      if (code === null) {
-        results[j] = c.noRoom === true ? this.noRoom : this.noCode;
-        continue;
+    try {
+      for (let j = 0; j < n; j++) {
+        const c = completions[j]!;
+        const code = c.noRoom === true ? null : deps.extractCode(c, problem);
+        codes[j] = code;
+        if (code === null) {
+          results[j] = c.noRoom === true ? this.noRoom : this.noCode;
+          continue;
+        }
+        runs.push(this.execLimit ? this.execLimit.run(() => deps.executor.execute(problem, code)) : deps.executor.execute(problem, code));
       }
-      runs.push(limited(this.execLimit, () => deps.executor.execute(og.tree.problem, code)));
-      ran.push(j);
+    } catch (e) {
+      // executions already started settle first: none is left unobserved
+      return Promise.allSettled(runs).then(() => Promise.reject(e));
     }
-    if (runs.length > 0) {
-      const rs = await Promise.all(runs);
-      for (let i = 0; i < rs.length; i++) results[ran[i]!] = checkResult(rs[i], og, ran[i]!);
-    }
-    return { completions, codes, results };
+    const attempts: Attempts = { completions, codes, results };
+    if (runs.length === 0) return attempts;
+    return Promise.all(runs).then((rs) => {
+      // runs are in sample order, one per completion with code
+      let k = 0;
+      for (let j = 0; j < n; j++) {
+        if (codes[j] === null) continue;
+        results[j] = checkResult(rs[k++], og, j);
+      }
+      return attempts;
+    });
   }
 
   /**
@@ -305,7 +333,8 @@ class TreeBuild<P> {
     const next: OpenGroup<P>[] = [];
     for (const { og, node } of expand) {
       const tree = og.tree;
-      const ids = await this.deps.prompts.followUp({ problem: tree.problem, tree, node, promptIds: og.group.promptIds, feedback: node.feedback });
+      const r = this.deps.prompts.followUp({ problem: tree.problem, tree, node, promptIds: og.group.promptIds, feedback: node.feedback });
+      const ids = isPromise(r) ? await r : r;
       const group: Group = { id: tree.groups.length, turn: turn + 1, parent: node.id, promptIds: checkIds('follow-up prompt', ids), nodes: [], pruned: false };
       tree.groups.push(group);
       node.childGroup = group.id;

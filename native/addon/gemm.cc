@@ -13,14 +13,7 @@ namespace {
 
 constexpr int64_t kMaxDim = int64_t(1) << 31;
 
-model::GemmPath parse_path(const std::string& s) {
-  if (s == "auto") return model::GemmPath::Auto;
-  if (s == "avx512-bf16") return model::GemmPath::Avx512Bf16;
-  if (s == "avx512") return model::GemmPath::Avx512;
-  if (s == "generic") return model::GemmPath::Generic;
-  if (s == "reference") return model::GemmPath::Reference;
-  throw Error("linearProduct: 'path' must be 'auto', 'avx512-bf16', 'avx512', 'generic' or 'reference'; got '" + s + "'");
-}
+model::GemmPath parse_path(const std::string& s) { return model::parse_gemm_path(s, "linearProduct: 'path'"); }
 
 // Restores this thread's forced path when the call ends (also on error).
 struct PathScope {
@@ -87,8 +80,8 @@ Napi::Value GemmInfo(const Napi::CallbackInfo& info) {
   r.Set("best", model::gemm_path_name(best));
   Napi::Array paths = Napi::Array::New(env);
   uint32_t n = 0;
-  for (model::GemmPath p : {model::GemmPath::Avx512Bf16, model::GemmPath::Avx512, model::GemmPath::Generic})
-    if (int(p) >= int(best)) paths.Set(n++, Napi::String::New(env, p == model::GemmPath::Generic ? "generic" : model::gemm_path_name(p)));
+  for (model::GemmPath p : {model::GemmPath::Avx512Bf16, model::GemmPath::Avx512, model::GemmPath::Avx2, model::GemmPath::Baseline})
+    if (model::gemm_path_available(p)) paths.Set(n++, Napi::String::New(env, model::gemm_path_name(p)));
   r.Set("paths", paths);
   return r;
 }

@@ -1,19 +1,22 @@
 // Internals of the CPU matrix product (native/model/matmul.cc): the paths a product can take
-// and the AVX-512 implementation (gemm_avx512.cc). See docs/kernels.md, "CPU GEMM".
+// and their implementations: AVX-512 (gemm_avx512.cc) and AVX2 (gemm_avx2.cc), both on the BLIS
+// driver of gemm_driver.h. See docs/kernels.md, "CPU GEMM".
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "murphy/model/ops.h"
 
 namespace murphy {
 namespace model {
 
-// Which implementation runs a product. Auto picks the fastest the CPU supports:
-// Avx512Bf16 (AVX-512 + AVX512_BF16: vdpbf16ps for bf16 products), Avx512 (AVX-512F: bf16
-// values widened to f32), Generic (the GCC-vector micro-kernel compiled for AVX2+FMA or the
-// x86-64 baseline, chosen at run time). A forced path the CPU lacks falls back to the best
-// one it has below it. Reference runs the plain loops (as use_reference_ops()).
-enum class GemmPath : int32_t { Auto = 0, Avx512Bf16 = 1, Avx512 = 2, Generic = 3, Reference = 4 };
+// Which implementation runs a product. Auto picks the fastest the CPU supports (or the one
+// MURPHY_GEMM_PATH names): Avx512Bf16 (AVX-512 + AVX512_BF16: vdpbf16ps for bf16 products),
+// Avx512 (AVX-512F: bf16 values widened to f32), Avx2 (AVX2+FMA: 6 x 16 micro-kernel, bf16
+// widened), Baseline (the x86-64 baseline: GCC-vector micro-kernel). Generic = Avx2 where the
+// CPU has it, else Baseline. A forced path the CPU lacks falls back to the best one it has
+// below it. Reference runs the plain loops (as use_reference_ops()).
+enum class GemmPath : int32_t { Auto = 0, Avx512Bf16 = 1, Avx512 = 2, Generic = 3, Reference = 4, Avx2 = 5, Baseline = 6 };
 // For tests and benchmarks: forces a path for the products called from this thread (Auto =
 // normal dispatch). gemm_path() is the path a product called now from this thread takes.
 void set_gemm_path(GemmPath p);
@@ -22,6 +25,11 @@ GemmPath gemm_path();
 // The path Auto resolves to on this CPU, and its name ("avx512-bf16", "avx512", "avx2", "baseline").
 GemmPath gemm_best_path();
 const char* gemm_path_name(GemmPath p);
+// The path a name means ("auto", "avx512-bf16", "avx512", "avx2", "baseline", "generic",
+// "reference"); throws one line naming `what` and the choices for any other name.
+GemmPath parse_gemm_path(const std::string& name, const char* what);
+// Whether this CPU runs path p itself (not a fallback): the concrete paths at or below the best.
+bool gemm_path_available(GemmPath p);
 
 namespace gemm_avx512 {
 // C (+)= A B on fp32 strided views (GemmArgs), packed BLIS-style. Requires AVX-512F.
@@ -33,6 +41,13 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
 // Y[M,N] (+)= X[M,K] W[N,K]^T for few rows (decode): W streamed once.
 void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate);
 }  // namespace gemm_avx512
+
+namespace gemm_avx2 {
+// The same entry points on AVX2+FMA (gemm_avx2.cc): 6 x 16 tiles; bf16 widened to f32.
+void gemm_f32(const GemmArgs& a);
+void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate);
+void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate);
+}  // namespace gemm_avx2
 
 // Row counts up to which linear_forward takes the skinny (weights streamed once) path.
 constexpr int64_t kSkinnyRows = 32;

@@ -3,13 +3,7 @@
 //
 //   C[M,N] (+)= A[M,K] B[K,N], strided views (GemmArgs), fp32 accumulation.
 //
-// Tiles: the output is cut into row blocks (<= MCB rows) x column blocks (<= NCB columns) of even
-// sizes, one task each, run by parallel_for (so the 2D tile space is shared by the threads). A
-// task walks K in slices of KC over its B block (KC x NCB, NR-column panels, k-major: 512 KiB,
-// kept in L2) and its rows of A (MR-row strips, k-major), running each strip: the MR x NR
-// micro-kernel across the block's panels, the strip's A micro-panel (MR x KC = 12 KiB) staying
-// in L1 while B streams from L2. Blocks used by several tasks are packed once per call into a
-// shared buffer (drive()); the others by their task, just before use.
+// The driver (task grid, shared packing, K slices) is gemm_driver.cc's, with 12 x 32 tiles.
 // Micro-kernel: MR = 12 rows x NR = 32 columns = 24 zmm accumulators; per k two B vectors and
 // 12 broadcast A values (24 FMAs per 14 loads). The first K slice writes C (beta 0), adds to it
 // (beta 1) or scales it (other beta); later slices add.
@@ -18,16 +12,17 @@
 // acc += a[2i] b[2i] + a[2i+1] b[2i+1] per lane. X is rounded to bf16 (nearest even) once per
 // call; W is bf16 already. Without AVX512_BF16 the bf16 values are widened to f32 while
 // packing and the f32 micro-kernel runs: the same products, summed in another order.
-// Skinny products (decode, M <= kSkinnyRows): no packing; blocks of 4 weight rows x up to 6
-// input rows accumulate 16-lane partial dot products and reduce them at the end, so each weight
-// row is read from memory once and reused from L1 for every input row.
+// Skinny products (decode, M <= kSkinnyRows): no packing; blocks of 4 weight rows x 4 input rows
+// accumulate 16-lane partial dot products (16 zmm) and reduce them at the end in one tree
+// (reduce16: 45 shuffles and adds for the 16 sums), so each weight row is read from memory once
+// and reused from L1 for every input row. One input row (M = 1, a GEMV) takes 8 weight rows at a
+// time (8 independent sums). K runs in whole vectors on plain loads, the tail masked (masked zmm
+// loads cost load throughput).
 #include "gemm.h"
+#include "gemm_driver.h"
 
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <memory>
-#include <string>
 
 #include "../cpu/threads.h"
 
@@ -48,46 +43,11 @@ namespace {
 
 constexpr int MR = 12;
 constexpr int NR = 32;
-constexpr int64_t KC = 256;   // f32 k values, or bf16 k pairs, per slice
-constexpr int64_t NCB = 512;  // columns per task (B block KC x NCB x 4 bytes = 512 KiB: L2)
-constexpr int64_t MCB = 384;  // rows per task at most
-
-int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
-
-// Per-thread packing space (64-byte aligned, grown on demand, freed at thread exit).
-struct Scratch {
-  float* p = nullptr;
-  size_t cap = 0;
-  float* get(size_t n) {
-    if (n > cap) {
-      std::free(p);
-      const size_t bytes = round_up(int64_t(n) * 4 + 256, 64);
-      p = static_cast<float*>(std::aligned_alloc(64, bytes));
-      if (!p) {
-        cap = 0;
-        throw Error("matmul: out of memory allocating " + std::to_string(bytes) + " bytes of packing space", ErrorCode::NoMem);
-      }
-      cap = n;
-    }
-    return p;
-  }
-  ~Scratch() { std::free(p); }
-};
-thread_local Scratch t_apack, t_bpack;
-
-// Shared (not per-thread) buffers of one call.
-struct CallBuf {
-  float* p = nullptr;
-  explicit CallBuf(size_t n) {
-    const size_t bytes = round_up(int64_t(n) * 4 + 256, 64);
-    p = static_cast<float*>(std::aligned_alloc(64, bytes));
-    if (!p) throw Error("matmul: out of memory allocating " + std::to_string(bytes) + " bytes", ErrorCode::NoMem);
-  }
-  ~CallBuf() { std::free(p); }
-  CallBuf(const CallBuf&) = delete;
-  CallBuf& operator=(const CallBuf&) = delete;
-};
+using gemm_driver::CallBuf;
+using gemm_driver::grain_for;
+using gemm_driver::imin;
+using gemm_driver::round_up;
+constexpr gemm_driver::Tile kTile{MR, NR};
 
 }  // namespace
 
@@ -241,39 +201,57 @@ MURPHY_AI __m512 load_w(const float* w, int64_t k, __mmask16 m) { return _mm512_
 MURPHY_AI __m512 load_w(const uint16_t* w, int64_t k, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, w + k)), 16));
 }
+MURPHY_AI __m512 load_w(const float* w, int64_t k) { return _mm512_loadu_ps(w + k); }
+MURPHY_AI __m512 load_w(const uint16_t* w, int64_t k) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k))), 16));
+}
 
+// Y[m0 .. m0 + MB, j .. j + JB) (+)= X W^T over all of K, 16 k values per step (the last masked).
+// (One loop with the mask computed per step: a helper taking the sums by reference made GCC keep
+// some blocks' sums in memory.)
 template <int MB, int JB, typename WT>
 MURPHY_AI void skinny_block(const float* X, int64_t ldx, const WT* W, float* Y, int64_t N, int64_t K, int64_t m0,
                             int64_t j, bool acc) {
   __m512 s[MB][JB];
-#pragma GCC unroll 6
+#pragma GCC unroll 4
   for (int m = 0; m < MB; ++m)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 16) {
-    const __mmask16 mk = lanes(K - k);
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {  // plain loads (a masked load per step costs load throughput)
     __m512 w[JB];
+#pragma GCC unroll 8
+    for (int q = 0; q < JB; ++q) w[q] = load_w(W + (j + q) * K, k);
 #pragma GCC unroll 4
-    for (int q = 0; q < JB; ++q) w[q] = load_w(W + (j + q) * K, k, mk);
-#pragma GCC unroll 6
     for (int m = 0; m < MB; ++m) {
-      const __m512 x = _mm512_maskz_loadu_ps(mk, X + (m0 + m) * ldx + k);
-#pragma GCC unroll 4
+      const __m512 x = _mm512_loadu_ps(X + (m0 + m) * ldx + k);
+#pragma GCC unroll 8
       for (int q = 0; q < JB; ++q) s[m][q] = _mm512_fmadd_ps(x, w[q], s[m][q]);
     }
   }
-#pragma GCC unroll 6
-  for (int m = 0; m < MB; ++m) store_sums<JB>(s[m], Y + (m0 + m) * N + j, acc);
+  if (k < K) {  // the K % 16 tail, masked
+    const __mmask16 mk = lanes(K - k);
+    __m512 w[JB];
+#pragma GCC unroll 8
+    for (int q = 0; q < JB; ++q) w[q] = load_w(W + (j + q) * K, k, mk);
+#pragma GCC unroll 4
+    for (int m = 0; m < MB; ++m) {
+      const __m512 x = _mm512_maskz_loadu_ps(mk, X + (m0 + m) * ldx + k);
+#pragma GCC unroll 8
+      for (int q = 0; q < JB; ++q) s[m][q] = _mm512_fmadd_ps(x, w[q], s[m][q]);
+    }
+  }
+  store_block<MB, JB>(s, Y + m0 * N + j, N, acc);
 }
 
+// Blocks of 4 input rows (16 zmm sums with JB = 4, reduced by one tree), then the 1-3 left.
 template <int JB, typename WT>
 MURPHY_AI void skinny_rows(const float* X, int64_t ldx, const WT* W, float* Y, int64_t M, int64_t N, int64_t K,
                            int64_t j, bool acc) {
   int64_t m = 0;
-  for (; m + 6 <= M; m += 6) skinny_block<6, JB>(X, ldx, W, Y, N, K, m, j, acc);
+  for (; m + 4 <= M; m += 4) skinny_block<4, JB>(X, ldx, W, Y, N, K, m, j, acc);
   switch (M - m) {
-    case 5: skinny_block<5, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
-    case 4: skinny_block<4, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
     case 3: skinny_block<3, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
     case 2: skinny_block<2, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
     case 1: skinny_block<1, JB>(X, ldx, W, Y, N, K, m, j, acc); break;
@@ -285,6 +263,9 @@ template <typename WT>
 void skinny(const float* X, int64_t ldx, const WT* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j0, int64_t j1,
             bool acc) {
   int64_t j = j0;
+  // one input row (a GEMV): 8 weight rows at a time, for 8 independent sums and weight streams
+  if (M == 1)
+    for (; j + 8 <= j1; j += 8) skinny_block<1, 8>(X, ldx, W, Y, N, K, 0, j, acc);
   for (; j + 4 <= j1; j += 4) skinny_rows<4>(X, ldx, W, Y, M, N, K, j, acc);
   for (; j < j1; ++j) skinny_rows<1>(X, ldx, W, Y, M, N, K, j, acc);
 }
@@ -352,39 +333,48 @@ void strip_bf16(int64_t kc, const float* ap, const float* bp, int64_t ncols, flo
 
 // Y[m, j] (+)= sum over pairs of Xp[m, kp] . Wp[j, kp] (vdpbf16ps), rows j in [j0, j1).
 // Xp [M, ldx pairs] zero-padded past K; W [N, K] bf16 (masked past K).
+// Y[m0 .. m0 + MB, j .. j + JB) (+)= Xp . W over all of K, 32 bf16 values (16 pairs) per step.
 template <int MB, int JB>
 inline __attribute__((always_inline)) void block(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y,
                                                  int64_t N, int64_t K, int64_t m0, int64_t j, bool acc) {
   __m512 s[MB][JB];
-#pragma GCC unroll 6
+#pragma GCC unroll 4
   for (int m = 0; m < MB; ++m)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 32) {
-    const int64_t left = K - k;
-    const __mmask32 mk = left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << left) - 1u);
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {  // plain loads
     __m512bh w[JB];
+#pragma GCC unroll 8
+    for (int q = 0; q < JB; ++q) w[q] = (__m512bh)_mm512_loadu_si512(W + (j + q) * K + k);
 #pragma GCC unroll 4
-    for (int q = 0; q < JB; ++q) w[q] = (__m512bh)_mm512_maskz_loadu_epi16(mk, W + (j + q) * K + k);
-#pragma GCC unroll 6
     for (int m = 0; m < MB; ++m) {
       const __m512bh x = (__m512bh)_mm512_loadu_si512(Xp + (m0 + m) * ldx + k / 2);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int q = 0; q < JB; ++q) s[m][q] = _mm512_dpbf16_ps(s[m][q], x, w[q]);
     }
   }
-#pragma GCC unroll 6
-  for (int m = 0; m < MB; ++m) store_sums<JB>(s[m], Y + (m0 + m) * N + j, acc);
+  if (k < K) {  // the K % 32 tail, masked (Xp is zero past K)
+    const __mmask32 mk = __mmask32((1u << (K - k)) - 1u);
+    __m512bh w[JB];
+#pragma GCC unroll 8
+    for (int q = 0; q < JB; ++q) w[q] = (__m512bh)_mm512_maskz_loadu_epi16(mk, W + (j + q) * K + k);
+#pragma GCC unroll 4
+    for (int m = 0; m < MB; ++m) {
+      const __m512bh x = (__m512bh)_mm512_loadu_si512(Xp + (m0 + m) * ldx + k / 2);
+#pragma GCC unroll 8
+      for (int q = 0; q < JB; ++q) s[m][q] = _mm512_dpbf16_ps(s[m][q], x, w[q]);
+    }
+  }
+  store_block<MB, JB>(s, Y + m0 * N + j, N, acc);
 }
 
 template <int JB>
 inline __attribute__((always_inline)) void rows(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y, int64_t M,
                                                 int64_t N, int64_t K, int64_t j, bool acc) {
   int64_t m = 0;
-  for (; m + 6 <= M; m += 6) block<6, JB>(Xp, ldx, W, Y, N, K, m, j, acc);
+  for (; m + 4 <= M; m += 4) block<4, JB>(Xp, ldx, W, Y, N, K, m, j, acc);
   switch (M - m) {
-    case 5: block<5, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
-    case 4: block<4, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
     case 3: block<3, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
     case 2: block<2, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
     case 1: block<1, JB>(Xp, ldx, W, Y, N, K, m, j, acc); break;
@@ -395,6 +385,8 @@ inline __attribute__((always_inline)) void rows(const uint32_t* Xp, int64_t ldx,
 void skinny_dp(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y, int64_t M, int64_t N, int64_t K,
                int64_t j0, int64_t j1, bool acc) {
   int64_t j = j0;
+  if (M == 1)
+    for (; j + 8 <= j1; j += 8) block<1, 8>(Xp, ldx, W, Y, N, K, 0, j, acc);
   for (; j + 4 <= j1; j += 4) rows<4>(Xp, ldx, W, Y, M, N, K, j, acc);
   for (; j < j1; ++j) rows<1>(Xp, ldx, W, Y, M, N, K, j, acc);
 }
@@ -402,118 +394,14 @@ void skinny_dp(const uint32_t* Xp, int64_t ldx, const uint16_t* W, float* Y, int
 }  // namespace v4bf
 #pragma GCC pop_options
 
-// ------------------------------------------------------------------------------------------
-// Drivers (baseline code: threads, buffers, the task grid)
-
-namespace {
-
-using PackA = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
-using Strip = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, int, float);
-// Packs the B block of a task: rows [k0, k0 + kc) x columns [j0, j0 + ncols) into NR-panels.
-using PackB = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t ncols, float* dst)>;
-
-// Products below this many flops run on the calling thread: waking the pool costs more (~10 us)
-// than the product itself.
-constexpr double kSerialFlops = 2e6;
-// parallel_for's grain for n items of a product of `flops`: everything in one chunk when small.
-int64_t grain_for(int64_t n, double flops, int64_t grain) { return flops < kSerialFlops ? (n > 0 ? n : 1) : grain; }
-
-struct Grid {
-  int64_t mcb, ncb, tm, tn;
-};
-
-// ceil(n / ceil(n / cap)) rounded up to m: blocks of at most ~cap, all about the same size (so
-// that 512 rows are 2 x 264, not 384 + 128, whose big block would be the threads' tail).
-int64_t even_block(int64_t n, int64_t cap, int64_t m) {
-  const int64_t parts = (n + cap - 1) / cap;
-  return round_up((n + parts - 1) / parts, m);
-}
-
-// Row and column block sizes: blocks of at most MCB x NCB, cut smaller (down to 4 MR x 2 NR)
-// until there are about 4 tasks per thread, so that a busy or uneven machine still balances.
-Grid plan(int64_t M, int64_t N) {
-  const int64_t want = 4 * int64_t(num_threads());
-  Grid g;
-  g.mcb = even_block(M, MCB, MR);
-  g.ncb = even_block(N, NCB, NR);
-  auto count = [&] {
-    g.tm = (M + g.mcb - 1) / g.mcb;
-    g.tn = (N + g.ncb - 1) / g.ncb;
-    return g.tm * g.tn;
-  };
-  while (count() < want) {
-    if (g.ncb > 4 * NR) g.ncb = even_block(N, round_up(g.ncb / 2, NR), NR);
-    else if (g.mcb > 4 * MR) g.mcb = even_block(M, round_up(g.mcb / 2, MR), MR);
-    else break;
-  }
-  count();
-  return g;
-}
-
-// Operands packed once per call, shared by the tasks, while the copy stays under this many
-// floats (256 MiB); beyond it (the LM head's weight) each task packs its own block.
-constexpr int64_t kSharedPackFloats = int64_t(64) << 20;
-
-// C[M, N] (+)= A B over K "units" (f32 values or bf16 pairs): the task grid, packing, strips.
-// A row block is used by the tn tasks of its row, a B block by the tm tasks of its column: when
-// several tasks share one (and the copy is not too big), it is packed once, by all threads, into
-// a buffer of the call, [block][k slice] (pack traffic (M + N) K instead of (tn M + tm N) K);
-// otherwise each task packs into its thread's scratch just before use.
-void drive(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, PackA pack_a,
-           const PackB& pack_b, Strip strip, float* C, int64_t ldc, float beta) {
-  const Grid g = plan(M, N);
-  const int base_mode = beta == 0.0f ? 0 : (beta == 1.0f ? 1 : 2);
-  const double flops = 2.0 * double(M) * double(N) * double(K);
-  const int64_t ns = (K + KC - 1) / KC;
-  const int64_t asz = round_up(g.mcb, MR) * KC + 16, bsz = KC * round_up(g.ncb, NR);
-  const bool share_a = g.tn > 1 && flops >= kSerialFlops && g.tm * ns * asz <= kSharedPackFloats;
-  const bool share_b = g.tm > 1 && flops >= kSerialFlops && g.tn * ns * bsz <= kSharedPackFloats;
-  auto a_block = [&](int64_t rb, int64_t s, float* dst) {
-    const int64_t i0 = rb * g.mcb, k0 = s * KC;
-    pack_a(A, a_rs, a_cs, i0, imin(M, i0 + g.mcb) - i0, k0, imin(KC, K - k0), dst);
-  };
-  auto b_block = [&](int64_t cb, int64_t s, float* dst) {
-    const int64_t j0 = cb * g.ncb, k0 = s * KC;
-    pack_b(k0, imin(KC, K - k0), j0, imin(N, j0 + g.ncb) - j0, dst);
-  };
-  std::unique_ptr<CallBuf> apk, bpk;
-  if (share_a) apk = std::make_unique<CallBuf>(size_t(g.tm * ns * asz));
-  if (share_b) bpk = std::make_unique<CallBuf>(size_t(g.tn * ns * bsz));
-  const int64_t na = share_a ? g.tm * ns : 0, nb = share_b ? g.tn * ns : 0;
-  if (na + nb > 0) {
-    parallel_for(na + nb, 1, [&](int64_t u0, int64_t u1) {
-      for (int64_t u = u0; u < u1; ++u) {
-        if (u < na) a_block(u / ns, u % ns, apk->p + u * asz);
-        else b_block((u - na) / ns, (u - na) % ns, bpk->p + (u - na) * bsz);
-      }
-    });
-  }
-  parallel_for(g.tm * g.tn, grain_for(g.tm * g.tn, flops, 1), [&](int64_t t0, int64_t t1) {
-    float* bbuf = share_b ? nullptr : t_bpack.get(size_t(bsz));
-    float* abuf = share_a ? nullptr : t_apack.get(size_t(asz));
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t rb = t / g.tn, cb = t % g.tn;
-      const int64_t i0 = rb * g.mcb, i1 = imin(M, i0 + g.mcb);
-      const int64_t j0 = cb * g.ncb, nc = imin(N, j0 + g.ncb) - j0;
-      for (int64_t s = 0; s < ns; ++s) {
-        const int64_t kc = imin(KC, K - s * KC);
-        const float* bp = share_b ? bpk->p + (cb * ns + s) * bsz : (b_block(cb, s, bbuf), bbuf);
-        const float* ap = share_a ? apk->p + (rb * ns + s) * asz : (a_block(rb, s, abuf), abuf);
-        const int mode = s == 0 ? base_mode : 1;
-        for (int64_t i = i0; i < i1; i += MR)
-          strip(kc, ap + (i - i0) * kc, bp, nc, C + i * ldc + j0, ldc, int(imin(MR, i1 - i)), mode, beta);
-      }
-    }
-  });
-}
-
-}  // namespace
+using gemm_driver::drive;
+using gemm_driver::PackB;
 
 void gemm_f32(const GemmArgs& a) {
   const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
     v4::pack_b(a.B, a.b_rs, a.b_cs, k0, kc, j0, nc, dst);
   };
-  drive(a.M, a.N, a.K, a.A, a.a_rs, a.a_cs, v4::pack_a_block, pb, v4::strip_f32, a.C, a.ldc, a.beta);
+  drive(kTile, a.M, a.N, a.K, a.A, a.a_rs, a.a_cs, v4::pack_a_block, pb, v4::strip_f32, a.C, a.ldc, a.beta);
 }
 
 void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
@@ -538,7 +426,7 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
       v4::pack_b_widen(Wb, K, k0, kc, j0, nc, dst);
     };
-    drive(M, N, K, xr.p, K, 1, v4::pack_a_block, pb, v4::strip_f32, Y, N, beta);
+    drive(kTile, M, N, K, xr.p, K, 1, v4::pack_a_block, pb, v4::strip_f32, Y, N, beta);
     return;
   }
   // vdpbf16ps: X as bf16 pairs [M, Kp] (zero past K), padded to whole zmm for the skinny path.
@@ -574,7 +462,7 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
       v4::pack_b(Wp, 1, Kp, k0, kc, j0, nc, dst);
     };
-    drive(M, N, Kp, xp.p, ldx, 1, v4::pack_a_block, pb, v4bf::strip_bf16, Y, N, beta);
+    drive(kTile, M, N, Kp, xp.p, ldx, 1, v4::pack_a_block, pb, v4bf::strip_bf16, Y, N, beta);
   } catch (...) {
     delete pad;
     throw;

@@ -6,11 +6,13 @@
 // Fast paths, chosen once per process from the CPU (GemmPath, gemm.h; docs/kernels.md "CPU GEMM"):
 //   AVX-512 (gemm_avx512.cc): BLIS tiles, a 12 x 32 micro-kernel on 24 zmm accumulators, the
 //     2D tile space shared by the threads; bf16 with vdpbf16ps where the CPU has AVX512_BF16.
-//   Generic (below): the older GotoBLAS structure, for AVX2+FMA and the x86-64 baseline:
+//   AVX2 (gemm_avx2.cc): the same driver (gemm_driver.cc) with a 6 x 16 micro-kernel on 12 ymm
+//     accumulators; bf16 weights widened to f32 while packing.
+//   Baseline (below): the older GotoBLAS structure, for CPUs without AVX2:
 //     for each K slice of KC: pack A into row panels of MR (k-major: MR values per k)
 //       for each N chunk of NC: pack B into column panels of 16 (k-major: 16 values per k)
 //         parallel over MC x NT output tiles: an MR x 16 register-blocked micro-kernel
-//     written with GCC vector types and compiled for AVX2 (MR = 6) and the baseline.
+//     written with GCC vector types.
 //     bf16 there: X rounded, W widened to f32 in chunks of rows, then the f32 product.
 // Skinny products (decode, M <= kSkinnyRows) stream the weights once with dot products.
 #pragma GCC optimize("fp-contract=fast")
@@ -103,73 +105,11 @@ inline __attribute__((always_inline)) void micro_body(int64_t kc, const float* _
     }
 }
 
-using MicroFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int, int, int, float);
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// AVX2: the 6 x 16 tile in 12 ymm accumulators (+ 2 B vectors + 1 broadcast = 15 of 16
-// registers), written with intrinsics: GCC keeps an array of 64-byte generic vectors on the stack
-// on this target (every FMA went through memory: ~1 GFLOP/s).
-__attribute__((target("arch=x86-64-v3"))) void micro_v3(int64_t kc, const float* ap, const float* bp, float* c,
-                                                          int64_t ldc, int mr, int nr, int mode, float beta) {
-  __m256 acc0[6], acc1[6];  // two 1-D arrays: GCC 12 keeps a 2-D one on the stack
-#pragma GCC unroll 6
-  for (int r = 0; r < 6; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(bp + k * NR), b1 = _mm256_loadu_ps(bp + k * NR + 8);
-#pragma GCC unroll 6
-    for (int r = 0; r < 6; ++r) {
-      const __m256 x = _mm256_broadcast_ss(ap + k * 6 + r);
-      acc0[r] = _mm256_fmadd_ps(x, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(x, b1, acc1[r]);
-    }
-  }
-  if (mr == 6 && nr == NR) {
-    const __m256 vb = _mm256_set1_ps(beta);
-#pragma GCC unroll 6
-    for (int r = 0; r < 6; ++r) {
-      float* cr = c + r * ldc;
-      __m256 x0 = acc0[r], x1 = acc1[r];
-      if (mode == 1) {
-        x0 = _mm256_add_ps(x0, _mm256_loadu_ps(cr));
-        x1 = _mm256_add_ps(x1, _mm256_loadu_ps(cr + 8));
-      } else if (mode == 2) {
-        x0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr), x0);
-        x1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr + 8), x1);
-      }
-      _mm256_storeu_ps(cr, x0);
-      _mm256_storeu_ps(cr + 8, x1);
-    }
-    return;
-  }
-  float tmp[6 * NR];
-#pragma GCC unroll 6
-  for (int r = 0; r < 6; ++r) {
-    _mm256_storeu_ps(tmp + r * NR, acc0[r]);
-    _mm256_storeu_ps(tmp + r * NR + 8, acc1[r]);
-  }
-  for (int r = 0; r < mr; ++r)
-    for (int j = 0; j < nr; ++j) {
-      float* cr = c + r * ldc + j;
-      const float x = tmp[r * NR + j];
-      *cr = mode == 0 ? x : (mode == 1 ? *cr + x : beta * *cr + x);
-    }
-}
-#endif
+// The x86-64 baseline's micro-kernel (6 x 16; AVX2 and AVX-512 CPUs take gemm_avx2.cc / gemm_avx512.cc).
+constexpr int kBaseMR = 6;
 void micro_base(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr, int mode,
                 float beta) {
-  micro_body<6>(kc, ap, bp, c, ldc, mr, nr, mode, beta);
-}
-
-struct Kernel {
-  MicroFn fn;
-  int mr;
-};
-
-Kernel pick_kernel() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  if (simd_level_index() >= 1) return {micro_v3, 6};  // AVX2 (AVX-512 CPUs take gemm_avx512.cc)
-#endif
-  return {micro_base, 6};
+  micro_body<kBaseMR>(kc, ap, bp, c, ldc, mr, nr, mode, beta);
 }
 
 struct AlignedBuf {
@@ -182,8 +122,7 @@ struct AlignedBuf {
 };
 
 void gemm_fast(const GemmArgs& a) {
-  static const Kernel kern = pick_kernel();
-  const int MR = kern.mr;
+  const int MR = kBaseMR;
   const int64_t M = a.M, N = a.N, K = a.K;
   const int64_t n_apanels = (M + MR - 1) / MR;
   AlignedBuf apack(static_cast<size_t>(n_apanels) * MR * KC);
@@ -251,7 +190,7 @@ void gemm_fast(const GemmArgs& a) {
             const int nr = int(std::min<int64_t>(NR, j_end - j));
             for (int64_t i = bi * MC_ROWS; i < i_end; i += MR) {
               const int mr = int(std::min<int64_t>(MR, i_end - i));
-              kern.fn(kc, apack.p + (i / MR) * MR * kc, bp, a.C + i * a.ldc + n0 + j, a.ldc, mr, nr, mode, a.beta);
+              micro_base(kc, apack.p + (i / MR) * MR * kc, bp, a.C + i * a.ldc + n0 + j, a.ldc, mr, nr, mode, a.beta);
             }
           }
         }
@@ -274,21 +213,49 @@ void linear_small_m(const float* X, const float* W, float* Y, int64_t M, int64_t
 thread_local GemmPath t_forced = GemmPath::Auto;
 
 GemmPath detect_best() {
-  if (simd_level_index() < 2) return GemmPath::Generic;
+  if (simd_level_index() < 1) return GemmPath::Baseline;
+  if (simd_level_index() < 2) return GemmPath::Avx2;
   return cpu_has_avx512_bf16() ? GemmPath::Avx512Bf16 : GemmPath::Avx512;
+}
+
+// Capability order of the concrete paths: 0 = most capable.
+int rank(GemmPath p) {
+  switch (p) {
+    case GemmPath::Avx512Bf16: return 0;
+    case GemmPath::Avx512: return 1;
+    case GemmPath::Avx2: return 2;
+    default: return 3;  // Baseline
+  }
+}
+
+// A forced or configured path as this CPU runs it: Generic is the best of AVX2 and the
+// baseline; a path the CPU lacks falls back to the best it has.
+GemmPath resolve(GemmPath f, GemmPath best) {
+  if (f == GemmPath::Auto) return best;
+  if (f == GemmPath::Reference) return f;
+  if (f == GemmPath::Generic) f = simd_level_index() >= 1 ? GemmPath::Avx2 : GemmPath::Baseline;
+  return rank(f) < rank(best) ? best : f;
+}
+
+// What Auto means in this process: the CPU's best, or MURPHY_GEMM_PATH (read once).
+GemmPath default_path() {
+  static const GemmPath p = [] {
+    const GemmPath best = detect_best();
+    const char* env = std::getenv("MURPHY_GEMM_PATH");
+    if (!env || !*env) return best;
+    return resolve(parse_gemm_path(env, "MURPHY_GEMM_PATH"), best);
+  }();
+  return p;
 }
 
 // The path this product takes: the forced one where the CPU has it, else the best below it.
 GemmPath active_path() {
   if (use_reference_ops()) return GemmPath::Reference;
-  static const GemmPath best = detect_best();
   const GemmPath f = t_forced;
-  if (f == GemmPath::Auto) return best;
-  if (f == GemmPath::Reference || f == GemmPath::Generic) return f;
-  return int(f) < int(best) ? best : f;  // lower enum = more capable
+  return f == GemmPath::Auto ? default_path() : resolve(f, detect_best());
 }
 
-// Y (+)= bf16(X) Wb^T on paths without AVX-512: X rounded to bf16, W widened in chunks of rows.
+// Y (+)= bf16(X) Wb^T on the baseline path: X rounded to bf16, W widened in chunks of rows.
 void linear_forward_bf16_generic(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K,
                                  bool acc) {
   std::vector<float> xr(size_t(M * K));
@@ -333,10 +300,26 @@ const char* gemm_path_name(GemmPath p) {
   switch (p) {
     case GemmPath::Avx512Bf16: return "avx512-bf16";
     case GemmPath::Avx512: return "avx512";
+    case GemmPath::Avx2: return "avx2";
+    case GemmPath::Baseline: return "baseline";
     case GemmPath::Generic: return simd_level_index() >= 1 ? "avx2" : "baseline";
     case GemmPath::Reference: return "reference";
     default: return "auto";
   }
+}
+GemmPath parse_gemm_path(const std::string& s, const char* what) {
+  if (s == "auto") return GemmPath::Auto;
+  if (s == "avx512-bf16") return GemmPath::Avx512Bf16;
+  if (s == "avx512") return GemmPath::Avx512;
+  if (s == "avx2") return GemmPath::Avx2;
+  if (s == "baseline") return GemmPath::Baseline;
+  if (s == "generic") return GemmPath::Generic;
+  if (s == "reference") return GemmPath::Reference;
+  throw Error(std::string(what) + " must be 'auto', 'avx512-bf16', 'avx512', 'avx2', 'baseline', 'generic' or 'reference'; got '" + s + "'");
+}
+bool gemm_path_available(GemmPath p) {
+  if (p == GemmPath::Auto || p == GemmPath::Generic || p == GemmPath::Reference) return true;
+  return rank(p) >= rank(detect_best());
 }
 
 void gemm_cpu(const GemmArgs& a) {
@@ -352,7 +335,8 @@ void gemm_cpu(const GemmArgs& a) {
   }
   switch (active_path()) {
     case GemmPath::Reference: return gemm_reference(a);
-    case GemmPath::Generic: return gemm_fast(a);
+    case GemmPath::Baseline: return gemm_fast(a);
+    case GemmPath::Avx2: return gemm_avx2::gemm_f32(a);
     default: return gemm_avx512::gemm_f32(a);
   }
 }
@@ -361,7 +345,8 @@ void linear_forward(const float* X, const float* W, float* Y, int64_t M, int64_t
   const GemmPath p = active_path();
   if (M <= kSkinnyRows && M > 0 && N > 0 && K > 0 && p != GemmPath::Reference) {
     check_sizes(M, N, K, "matmul");
-    if (p == GemmPath::Generic) return linear_small_m(X, W, Y, M, N, K, accumulate);
+    if (p == GemmPath::Baseline) return linear_small_m(X, W, Y, M, N, K, accumulate);
+    if (p == GemmPath::Avx2) return gemm_avx2::linear_small_m_f32(X, W, Y, M, N, K, accumulate);
     return gemm_avx512::linear_small_m_f32(X, W, Y, M, N, K, accumulate);
   }
   GemmArgs a;
@@ -389,7 +374,8 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     });
     return;
   }
-  if (p == GemmPath::Generic) return linear_forward_bf16_generic(X, Wb, Y, M, N, K, accumulate);
+  if (p == GemmPath::Baseline) return linear_forward_bf16_generic(X, Wb, Y, M, N, K, accumulate);
+  if (p == GemmPath::Avx2) return gemm_avx2::linear_forward_bf16(X, Wb, Y, M, N, K, accumulate);
   gemm_avx512::linear_forward_bf16(X, Wb, Y, M, N, K, accumulate, p == GemmPath::Avx512Bf16);
 }
 

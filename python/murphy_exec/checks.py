@@ -25,6 +25,18 @@ class _AssertRewriter(ast.NodeTransformer):
     - any other `assert X` -> `assert __murphy_truth(neg, X)`.
     """
 
+    def __init__(self, cmp_name="__murphy_cmp", truth_name="__murphy_truth"):
+        # Names the rewritten asserts call; child.py passes placeholder strings instead, which
+        # become constants (bind_reporters): the tests then call the reporters without a lookup
+        # in a namespace the program can reach.
+        self.cmp_name = cmp_name
+        self.truth_name = truth_name
+        self.const = cmp_name != "__murphy_cmp"
+
+    def _fn(self, name, at):
+        node = ast.Constant(name) if self.const else ast.Name(id=name, ctx=ast.Load())
+        return ast.copy_location(node, at)
+
     def visit_Assert(self, node):
         node.test = ast.copy_location(self.wrap(node.test, False), node.test)
         ast.fix_missing_locations(node)
@@ -37,9 +49,9 @@ class _AssertRewriter(ast.NodeTransformer):
             return ast.copy_location(ast.BoolOp(op=ast.And(), values=[self.wrap(v, False) for v in t.values]), t)
         if isinstance(t, ast.Compare) and all(type(o) in CMP_OPS for o in t.ops):
             ops = ast.Constant(tuple(CMP_OPS[type(o)] for o in t.ops))
-            call = ast.Call(func=ast.Name(id="__murphy_cmp", ctx=ast.Load()), args=[ops, ast.Constant(neg), t.left] + list(t.comparators), keywords=[])
+            call = ast.Call(func=self._fn(self.cmp_name, t), args=[ops, ast.Constant(neg), t.left] + list(t.comparators), keywords=[])
             return ast.copy_location(call, t)
-        call = ast.Call(func=ast.Name(id="__murphy_truth", ctx=ast.Load()), args=[ast.Constant(neg), t], keywords=[])
+        call = ast.Call(func=self._fn(self.truth_name, t), args=[ast.Constant(neg), t], keywords=[])
         return ast.copy_location(call, t)
 
 
@@ -357,3 +369,328 @@ def _load(v):
     if "b" not in v:
         raise ValueError("no value")
     return marshal.loads(base64.b64decode(v["b"]))
+
+
+# --------------------------------------------------------------------------- reporters on the program's thread
+# The program's thread can reach whatever the tests' code can: the reporters the rewritten
+# asserts call, the wrapper around the candidate, and everything those reference. So they hold
+# only what cannot be changed from Python: their code (replacing __code__ or __defaults__ is
+# refused by the audit hook), tuples, frozensets, read-only mapping views and functions written
+# in C. They use no global name (a module's globals can be replaced) and no closure (a cell's
+# contents can be): each takes its state, a tuple, as an argument, and reaches every other
+# function and builtin through it. They are handed out as bound methods (types.MethodType:
+# __func__ and __self__ are read-only).
+
+
+class UntrustedValue(BaseException):
+    """The candidate returned an object of its own class that carries behaviour (comparison,
+    truth, arithmetic). A BaseException, so that the tests' `except Exception` does not hide it."""
+
+
+def _w_in(a, b):
+    return a in b
+
+
+def _w_not_in(a, b):
+    return a not in b
+
+
+# Classification state (CS), by index:
+#  0 type  1 identity  2 ids of pre-existing classes  3 flags  4 class dict  5 mro  6 qualname
+#  7 BEHAVIOUR  8 snapshots of pre-existing Python classes' dicts  9 IGNORED_CLASS_KEYS
+# 10 conversions  11 sequence types  12 issubclass  13 ids of exact scalar types  14 dict.items
+# 15 _MISSING  16 list  17 tuple  18 set  19 frozenset  20 dict  21 str  22 HEAPTYPE
+# 23 BaseException  24 _w_walk  25 _w_items  26 _w_dict  27 TypeError  28 _w_class_changed
+# 29 _w_behaves  30 _w_classify  31 len
+
+
+def _w_class_changed(t, st):
+    """The first attribute of a pre-existing class the program replaced or added, or None."""
+    snap = st[8].get(st[1](t))
+    if snap is None:
+        return None
+    d = st[4](t)
+    missing = st[15]
+    for k, v in snap.items():
+        if k not in st[9] and d.get(k, missing) is not v:
+            return k
+    if st[31](d) != st[31](snap):
+        for k in d:
+            if st[0](k) is st[21] and k not in snap and k in st[7]:
+                return k
+    return None
+
+
+def _w_behaves(t, st):
+    """Whether the program-defined part of t's class hierarchy defines behaviour."""
+    if st[1](st[0](t)) not in st[2]:
+        return True  # a metaclass of the program's
+    for c in st[5](t):
+        if st[1](c) in st[2]:
+            continue
+        for k in st[4](c):
+            if st[0](k) is st[21] and k in st[7]:
+                return True
+    return False
+
+
+def _w_walk(v, depth, budget, st):
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 100:
+        return "u", "too large or too deeply nested"
+    t = st[0](v)
+    tid = st[1](t)
+    if tid in st[13]:
+        return "p", v
+    if t is st[16] or t is st[17] or t is st[18] or t is st[19]:
+        return st[25](t.__iter__(v), t, depth, budget, st)
+    if t is st[20]:
+        return st[26](v, depth, budget, st)
+    known = tid in st[2]
+    if known:
+        if st[3](t) & st[22] and st[28](t, st) is not None:
+            return "u", st[6](t)
+    elif st[29](t, st):
+        return "u", st[6](t)
+    for base, fn in st[10]:
+        if st[12](t, base):
+            return "p", fn(v)
+    for base, it, make in st[11]:
+        if st[12](t, base):
+            return st[25](it(v), make, depth, budget, st)
+    if st[12](t, st[20]):
+        return st[26](v, depth, budget, st)
+    return ("t" if known else "n"), None
+
+
+def _w_items(it, make, depth, budget, st):
+    kind = "p"
+    out = st[16]()
+    for x in it:
+        k, pv = st[24](x, depth + 1, budget, st)
+        if k == "u":
+            return "u", pv
+        if k != "p":
+            kind = "t"
+        else:
+            out.append(pv)
+    if kind != "p":
+        return "t", None
+    try:
+        return "p", make(out)
+    except st[27]:
+        return "t", None
+
+
+def _w_dict(v, depth, budget, st):
+    out = st[16]()
+    kind = "p"
+    for key, val in st[14](v):
+        k1, p1 = st[24](key, depth + 1, budget, st)
+        k2, p2 = st[24](val, depth + 1, budget, st)
+        if k1 == "u" or k2 == "u":
+            return "u", p1 if k1 == "u" else p2
+        if k1 != "p" or k2 != "p":
+            kind = "t"
+        else:
+            out.append((p1, p2))
+    if kind != "p":
+        return "t", None
+    try:
+        return "p", st[20](out)
+    except st[27]:
+        return "t", None
+
+
+def _w_classify(v, st):
+    """(kind, plain value or type name), as make_valuer's classify; never raises."""
+    try:
+        return st[24](v, 0, [2000000], st)
+    except st[23]:
+        return "u", "unclassifiable"
+
+
+# Reporter state (RS), by index:
+#  0 CS  1 marshal.dumps  2 b2a_base64  3 os.write  4 the channel's fd  5 the operators (read-only)
+#  6 repr for feedback  7 len  8 range  9 bool  10 BaseException  11 MARSHAL_CAP  12 type  13 str
+# 14 UntrustedValue  15 the candidate (guards only)  16 qualname  17 _w_send  18 _w_describe
+# 19 _w_verdict  20 _w_report  21 the index of the test running (a one-item list; labels records only)
+
+
+def _w_send(st, obj):
+    """An unauthenticated record (it can only make a test fail): 'R ' + base64(marshal(obj))."""
+    obj["i"] = st[21][0]
+    data = b"R " + st[2](st[1](obj), newline=False) + b"\n"
+    while data:
+        n = st[3](st[4], data)
+        data = data[n:]
+
+
+def _w_describe(st, v):
+    """(kind, plain value or None, wire form) of one checked value."""
+    cs = st[0]
+    k, pv = cs[30](v, cs)
+    if k == "p":
+        try:
+            b = st[1](pv)
+        except st[10]:
+            return "t", None, {"k": "t"}
+        if st[7](b) > st[11]:
+            return "t", None, {"k": "t"}  # large plain data: compared by the interpreter's own C code
+        return "p", pv, {"k": "p", "b": st[2](b, newline=False).decode("ascii")}
+    if k == "u":
+        return "u", None, {"k": "u", "type": pv if st[12](pv) is st[13] else "?"}
+    if k == "n":
+        return "n", None, {"k": "n", "type": st[16](st[12](v))}
+    return "t", None, {"k": "t"}
+
+
+def _w_verdict(ops, neg, kinds, plains, st):
+    """judge() on the values as classified in the child: True when the check holds."""
+    if not ops:
+        k = kinds[0]
+        if k == "u" or k == "n":
+            return False
+        if k == "p" and st[9](plains[0]) == neg:
+            return False
+        return True
+    known = 0
+    bad = False
+    n = st[7](ops)
+    for j in st[8](n):
+        ka, kb = kinds[j], kinds[j + 1]
+        if (ka == "u") != (kb == "u"):
+            return False
+        if ka == "p" and kb == "p":
+            x, y = plains[j], plains[j + 1]
+            op = ops[j]
+            if (op == "is" or op == "is not") and not (x is None or x is True or x is False or x is ...
+                                                       or y is None or y is True or y is False or y is ...):
+                continue
+            try:
+                ok = st[9](st[5][op](x, y))
+            except st[10]:
+                ok = False
+            known += 1
+            if not ok:
+                bad = True
+    if known == n:
+        return (not bad) != neg
+    return neg or not bad
+
+
+def _w_report(st, ops, neg, vals, r):
+    """Judges one check (the child's own result r, then the plain values again) and records it."""
+    try:
+        kinds = []
+        plains = []
+        wire = []
+        for v in vals:
+            k, pv, w = st[18](st, v)
+            kinds.append(k)
+            plains.append(pv)
+            wire.append(w)
+        ok = r and st[19](ops, neg, kinds, plains, st)
+        rec = {"m": "check", "ops": ops, "neg": neg, "v": wire, "ok": ok}
+        if not ok and ops == ("==",):
+            try:
+                rec["actual"] = st[6](vals[0])
+                rec["expected"] = st[6](vals[1])
+            except st[10]:
+                pass
+        st[17](st, rec)
+        return ok
+    except st[10]:
+        return False  # fail closed
+
+
+def w_cmp(st, ops, neg, *vals):
+    """`assert L op R ...`, rewritten: True when the check holds."""
+    r = True
+    for j in st[8](st[7](ops)):
+        if not st[5][ops[j]](vals[j], vals[j + 1]):
+            r = False
+            break
+    r = (not r) if neg else r
+    return st[20](st, ops, neg, vals, r)
+
+
+def w_truth(st, neg, v):
+    """`assert X`, rewritten."""
+    r = (not v) if neg else st[9](v)
+    return st[20](st, (), neg, (v,), r)
+
+
+def w_guard(st, *args, **kwargs):
+    """The candidate as the tests see it: a result carrying behaviour of the program's own fails the test."""
+    v = st[15](*args, **kwargs)
+    cs = st[0]
+    k, pv = cs[30](v, cs)
+    if k == "u":
+        name = pv if st[12](pv) is st[13] else "?"
+        try:
+            st[17](st, {"m": "untrusted", "type": name})
+        except st[10]:
+            pass
+        raise st[14]("the candidate returned a %s object whose class (the program's own) defines comparison, "
+                     "truth or arithmetic: return plain data" % name)
+    return v
+
+
+def classification_state(world):
+    """CS above, from the World taken before the program ran. Built once in the server: the
+    children share it (building it in each child would fault in the pages of every class)."""
+    import types
+
+    snaps = {}
+    for k, d in world.class_dicts.items():
+        snaps[k] = types.MappingProxyType(dict(d))
+    exact = frozenset(_oid(t) for t in (type(None), bool, int, float, complex, str, bytes, type(Ellipsis)))
+    conv = ((int, int.__int__), (float, float.__float__), (complex, complex.__complex__), (str, str.__str__), (bytes, bytes.__bytes__))
+    seqs = ((tuple, tuple.__iter__, tuple), (list, list.__iter__, list), (frozenset, frozenset.__iter__, frozenset), (set, set.__iter__, set))
+    return (type, _oid, frozenset(world.classes), _cls_flags, _cls_dict, _cls_mro, _cls_name, BEHAVIOUR,
+            types.MappingProxyType(snaps), IGNORED_CLASS_KEYS, conv, seqs, issubclass, exact, dict.items, _MISSING,
+            list, tuple, set, frozenset, dict, str, HEAPTYPE, BaseException, _w_walk, _w_items, _w_dict, TypeError,
+            _w_class_changed, _w_behaves, _w_classify, len)
+
+
+def reporter_state(cs, chan_fd, saferepr, unit):
+    """RS above, for one child. unit: a one-item list, the index of the test running (set by the
+    worker thread; it only labels records)."""
+    import binascii
+    import os
+    import types
+
+    ops = types.MappingProxyType({"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+                                  ">": operator.gt, ">=": operator.ge, "in": _w_in, "not in": _w_not_in,
+                                  "is": operator.is_, "is not": operator.is_not})
+    return (cs, marshal.dumps, binascii.b2a_base64, os.write, chan_fd, ops, saferepr, len, range, bool, BaseException,
+            MARSHAL_CAP, type, str, UntrustedValue, None, _cls_name, _w_send, _w_describe, _w_verdict, _w_report, unit)
+
+
+def bind_reporters(code, mapping):
+    """code with each placeholder string constant (nested code objects included) replaced by its
+    object in mapping: code objects cannot be changed afterwards."""
+    consts = []
+    changed = False
+    for c in code.co_consts:
+        if type(c) is str and c in mapping:
+            consts.append(mapping[c])
+            changed = True
+        elif type(c) is type(code):
+            n = bind_reporters(c, mapping)
+            changed = changed or n is not c
+            consts.append(n)
+        else:
+            consts.append(c)
+    return code.replace(co_consts=tuple(consts)) if changed else code
+
+
+def reporters(rs):
+    """(the check of `assert L op R`, the check of `assert X`, guard(fn)) over the state rs."""
+    import types
+
+    def guard(fn):
+        return types.MethodType(w_guard, rs[:15] + (fn,) + rs[16:])
+
+    return types.MethodType(w_cmp, rs), types.MethodType(w_truth, rs), guard

@@ -1,10 +1,26 @@
-"""The child: runs the candidate and its tests in a forked process and reports every step
-over the result pipe (messages.Msg). It decides nothing: the supervisor (server.py) does."""
+"""The child: runs the candidate and its tests in a forked process and reports to the
+supervisor (server.py), which decides. See docs/executor.md "What decides a pass".
 
+Two kinds of thread:
+
+- the harness thread (the process's main thread) holds the result channel's key. Only it sends
+  the messages that count (authenticated with the key and numbered: ready, begin, end, done,
+  errors, tampering). It never runs the program's code: a profile function on that thread stops
+  the process if it ever would (a finalizer or a gc callback of the program's).
+- worker threads run the program's module-level code and each test. Their frames, and every
+  object reachable from them, hold no key. What they write to the channel are records
+  (unauthenticated: checks, values, details of a failure), which can only make a test fail.
+
+The harness thread learns that a test ran to its end from the generator that ran it on the worker
+thread (_w_unit): it stops at its one yield only when the test's code returned, and its state
+(gi_suspended, gi_frame) is kept by the interpreter, not by code the program can reach.
+"""
+
+import _thread
 import ast
-import base64
+import binascii
+import hashlib
 import io
-import json
 import marshal
 import os
 import reprlib
@@ -12,11 +28,15 @@ import sys
 import time
 import traceback
 import types
+import warnings
 
 import pytest_shim
-from checks import MARSHAL_CAP, OP_FUNCS, WORLD_REF, _AssertRewriter, _cls_name, make_valuer
+from checks import WORLD_REF, World, _AssertRewriter, _oid, bind_reporters, reporter_state, reporters
 from common import LCB_PRELUDE, SOL_FILE, TEST_FILE
 from messages import Msg
+
+_CO_GENERATOR = 0x20
+_CO_COROUTINE = 0x80
 
 
 class _Capped(io.TextIOBase):
@@ -55,196 +75,587 @@ class _Capped(io.TextIOBase):
         return v
 
 
-class _FailInfo:
-    __slots__ = ("left", "right", "set")
+# --------------------------------------------------------------------------- on worker threads
+# _w_unit and _w_drive use only their arguments: no global name, no closure (the program's
+# thread reaches them). The helpers in _WorkerSide (feedback, output capture) use globals: what
+# they produce is feedback, never a verdict.
 
-    def __init__(self):
-        self.set = False
+
+def _w_unit(st, fn, args):
+    """Runs fn(*args); reaches its one yield only when fn returned. st: (BaseException,
+    begin() -> box, on_error(box, exc), on_end(box))."""
+    box = st[1]()
+    try:
+        fn(*args)
+    except st[0] as e:
+        st[2](box, e)
+        raise
+    finally:
+        st[3](box)
+    yield
 
 
-def child_main(req, pl, units, start, chan_fd, token, cfg):
-    # Captured before any untrusted code runs: later monkey-patching cannot reach these.
-    _write = os.write
-    _dumps = json.dumps
-    _exit = os._exit
-    _repr = reprlib.Repr()
-    _repr.maxstring = 300
-    _repr.maxother = 300
-    _repr.maxlist = 30
-    _repr.maxdict = 20
-    _repr.maxlevel = 4
-    _saferepr = _repr.repr
-    _exc_info = sys.exc_info
-    _extract_tb = traceback.extract_tb
-    _time = time.perf_counter
-    _isinstance = isinstance
-    _str = str
-    _type = type
-    _BaseException = BaseException
-    _Skipped = pytest_shim.Skipped
-    out_cap = int(cfg["outBytes"])
-    sol_lines = req["solution"].split("\n")
+def _w_drive(steps, releases, base):
+    """A worker thread's entry: each job's generator one step (to its yield, or its end), then
+    wake the harness thread, which reads the generator's state."""
+    j = 0
+    n = steps.__len__()
+    while j < n:
+        try:
+            steps[j]()
+        except base:
+            pass
+        releases[j]()
+        j += 1
 
-    def send(obj):
-        obj["t"] = token
-        data = (_dumps(obj) + "\n").encode("utf-8", "replace")
+
+def _w_copy_into(dst, src):
+    dst.update(src)
+
+
+def _w_exec_all(ex, codes, ns):
+    for c in codes:
+        ex(c, ns)
+
+
+def _w_stdio(ex, prelude, code, g, system_exit):
+    """A stdin/stdout program as __main__: exit(0) and exit() are a normal end."""
+    try:
+        ex(prelude, g)
+        ex(code, g)
+    except system_exit as e:
+        if e.code is not None and e.code != 0:
+            raise
+
+
+def _w_flush():
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except BaseException:
+            pass
+
+
+def _w_stdio_flushed(ex, prelude, code, g, system_exit):
+    try:
+        _w_stdio(ex, prelude, code, g, system_exit)
+    finally:
+        _w_flush()
+
+
+class _WorkerSide:
+    """Feedback from worker threads: exception records, captured output (records)."""
+
+    def __init__(self, req, chan_fd, cfg):
+        self.fd = chan_fd
+        self.cap = int(cfg["outBytes"])
+        self.sol_lines = req["solution"].split("\n")
+        r = reprlib.Repr()
+        r.maxstring = 300
+        r.maxother = 300
+        r.maxlist = 30
+        r.maxdict = 20
+        r.maxlevel = 4
+        self._repr = r.repr
+
+    def repr_value(self, v):
+        try:
+            return self._repr(v)
+        except BaseException:
+            return "<unrepresentable %s>" % type(v).__name__
+
+    def record(self, obj):
+        data = b"R " + binascii.b2a_base64(marshal.dumps(obj), newline=False) + b"\n"
         while data:
-            n = _write(chan_fd, data)
+            n = os.write(self.fd, data)
             data = data[n:]
 
-    def repr_value(v):
-        try:
-            return _saferepr(v)
-        except _BaseException:
-            return "<unrepresentable %s>" % _type(v).__name__
-
-    def trimmed_tb(tb):
+    def trimmed_tb(self, tb):
         frames = []
         try:
-            for fr in _extract_tb(tb):
+            for fr in traceback.extract_tb(tb):
                 if fr.filename == SOL_FILE:
                     line = fr.line
-                    if not line and 0 < fr.lineno <= len(sol_lines):
-                        line = sol_lines[fr.lineno - 1].strip()
+                    if not line and 0 < fr.lineno <= len(self.sol_lines):
+                        line = self.sol_lines[fr.lineno - 1].strip()
                     frames.append('  File "%s", line %d, in %s\n    %s' % (SOL_FILE, fr.lineno, fr.name, line or ""))
-        except _BaseException:
+        except BaseException:
             pass
         if len(frames) > 12:
             frames = frames[:4] + ["  ... %d frames omitted (recursion?) ..." % (len(frames) - 8)] + frames[-4:]
         return "\n".join(frames)
 
-    def exc_record(e, tb):
-        rec = {"errorType": _type(e).__name__}
+    def exc_record(self, e, tb):
+        rec = {"errorType": type(e).__name__}
         try:
-            rec["message"] = _str(e)[:2000]
-        except _BaseException:
+            rec["message"] = str(e)[:2000]
+        except BaseException:
             rec["message"] = "<unprintable>"
-        if _isinstance(e, SyntaxError):
-            rec["lineno"] = e.lineno
-            rec["text"] = (e.text or "").rstrip("\n")
-            rec["message"] = e.msg
-            rec["file"] = e.filename
-        rec["traceback"] = trimmed_tb(tb)
+        if isinstance(e, SyntaxError):
+            rec["lineno"] = e.lineno if type(e.lineno) is int else None
+            rec["text"] = str(e.text or "").rstrip("\n")
+            rec["message"] = str(e.msg)
+            rec["file"] = str(e.filename)
+        rec["traceback"] = self.trimmed_tb(tb)
         return rec
 
-    fail = _FailInfo()
+    def _safe(self, fn):
+        try:
+            fn()
+        except BaseException:
+            pass
 
-    # ---- checks reported to the supervisor (see "values out of the child")
-    classify, class_problems = make_valuer(WORLD_REF[0])
-    _b64 = base64.b64encode
+    # st for _w_unit, one per flavour
+    def unit_state(self, i, current):
+        def begin():
+            current[0] = i
+            buf = _Capped(self.cap)
+            box = {"buf": buf, "old": (sys.stdout, sys.stderr), "err": None, "t0": time.perf_counter()}
+            sys.stdout = sys.stderr = buf
+            return box
+
+        def on_error(box, e):
+            rec = self.exc_record(e, e.__traceback__)
+            if isinstance(e, SystemExit):
+                rec["message"] = "the program called exit(%s) during the test" % self.repr_value(e.code)
+            if isinstance(e, pytest_shim.Skipped):
+                rec["status"] = "skipped"
+            box["err"] = rec
+
+        def on_end(box):
+            sys.stdout, sys.stderr = box["old"]
+            _w_flush()
+            rec = dict(box["err"] or {})
+            rec["m"] = Msg.DETAIL
+            rec["i"] = i
+            rec["ms"] = (time.perf_counter() - box["t0"]) * 1000.0
+            rec["output"] = box["buf"].getvalue()
+            self.record(rec)
+
+        return (BaseException, begin, on_error, on_end)
+
+    def setup_state(self, stdio=False):
+        def begin():
+            return {}
+
+        def on_error(box, e):
+            if isinstance(e, SystemExit):
+                msg = ("exit status %s" if stdio else "the program called exit(%s) before the tests ran") % self.repr_value(e.code)
+                rec = {"errorType": "SystemExit", "message": msg, "traceback": "" if stdio else self.trimmed_tb(e.__traceback__)}
+            else:
+                rec = self.exc_record(e, e.__traceback__)
+            rec["m"] = Msg.DETAIL
+            rec["setup"] = True
+            self._safe(lambda: self.record(rec))
+
+        def on_end(box):
+            _w_flush()
+
+        return (BaseException, begin, on_error, on_end)
+
+
+# --------------------------------------------------------------------------- pytest (worker side)
+
+
+def _w_fixture(name, tg, cleanup):
+    """The value of fixture `name` for one call (tmp_path, monkeypatch, capsys, @pytest.fixture)."""
+    if name == "tmp_path" or name == "tmpdir":
+        import pathlib
+        import tempfile
+
+        return pathlib.Path(tempfile.mkdtemp(dir=os.getcwd()))
+    if name == "monkeypatch":
+        mp = pytest_shim.MonkeyPatch()
+        cleanup.append(mp.undo)
+        return mp
+    if name == "capsys" or name == "capfd":
+        cf = pytest_shim.CaptureFixture()
+        cleanup.append(cf.close)
+        return cf
+    f = tg.get(name)
+    if callable(f) and getattr(f, "_murphy_fixture", False):
+        val = f()
+        if isinstance(val, types.GeneratorType):
+            gen = val
+            val = next(gen)
+            cleanup.append(lambda gen=gen: next(gen, None))
+        return val
+    raise pytest_shim.Failed("fixture '%s' not found (the executor supports tmp_path, monkeypatch, capsys and module-level @pytest.fixture functions)" % name)
+
+
+def _w_await(r):
+    if hasattr(r, "__await__"):
+        import asyncio
+
+        asyncio.run(r)
+
+
+def _w_pytest_call(st, fn, cls, params, sets, tg):
+    """A verified test function (its code is the test file's): one call per parameter set (a
+    tuple of (name, value) pairs, fixed before the tests ran). st: (fixture(name, tg, cleanup),
+    await(result), list, dict)."""
+    for ps in sets:
+        kwargs = st[3]()
+        for name, value in ps:
+            kwargs[name] = value
+        cleanup = st[2]()
+        try:
+            for p in params:
+                if p not in kwargs:
+                    kwargs[p] = st[0](p, tg, cleanup)
+            if cls is not None:
+                inst = cls()
+                setup = getattr(inst, "setup_method", None)
+                if setup is not None:
+                    setup(fn.__get__(inst))
+                st[1](fn(inst, **kwargs))
+            else:
+                st[1](fn(**kwargs))
+        finally:
+            for c in reversed(cleanup):
+                c()
+
+
+def _w_call_test_unverified(tg, u):
+    """A test callable whose code is not the test file's own def (imported, or wrapped by a
+    decorator): as pytest would call it."""
+    import inspect
+
+    if "cls" in u:
+        inst = tg[u["cls"]]()
+        fn = getattr(inst, u["fn"])
+        if hasattr(inst, "setup_method"):
+            inst.setup_method(fn)
+    else:
+        fn = tg[u["fn"]]
+    if not callable(fn):
+        return  # pytest ignores non-callables named test*
+    if inspect.isgeneratorfunction(fn):
+        raise pytest_shim.Failed("'yield' keyword is allowed in fixtures, but not in tests (%s): pytest refuses this test" % u["name"])
+    sets, skip = _param_sets(list(getattr(fn, "pytestmark", [])))
+    if skip is not None:
+        raise pytest_shim.Skipped(skip)
+    try:
+        params = [p for p in inspect.signature(fn).parameters if p != "self"]
+    except (TypeError, ValueError):
+        params = []
+    _w_pytest_call((_w_fixture, _w_await, list, dict), _Bound(fn), None, tuple(params), sets, tg)
+
+
+class _Bound:
+    """Calls fn(**kwargs) (the unverified path hands bound methods and wrappers to _w_pytest_call)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, **kwargs):
+        return self.fn(**kwargs)
+
+
+def _param_sets(marks):
+    """(parameter sets as tuples of (name, value) pairs, skip reason or None) from a test's marks."""
+    for mk in marks:
+        if mk.name == "skip":
+            return (), mk.kwargs.get("reason", "")
+        if mk.name == "skipif" and mk.args and mk.args[0]:
+            return (), mk.kwargs.get("reason", "")
+    sets = [()]
+    for mk in marks:
+        if mk.name == "parametrize":
+            names, values = mk.args[0], mk.args[1]
+            if isinstance(names, str):
+                names = [n.strip() for n in names.split(",") if n.strip()]
+            new = []
+            for base in sets:
+                for v in values:
+                    if isinstance(v, pytest_shim._ParamSet):
+                        v = v.values
+                    if len(names) == 1:
+                        v = (v,)
+                    new.append(tuple(base) + tuple(zip(names, v)))
+            sets = new
+    return tuple(sets), None
+
+
+def _test_codes(code, out=None, prefix=""):
+    """{(qualified name, first line): code object} of the functions a test module defines at
+    module level and in its classes (what pytest collects)."""
+    if out is None:
+        out = {}
+    for c in code.co_consts:
+        if type(c) is types.CodeType:
+            if c.co_flags & 0x02 and not prefix:  # CO_NEWLOCALS: a function
+                out[(c.co_name, c.co_firstlineno)] = c
+            elif prefix:
+                out[(prefix + "." + c.co_name, c.co_firstlineno)] = c
+            else:
+                _test_codes(c, out, c.co_name)  # a class body
+    return out
+
+
+# --------------------------------------------------------------------------- the harness thread
+
+
+def _harness_codes():
+    """Every code object of the harness's modules (what may run on the harness thread)."""
+    out = set()
+    keep = []
+
+    def add(code):
+        if _oid(code) in out:
+            return
+        out.add(_oid(code))
+        keep.append(code)
+        for c in code.co_consts:
+            if type(c) is types.CodeType:
+                add(c)
+
+    import checks
+    import common
+    import messages
+
+    for mod in (sys.modules[__name__], checks, common, messages):
+        for v in list(vars(mod).values()):
+            if isinstance(v, types.FunctionType):
+                add(v.__code__)
+            elif isinstance(v, type):
+                for a in list(vars(v).values()):
+                    if isinstance(a, (staticmethod, classmethod)):
+                        a = a.__func__
+                    if isinstance(a, types.FunctionType):
+                        add(a.__code__)
+    return frozenset(out), keep
+
+
+_PREPARED = [None]
+
+
+def prepare(world):
+    """What every child needs and the server computes once before forking (building it in each
+    child would fault in pages of every class): (the reporters' classification state, the
+    private World's class, the harness's code objects). child_main takes the private class and
+    clears this slot, so that the program cannot reach it."""
+    import checks
+
+    codes = _harness_codes()
+    _PREPARED[0] = (checks.classification_state(world), _private_world_class(), codes)
+    return _PREPARED[0]
+
+
+def _private_world_class():
+    """A copy of the World class whose methods run with globals and builtins of their own: the
+    program can replace names in the checks module, not in these."""
+    import builtins
+
+    import checks
+
+    g = dict(vars(checks))
+    g["__builtins__"] = dict(vars(builtins))
+    ns = {}
+    for k, v in vars(World).items():
+        if isinstance(v, types.FunctionType):
+            ns[k] = types.FunctionType(v.__code__, g, v.__name__, v.__defaults__, v.__closure__)
+    return type("World", (), ns)
+
+
+def child_main(req, pl, units, start, chan_fd, key, cfg):
+    # Captured before any candidate code runs; never handed to a worker thread.
+    _write = os.write
     _mdumps = marshal.dumps
-    _ops = dict(OP_FUNCS)
-    _len = len
-    _bool = bool
-    _range = range
-    _FunctionType = types.FunctionType
-    _cls_name_ = _cls_name
-    _world_changed = WORLD_REF[0].changed
-    _real_builtins = sys.modules["builtins"]
-    cur = [start]
+    _b2a = binascii.b2a_base64
+    _blake = hashlib.blake2b
+    _start_thread = _thread.start_new_thread
+    _lock = _thread.allocate_lock
+    _time = time.perf_counter
+    _exit = os._exit
+    _unit = _w_unit
+    _drive = _w_drive
+    _BE = BaseException
+    _exec = exec
+    seq = [0]
+    keep = []  # all handed to worker threads stays referenced: no finalizer runs on this thread
+
+    def send(obj):
+        obj["s"] = seq[0]
+        seq[0] += 1
+        payload = _b2a(_mdumps(obj), newline=False)
+        mac = _blake(payload, key=key, digest_size=16).hexdigest().encode("ascii")
+        data = b"A " + mac + b" " + payload + b"\n"
+        while data:
+            n = _write(chan_fd, data)
+            data = data[n:]
+
+    # The World, private to this thread (the server made it before forking; the program's
+    # thread gets only the read-only copy inside the reporters' state).
+    world = WORLD_REF[0]
+    WORLD_REF[0] = None
+    cs, world_cls, (codes, code_refs) = _PREPARED[0] or prepare(world)
+    _PREPARED[0] = None
+    pw = object.__new__(world_cls)
+    vars(pw).update(vars(world))
+    _changed = pw.changed
+    ws = _WorkerSide(req, chan_fd, cfg)
+    unit_box = [None]
+    rs = reporter_state(cs, chan_fd, ws.repr_value, unit_box)
+    r_cmp, r_truth, guard = reporters(rs)
     tampered = []
-    helper_spaces = []  # namespaces holding __murphy_cmp/__murphy_truth
 
     def tamper(what):
         if what not in tampered:
             tampered.append(what)
             send({"m": Msg.TAMPER, "what": what})
 
-    def describe(v):
-        try:
-            k, pv = classify(v)
-        except _BaseException:
-            return {"k": "u", "type": _cls_name_(_type(v))}
-        while class_problems:
-            tamper(class_problems.pop())
-        if k == "p":
-            try:
-                b = _mdumps(pv)
-            except _BaseException:
-                return {"k": "t"}
-            if _len(b) > MARSHAL_CAP:
-                return {"k": "t"}  # large plain data: compared by the interpreter's own C code
-            return {"k": "p", "b": _b64(b).decode("ascii")}
-        if k == "u":
-            return {"k": "u", "type": pv}
-        if k == "n":
-            return {"k": "n", "type": _cls_name_(_type(v))}
-        return {"k": "t"}
-
-    def murphy_cmp(ops, neg, *vals):
-        r = True
-        for j in _range(_len(ops)):
-            if not _ops[ops[j]](vals[j], vals[j + 1]):
-                r = False
-                break
-        if not r and ops == ("==",):
-            fail.left = vals[0]
-            fail.right = vals[1]
-            fail.set = True
-        res = (not r) if neg else r
-        send({"m": Msg.CHECK, "i": cur[0], "ops": ops, "neg": neg, "v": [describe(x) for x in vals], "ok": res})
-        return res
-
-    def murphy_truth(neg, v):
-        r = (not v) if neg else _bool(v)
-        send({"m": Msg.CHECK, "i": cur[0], "ops": (), "neg": neg, "v": [describe(v)], "ok": r})
-        return r
-
-    def guard(fn):
-        """The candidate as the tests see it: a result carrying behaviour of the program's own
-        (an object that equals anything, a number whose subtraction lies) fails the test."""
-
-        def candidate(*args, **kwargs):
-            v = fn(*args, **kwargs)
-            k, pv = classify(v)
-            if k == "u":
-                send({"m": Msg.UNTRUSTED, "i": cur[0], "type": pv})
-            return v
-
-        return candidate
-
-    def test_space(base):
-        """A copy of the module's namespace for the tests (names the tests define never reach
-        the candidate), with the real builtins and the harness's helpers."""
-        ns = dict(base)
-        ns["__builtins__"] = _real_builtins
-        ns["__murphy_cmp"] = murphy_cmp
-        ns["__murphy_truth"] = murphy_truth
-        helper_spaces.append(ns)
-        return ns
-
     def check_world():
-        what = _world_changed()
-        if what is None:
-            for ns in helper_spaces:
-                if ns.get("__murphy_cmp") is not murphy_cmp or ns.get("__murphy_truth") is not murphy_truth:
-                    what = "replaced the harness's check functions"
-                    break
+        what = _changed()
         if what is not None:
             tamper(what)
 
-    harness_file = child_main.__code__.co_filename
-    denied = frozenset(("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys._current_exceptions"))
+    _codes = codes
+
+    def stray():
+        send({"m": Msg.TAMPER, "what": "ran its own code on the harness's thread (a finalizer or a gc callback)"})
+        _exit(0)
+
+    def profile(frame, event, arg):
+        if event == "call" and _oid(frame.f_code) not in _codes:
+            _write(2, ("murphy harness: %s:%s ran on the harness's thread\n" % (frame.f_code.co_filename, frame.f_code.co_name)).encode())
+            stray()
+
+    # ---- the audit hook: refuses what would reach the interpreter's internals. It holds no key
+    # (its frame shows in the traceback of what it refuses) and uses only its closure.
+    harness_files = frozenset((child_main.__code__.co_filename, _w_unit.__code__.co_filename, rs[17].__code__.co_filename))
+    denied = frozenset(("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
+                        "sys._current_exceptions", "sys.settrace", "sys.setprofile"))
+    own_files = frozenset((SOL_FILE,))
+    _type = type
+    _str = str
+    _bytes = bytes
+    _FunctionType = types.FunctionType
+    _PermissionError = PermissionError
+    _RuntimeError = RuntimeError
+    _record = ws.record
+
+    def note(what):
+        try:
+            _record({"m": Msg.TAMPER, "what": what})
+        except _BE:
+            pass
 
     def audit(event, args):
         if event in denied or event[:7] == "ctypes.":
-            tamper("called %s" % event)
-            raise PermissionError("%s is not allowed here" % event)
+            note("called %s" % event)
+            raise _PermissionError("%s is not allowed here" % event)
+        if event == "sys.addaudithook":
+            raise _RuntimeError("audit hooks are not allowed here")  # CPython drops the new hook silently
         if event == "sys._getframe":
-            if args and args[0].f_code.co_filename == harness_file:
-                tamper("reached the harness's frames")
-                raise PermissionError("the harness's frames are not reachable")
+            if args and args[0].f_code.co_filename in harness_files:
+                note("reached the harness's frames")
+                raise _PermissionError("the harness's frames are not reachable")
         elif event == "object.__setattr__":
-            if args and _type(args[0]) is _FunctionType and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
+            if args and _type(args[0]) is _FunctionType and _type(args[1]) is _str and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
                 fn_file = args[0].__code__.co_filename
-                if fn_file not in (SOL_FILE, TEST_FILE) and fn_file[:1] != "<":
-                    tamper("replaced %s of a function it did not define" % args[1])
-                    raise PermissionError("changing %s of %s is not allowed" % (args[1], fn_file))
-        elif event == "open":
+                if fn_file not in own_files and fn_file[:1] != "<":
+                    note("replaced %s of a function it did not define" % args[1])
+                    raise _PermissionError("changing %s of %s is not allowed" % (args[1], fn_file))
+        elif event == "open" or event == "os.symlink" or event == "os.link":
             path = args[0] if args else None
-            if _type(path) is str and path[:6] == "/proc/" and path[-4:] == "/mem":
-                tamper("opened process memory")
-                raise PermissionError("process memory is not readable here")
+            if _type(path) is _bytes:
+                path = path.decode("latin-1")
+            if _type(path) is _str and (path[-4:] == "/mem" or path == "mem" or (event != "open" and "proc" in path)):
+                note("opened process memory")
+                raise _PermissionError("process memory is not readable here")
+
+    started = [False]
+
+    def start_program():
+        """From here on, the program's code may run (on worker threads only)."""
+        if not started[0]:
+            started[0] = True
+            sys.setprofile(profile)
+            sys.addaudithook(audit)
+
+    def start_jobs(jobs):
+        """Runs jobs [(st, fn, args)] one after the other on one new worker thread, which does not
+        wait for this one; returns [(generator, lock)] to wait on, in order."""
+        out = []
+        steps = []
+        releases = []
+        for st, fn, args in jobs:
+            gen = _unit(st, fn, args)
+            done = _lock()
+            done.acquire()
+            out.append((gen, done))
+            steps.append(gen.__next__)
+            releases.append(done.release)
+        keep.append((out, jobs))
+        _start_thread(_drive, (tuple(steps), tuple(releases), _BE))
+        return out
+
+    def wait(job):
+        """True when the job's code returned (its generator stopped at its yield)."""
+        gen, done = job
+        while True:
+            done.acquire(True, 0.05)
+            if gen.gi_frame is None:
+                return False
+            if gen.gi_suspended:
+                return True
+
+    def run_job(st, fn, args):
+        return wait(start_jobs([(st, fn, args)])[0])
+
+    setup_st = ws.setup_state()
+
+    def run_setup(*jobs):
+        """Module-level code, jobs (fn, args) in order; on a failure report a setup error (details:
+        the worker's record) and stop."""
+        start_program()
+        for job in start_jobs([(setup_st, fn, args) for fn, args in jobs]):
+            if not wait(job):
+                send({"m": Msg.SETUP_ERROR})
+                _exit(0)
+
+    def run_units(items):
+        """The tests [(i, fn, args)], one after the other on one worker thread. Their ends are
+        reported in order, each when its generator says it returned; this thread wakes when the
+        last test ends, or every 0.2 s meanwhile (so that the supervisor's clock for each test
+        starts at most that late, without a wake-up per test)."""
+        if not items:
+            return
+        jobs = [(ws.unit_state(i, unit_box), fn, args) for i, fn, args in items]
+        send({"m": Msg.BEGIN, "i": items[0][0]})
+        started = start_jobs(jobs)
+        n = len(items)
+        last = started[n - 1][1]
+        k = 0
+        while k < n:
+            last.acquire(True, 0.2)
+            while k < n:
+                gen = started[k][0]
+                if gen.gi_frame is None:
+                    ok = False
+                elif gen.gi_suspended:
+                    ok = True
+                else:
+                    break  # still running (or not started yet)
+                check_world()
+                send({"m": Msg.END, "i": items[k][0], "passed": ok})
+                k += 1
+                if k < n:
+                    send({"m": Msg.BEGIN, "i": items[k][0]})
+
+    ph_cmp = "__murphy_cmp_" + key.hex()
+    ph_truth = "__murphy_truth_" + key.hex()
+    rewriter = _AssertRewriter(ph_cmp, ph_truth)
+    bound = {ph_cmp: r_cmp, ph_truth: r_truth}
+
+    def compile_tree(stmts, filename=TEST_FILE):
+        mod = ast.Module(body=[rewriter.visit(s) for s in stmts], type_ignores=[])
+        ast.fix_missing_locations(mod)
+        with warnings.catch_warnings():  # only ever before the program runs
+            warnings.simplefilter("ignore")  # "'str' object is not callable": the placeholders
+            code = compile(mod, filename, "exec", dont_inherit=True)
+        return bind_reporters(code, bound)
 
     sys.modules["pytest"] = pytest_shim
     sys.argv = [SOL_FILE]
@@ -253,402 +664,236 @@ def child_main(req, pl, units, start, chan_fd, token, cfg):
     # ---- compile the candidate (syntax errors are reported with their line)
     try:
         sol_code = compile(req["solution"], SOL_FILE, "exec", dont_inherit=True)
-    except _BaseException as e:
-        send({"m": Msg.SYNTAX_ERROR, "err": exc_record(e, None)})
+    except _BE as e:
+        send({"m": Msg.SYNTAX_ERROR, "err": ws.exc_record(e, None)})
         _exit(0)
+
+    sol_path = os.path.join(os.getcwd(), SOL_FILE)
 
     def new_module(name):
         mod = types.ModuleType(name)
-        mod.__file__ = os.path.join(os.getcwd(), SOL_FILE)
+        mod.__file__ = sol_path
         mod.__builtins__ = __builtins__
         return mod
 
-    def run_setup(fn):
-        """Run module-level code; on failure report it as a setup error and stop."""
-        try:
-            fn()
-        except _BaseException as e:
-            tb = _exc_info()[2]
-            if _isinstance(e, SystemExit):
-                send({"m": Msg.SETUP_ERROR, "err": {"errorType": "SystemExit", "message": "the program called exit(%s) before the tests ran" % repr_value(e.code), "traceback": trimmed_tb(tb)}})
-            else:
-                send({"m": Msg.SETUP_ERROR, "err": exc_record(e, tb)})
-            _exit(0)
-
-    def run_unit(i, body):
-        """Run one test: body() raises on failure."""
-        cur[0] = i
-        send({"m": Msg.BEGIN, "i": i})
-        buf = _Capped(out_cap)
-        old = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = buf
-        fail.set = False
-        t0 = _time()
-        res = {"m": Msg.END, "i": i, "passed": True}
-        try:
-            body()
-        except _BaseException as e:
-            tb = _exc_info()[2]
-            res["passed"] = False
-            if _isinstance(e, _Skipped):
-                res["status"] = "skipped"
-            rec = exc_record(e, tb)
-            if _isinstance(e, SystemExit):
-                rec["message"] = "the program called exit(%s) during the test" % repr_value(e.code)
-            res.update(rec)
-            if _isinstance(e, AssertionError) and fail.set:
-                res["actual"] = repr_value(fail.left)
-                res["expected"] = repr_value(fail.right)
-        finally:
-            sys.stdout, sys.stderr = old
-        res["ms"] = (_time() - t0) * 1000.0
-        res["output"] = buf.getvalue()
-        check_world()
-        send(res)
-
-    rewriter = _AssertRewriter()
-
-    def compile_stmts(stmts, filename=TEST_FILE):
-        mod = ast.Module(body=[rewriter.visit(s) for s in stmts], type_ignores=[])
-        ast.fix_missing_locations(mod)
-        return compile(mod, filename, "exec", dont_inherit=True)
-
-    # What the runners use of the above.
     ctx = types.SimpleNamespace(
-        _BaseException=_BaseException, _FunctionType=_FunctionType, _dumps=_dumps, _exc_info=_exc_info,
-        _exit=_exit, _isinstance=_isinstance, _real_builtins=_real_builtins, _type=_type, audit=audit,
-        check_world=check_world, compile_stmts=compile_stmts, exc_record=exc_record, guard=guard,
-        helper_spaces=helper_spaces, murphy_cmp=murphy_cmp, murphy_truth=murphy_truth,
-        new_module=new_module, repr_value=repr_value, run_setup=run_setup, run_unit=run_unit, send=send,
-        sol_code=sol_code, test_space=test_space,
+        _exec=_exec, check_world=check_world, compile_tree=compile_tree, guard=guard, new_module=new_module,
+        run_setup=run_setup, run_units=run_units, send=send, sol_code=sol_code, ws=ws, run_job=run_job,
+        start_program=start_program,
     )
     RUNNERS[kind](ctx, req, pl, units, start)
     send({"m": Msg.DONE})
-    try:
-        sys.stdout.flush()
-    except BaseException:
-        pass
     _exit(0)
 
 
-# One runner per test kind. Each gets the child's context (the helpers above, with the
-# references they captured before any candidate code ran) and runs units start.. of the plan.
+# One runner per test kind, on the harness thread. Each compiles what it needs before the
+# program runs, then hands the program's and the tests' code to worker threads (ctx.run_setup,
+# ctx.run_units) and reads back only whether each returned.
 
-def load_solution(ctx, req):
+
+def load_solution(ctx, req, pre=(), post=lambda g: ()):
     """Function-style tasks: the program is a module that is not __main__ (the official
     harnesses exec it in a fresh dict), so an `if __name__ == "__main__":` block does not run.
-    MBPP's test imports run first, in the same namespace. Returns the module's namespace."""
-    audit = ctx.audit
-    check_world = ctx.check_world
-    new_module = ctx.new_module
-    run_setup = ctx.run_setup
-    sol_code = ctx.sol_code
-    mod = new_module("solution")
+    pre: code run first in the same namespace (MBPP's test imports); post(g): jobs after it.
+    Returns the module's namespace."""
+    mod = ctx.new_module("solution")
     sys.modules["solution"] = mod
-    sys.modules["__main__"] = new_module("__main__")
+    sys.modules["__main__"] = ctx.new_module("__main__")
     g = mod.__dict__
-    if req["kind"] == "assert" and req.get("imports"):
-        run_setup(lambda: exec(compile(req["imports"], TEST_FILE, "exec", dont_inherit=True), g))
-    sys.addaudithook(audit)
-    run_setup(lambda: exec(sol_code, g))
-    check_world()
+    jobs = [(ctx._exec, (c, g)) for c in pre] + [(ctx._exec, (ctx.sol_code, g))] + [(fn, args) for fn, args in post(g)]
+    ctx.run_setup(*jobs)
+    ctx.check_world()
     return g
 
 
-def run_assert(ctx, req, pl, units, start):
-    _FunctionType = ctx._FunctionType
-    _isinstance = ctx._isinstance
-    _type = ctx._type
-    compile_stmts = ctx.compile_stmts
-    guard = ctx.guard
-    run_setup = ctx.run_setup
-    run_unit = ctx.run_unit
-    send = ctx.send
-    test_space = ctx.test_space
-    g = load_solution(ctx, req)
-    # MBPP: code, then setup, then the asserts (as the official harness); the asserts run
-    # in a copy of the namespace and see the program's functions through `guard`.
-    if req.get("setup"):
-        run_setup(lambda: exec(compile(req["setup"], TEST_FILE, "exec", dont_inherit=True), g))
-    ns = test_space(g)
-    for name, v in list(g.items()):
-        if _type(v) is _FunctionType and v.__code__.co_filename == SOL_FILE:
-            ns[name] = guard(v)
-    codes = []
+def _compile_units(ctx, units, pick):
+    out = []
     for u in units:
         try:
-            codes.append(compile_stmts(ast.parse(u["source"], TEST_FILE).body))
+            out.append(ctx.compile_tree(pick(u)))
         except SyntaxError as e:
-            codes.append(e)
-    send({"m": Msg.READY})
-    for i in range(start, len(units)):
-        c = codes[i]
+            out.append(e)
+    return out
 
-        def body(c=c):
-            if _isinstance(c, SyntaxError):
-                raise c
-            exec(c, ns)
 
-        run_unit(i, body)
+def run_assert(ctx, req, pl, units, start):
+    # MBPP: code, then setup, then the asserts (as the official harness); the asserts run
+    # in a copy of the namespace and see the program's functions through `guard`.
+    codes = _compile_units(ctx, units, lambda u: ast.parse(u["source"], TEST_FILE).body)
+    setup = compile(req["setup"], TEST_FILE, "exec", dont_inherit=True) if req.get("setup") else None
+    imports = compile(req["imports"], TEST_FILE, "exec", dont_inherit=True) if req.get("imports") else None
+    g = load_solution(ctx, req, pre=(imports,) if imports is not None else (),
+                      post=lambda g: ((ctx._exec, (setup, g)),) if setup is not None else ())
+    ns = dict(g)
+    ns["__builtins__"] = sys.modules["builtins"]
+    for name, v in list(g.items()):
+        if type(v) is types.FunctionType and v.__code__.co_filename == SOL_FILE:
+            ns[name] = ctx.guard(v)
+    ctx.send({"m": Msg.READY})
+    ctx.run_units([(i, _raise, (codes[i],)) if isinstance(codes[i], SyntaxError) else (i, ctx._exec, (codes[i], ns))
+                   for i in range(start, len(units))])
+
+
+def _raise(e):
+    raise e
 
 
 def run_humaneval(ctx, req, pl, units, start):
-    _BaseException = ctx._BaseException
-    _exit = ctx._exit
-    _real_builtins = ctx._real_builtins
-    compile_stmts = ctx.compile_stmts
-    guard = ctx.guard
-    helper_spaces = ctx.helper_spaces
-    murphy_cmp = ctx.murphy_cmp
-    murphy_truth = ctx.murphy_truth
-    run_setup = ctx.run_setup
-    run_unit = ctx.run_unit
-    send = ctx.send
-    test_space = ctx.test_space
-    g = load_solution(ctx, req)
     # HumanEval: prompt + completion, then the test module, in one namespace (as the
     # official harness); check()'s statements then run in a copy of it, as check's own
     # locals would, so that `str = ...` in a check never reaches the candidate.
     entry = req["entryPoint"]
-    own = dict(g)
-    for k in ("__murphy_cmp", "__murphy_truth"):
-        g[k] = murphy_cmp if k == "__murphy_cmp" else murphy_truth
-    helper_spaces.append(g)
-    test_code = compile_stmts(ast.parse(req["test"], TEST_FILE).body)
-    run_setup(lambda: exec(test_code, g))
-    if entry not in g:
-        send({"m": Msg.SETUP_ERROR, "err": {"errorType": "NameError", "message": "name '%s' is not defined: the program must define %s" % (entry, entry), "traceback": ""}})
-        _exit(0)
-    cand = guard(g[entry])
+    test_code = ctx.compile_tree(ast.parse(req["test"], TEST_FILE).body)
+    check_code = None
     if pl["mode"] == "whole":
-        send({"m": Msg.READY})
-        run_unit(0, lambda: g["check"](cand))
-    else:
-        ns = test_space(g)
-        # Builtin names the program itself redefined: the tests use the real builtins.
-        for k in list(ns):
-            if k[:2] != "__" and k in own and own[k] is ns[k] and k in _real_builtins.__dict__ and k != entry:
-                del ns[k]
-        ns[pl["param"]] = cand
-        send({"m": Msg.READY})
-        for i in range(start, len(units)):
-            u = units[i]
-            pre = compile_stmts(list(u["pre"])) if u["pre"] else None
-            main = compile_stmts([u["stmt"]])
-            post = compile_stmts(list(u["post"])) if u.get("post") else None
+        check_code = next((c for (n, _), c in _test_codes(test_code).items() if n == "check"), None)
+    unit_codes = []
+    if pl["mode"] != "whole":
+        for u in units:
+            stmts = list(u["pre"]) + [u["stmt"]] + list(u.get("post") or [])
+            unit_codes.append(ctx.compile_tree(stmts))
+        # setup statements of the units a resumed child skips (they may define names)
+        pre_codes = [ctx.compile_tree(list(u["pre"])) if u["pre"] else None for u in units[:start]]
+    own = {}
+    g = load_solution(ctx, req, post=lambda g: ((_w_copy_into, (own, g)), (ctx._exec, (test_code, g))))
+    if entry not in g:
+        ctx.send({"m": Msg.SETUP_ERROR, "err": {"errorType": "NameError", "message": "name '%s' is not defined: the program must define %s" % (entry, entry), "traceback": ""}})
+        os._exit(0)
+    cand = ctx.guard(g[entry])
+    if pl["mode"] == "whole":
+        chk = g.get("check")
+        if check_code is not None and (type(chk) is not types.FunctionType or chk.__code__ is not check_code):
+            chk = None  # the program replaced the tests' check function
+        ctx.send({"m": Msg.READY})
+        ctx.run_units([(0, chk, (cand,)) if chk is not None else (0, _raise, (NameError("the tests' check function was replaced"),))])
+        return
+    ns = dict(g)
+    ns["__builtins__"] = sys.modules["builtins"]
+    # Builtin names the program itself redefined: the tests use the real builtins.
+    real = vars(sys.modules["builtins"])
+    for k in list(ns):
+        if k[:2] != "__" and k in own and own[k] is ns[k] and k in real and k != entry:
+            del ns[k]
+    ns[pl["param"]] = cand
+    ctx.send({"m": Msg.READY})
+    if start > 0:
+        # Setup statements of the skipped units (they may define names).
+        pre = tuple(c for c in pre_codes[:start] if c is not None)
+        if pre:
+            ctx.run_job(ctx.ws.setup_state(), _w_exec_all_quiet, (ctx._exec, pre, ns))
+    ctx.run_units([(i, ctx._exec, (unit_codes[i], ns)) for i in range(start, len(units))])
 
-            def body(pre=pre, main=main, post=post):
-                if pre is not None:
-                    exec(pre, ns)
-                exec(main, ns)
-                if post is not None:
-                    exec(post, ns)
 
-            if start > 0 and i == start:
-                # Re-run setup statements of the skipped units (they may define names).
-                for j in range(0, start):
-                    if units[j]["pre"]:
-                        try:
-                            exec(compile_stmts(list(units[j]["pre"])), ns)
-                        except _BaseException:
-                            pass
-            run_unit(i, body)
+def _w_exec_all_quiet(ex, codes, ns):
+    for c in codes:
+        try:
+            ex(c, ns)
+        except BaseException:
+            pass
 
 
 def run_pytest(ctx, req, pl, units, start):
-    audit = ctx.audit
-    check_world = ctx.check_world
-    compile_stmts = ctx.compile_stmts
-    helper_spaces = ctx.helper_spaces
-    murphy_cmp = ctx.murphy_cmp
-    murphy_truth = ctx.murphy_truth
-    new_module = ctx.new_module
-    run_setup = ctx.run_setup
-    run_unit = ctx.run_unit
-    send = ctx.send
-    sol_code = ctx.sol_code
-    smod = new_module("solution")
+    test_code = ctx.compile_tree(ast.parse(req["testCode"], TEST_FILE).body)
+    star = compile("from solution import *", TEST_FILE, "exec", dont_inherit=True)
+    expected = _test_codes(test_code)
+    smod = ctx.new_module("solution")
     sys.modules["solution"] = smod
-    sys.modules["__main__"] = new_module("__main__")
-    sys.addaudithook(audit)
-    run_setup(lambda: exec(sol_code, smod.__dict__))
-    check_world()
-    tmod = new_module("test_solution")
+    sys.modules["__main__"] = ctx.new_module("__main__")
+    tmod = ctx.new_module("test_solution")
     sys.modules["test_solution"] = tmod
     tg = tmod.__dict__
-    tg["__murphy_cmp"] = murphy_cmp
-    tg["__murphy_truth"] = murphy_truth
-    helper_spaces.append(tg)
-    test_tree = ast.parse(req["testCode"], TEST_FILE)
-    test_code = compile_stmts(test_tree.body)
-
-    def load_tests():
-        exec("from solution import *", tg)
-        exec(test_code, tg)
-
-    run_setup(load_tests)
-    send({"m": Msg.READY})
-    fixtures = {}
-
-    def call_test(fn, name):
-        import inspect
-
-        if not callable(fn):
-            return  # pytest ignores non-callables named test*
-        if inspect.isgeneratorfunction(fn):
-            # pytest >= 8 refuses these at collection; so do we (a silently passing test would hide it).
-            raise pytest_shim.Failed("'yield' keyword is allowed in fixtures, but not in tests (%s): pytest refuses this test" % name)
-        marks = list(getattr(fn, "pytestmark", []))
-        for mk in marks:
-            if mk.name == "skip":
-                raise pytest_shim.Skipped(mk.kwargs.get("reason", ""))
-            if mk.name == "skipif" and mk.args and mk.args[0]:
-                raise pytest_shim.Skipped(mk.kwargs.get("reason", ""))
-        param_sets = [{}]
-        for mk in marks:
-            if mk.name == "parametrize":
-                names, values = mk.args[0], mk.args[1]
-                if isinstance(names, str):
-                    names = [n.strip() for n in names.split(",") if n.strip()]
-                new = []
-                for base in param_sets:
-                    for v in values:
-                        if isinstance(v, pytest_shim._ParamSet):
-                            v = v.values
-                        if len(names) == 1:
-                            v = (v,)
-                        d = dict(base)
-                        d.update(zip(names, v))
-                        new.append(d)
-                param_sets = new
-        try:
-            params = list(inspect.signature(fn).parameters)
-        except (TypeError, ValueError):
-            params = []
-        for ps in param_sets:
-            kwargs = {}
-            cleanup = []
-            for p in params:
-                if p in ps:
-                    kwargs[p] = ps[p]
-                elif p == "tmp_path" or p == "tmpdir":
-                    import pathlib
-                    import tempfile
-
-                    kwargs[p] = pathlib.Path(tempfile.mkdtemp(dir=os.getcwd()))
-                elif p == "monkeypatch":
-                    mp = pytest_shim.MonkeyPatch()
-                    kwargs[p] = mp
-                    cleanup.append(mp.undo)
-                elif p == "capsys" or p == "capfd":
-                    cf = pytest_shim.CaptureFixture()
-                    kwargs[p] = cf
-                    cleanup.append(cf.close)
-                elif p in tg and callable(tg[p]) and getattr(tg[p], "_murphy_fixture", False):
-                    if p not in fixtures or True:
-                        val = tg[p]()
-                        if isinstance(val, types.GeneratorType):
-                            gen = val
-                            val = next(gen)
-                            cleanup.append(lambda gen=gen: next(gen, None))
-                    kwargs[p] = val
-                elif p == "self":
-                    continue
-                else:
-                    raise pytest_shim.Failed("fixture '%s' not found (the executor supports tmp_path, monkeypatch, capsys and module-level @pytest.fixture functions)" % p)
-            try:
-                r = fn(**kwargs)
-                if hasattr(r, "__await__"):
-                    import asyncio
-
-                    asyncio.run(r)
-            finally:
-                for c in reversed(cleanup):
-                    c()
-
+    ctx.run_setup((ctx._exec, (ctx.sol_code, smod.__dict__)), (_w_exec_all, (ctx._exec, (star, test_code), tg)))
+    ctx.check_world()
+    # What each test calls, fixed now: the test file's own function (its code object, compared
+    # by identity), its parameter sets and fixture names.
+    plans = [_plan_test(u, tg, expected) for u in units]
+    ctx.send({"m": Msg.READY})
+    st = (_w_fixture, _w_await, list, dict)
+    items = []
     for i in range(start, len(units)):
-        u = units[i]
+        p = plans[i]
+        if p[0] == "call":
+            items.append((i, _w_pytest_call, (st,) + p[1:] + (tg,)))
+        elif p[0] == "fail":
+            items.append((i, _raise, (p[1],)))
+        else:
+            items.append((i, _w_call_test_unverified, (tg, units[i])))
+    ctx.run_units(items)
 
-        def body(u=u):
-            if "cls" in u:
-                inst = tg[u["cls"]]()
-                if hasattr(inst, "setup_method"):
-                    inst.setup_method(getattr(inst, u["fn"]))
-                call_test(getattr(inst, u["fn"]), u["name"])
-            else:
-                call_test(tg[u["fn"]], u["name"])
 
-        run_unit(i, body)
+def _plan_test(u, tg, expected):
+    """("call", fn, cls, params, sets) for the test file's own functions, ("fail", exc) when a
+    test function was replaced or refused, ("unverified",) for imported or decorated ones."""
+    if u.get("imported"):
+        return ("unverified",)
+    name = u["name"] if "cls" in u else u["fn"]
+    code = expected.get((name, u["lineno"]))
+    cls = None
+    if "cls" in u:
+        cls = tg.get(u["cls"])
+        if type(cls) is not type:
+            return ("unverified",)
+        fn = type.__dict__["__dict__"].__get__(cls).get(u["fn"])
+    else:
+        fn = tg.get(u["fn"])
+    if code is None or type(fn) is not types.FunctionType:
+        return ("unverified",)
+    if fn.__code__ is not code:
+        if fn.__code__.co_filename == TEST_FILE:
+            return ("fail", pytest_shim.Failed("the test function %s was replaced" % u["name"]))
+        return ("unverified",)
+    if code.co_flags & _CO_GENERATOR:
+        return ("fail", pytest_shim.Failed("'yield' keyword is allowed in fixtures, but not in tests (%s): pytest refuses this test" % u["name"]))
+    sets, skip = _param_sets(tuple(fn.__dict__.get("pytestmark", ())))
+    if skip is not None:
+        return ("fail", pytest_shim.Skipped(skip))
+    n = code.co_argcount + code.co_kwonlyargcount
+    params = tuple(p for p in code.co_varnames[:n] if not (cls is not None and p == "self"))
+    if cls is not None and code.co_argcount and code.co_varnames[0] == "self":
+        params = tuple(code.co_varnames[1:n])
+    return ("call", fn, cls, params, sets)
 
 
 def run_functional(ctx, req, pl, units, start):
-    _dumps = ctx._dumps
-    audit = ctx.audit
-    check_world = ctx.check_world
-    new_module = ctx.new_module
-    repr_value = ctx.repr_value
-    run_setup = ctx.run_setup
-    run_unit = ctx.run_unit
-    send = ctx.send
-    sol_code = ctx.sol_code
     # LiveCodeBench's harness loads a LeetCode-style program as a module ("tmp_sol"), not __main__.
-    mod = new_module("solution")
+    mod = ctx.new_module("solution")
     sys.modules["solution"] = mod
-    sys.modules["__main__"] = new_module("__main__")
+    sys.modules["__main__"] = ctx.new_module("__main__")
     g = mod.__dict__
-    run_setup(lambda: exec(LCB_PRELUDE, g))
-    sys.addaudithook(audit)
-    run_setup(lambda: exec(sol_code, g))
-    check_world()
-    fn_name = req["fnName"]
-    send({"m": Msg.READY})
-    for i in range(start, len(units)):
-        case = req["cases"][i]
+    ctx.run_setup((ctx._exec, (LCB_PRELUDE, g)), (ctx._exec, (ctx.sol_code, g)))
+    ctx.check_world()
+    ctx.send({"m": Msg.READY})
+    ctx.run_units([(i, _w_functional, (ctx.ws, g, req["fnName"], req["cases"][i]["input"], i)) for i in range(start, len(units))])
 
-        def body(case=case, i=i):
-            args = [json.loads(line) for line in case["input"].split("\n") if line.strip()]
-            if "Solution" in g and isinstance(g["Solution"], type):
-                target = getattr(g["Solution"](), fn_name)
-            elif fn_name in g:
-                target = g[fn_name]
-            else:
-                raise NameError("the program defines neither class Solution nor %s" % fn_name)
-            value = target(*args)
-            try:
-                enc = _dumps(value)
-            except (TypeError, ValueError):
-                enc = _dumps(repr_value(value))
-            send({"m": Msg.VALUE, "i": i, "v": enc[: 1 << 20]})
 
-        run_unit(i, body)
+def _w_functional(ws, g, fn_name, text, i):
+    import json
+
+    args = [json.loads(line) for line in text.split("\n") if line.strip()]
+    if "Solution" in g and isinstance(g["Solution"], type):
+        target = getattr(g["Solution"](), fn_name)
+    elif fn_name in g:
+        target = g[fn_name]
+    else:
+        raise NameError("the program defines neither class Solution nor %s" % fn_name)
+    value = target(*args)
+    try:
+        enc = json.dumps(value)
+    except (TypeError, ValueError):
+        enc = json.dumps(ws.repr_value(value))
+    ws.record({"m": Msg.VALUE, "i": i, "v": enc[: 1 << 20]})
 
 
 def run_stdio(ctx, req, pl, units, start):
-    _BaseException = ctx._BaseException
-    _exc_info = ctx._exc_info
-    exc_record = ctx.exc_record
-    new_module = ctx.new_module
-    repr_value = ctx.repr_value
-    send = ctx.send
-    sol_code = ctx.sol_code
     # One child per case: run the program as __main__; the server compares stdout.
-    mod = new_module("__main__")
+    mod = ctx.new_module("__main__")
     sys.modules["__main__"] = mod
     g = mod.__dict__
-    send({"m": Msg.BEGIN, "i": start})
-    try:
-        exec(LCB_PRELUDE, g)
-        exec(sol_code, g)
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            send({"m": Msg.SETUP_ERROR, "err": {"errorType": "SystemExit", "message": "exit status %s" % repr_value(e.code), "traceback": ""}})
-    except _BaseException as e:
-        send({"m": Msg.SETUP_ERROR, "err": exc_record(e, _exc_info()[2])})
-    try:
-        sys.stdout.flush()
-    except _BaseException:
-        pass
-    send({"m": Msg.END, "i": start, "passed": True})
+    ctx.send({"m": Msg.BEGIN, "i": start})
+    ctx.start_program()
+    if not ctx.run_job(ctx.ws.setup_state(stdio=True), _w_stdio_flushed, (ctx._exec, LCB_PRELUDE, ctx.sol_code, g, SystemExit)):
+        ctx.send({"m": Msg.SETUP_ERROR})
+    ctx.send({"m": Msg.END, "i": start, "passed": True})
 
 
 RUNNERS = {

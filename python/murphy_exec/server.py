@@ -20,15 +20,22 @@ only). Per child it adds:
   child's process tree is SIGKILLed (the server is a child subreaper, so even daemons that
   left the process group are found and killed).
 
-Results come back over a separate pipe with a per-run random token; the program's own
-exit status and its stdout never count as a pass. A test passes only when the child
-reports the end of that test, and a run succeeds only when the child reports that every
-test ran.
+Results come back over a separate pipe (messages.py): the messages that count are
+authenticated with a per-run key that only the child's harness thread holds (child.py); the
+program's own exit status and its stdout never count as a pass. A test passes only when the
+child's harness thread reports that test's end with its code returned, and a run succeeds only
+when it reports that every test ran. The child never receives the expected outputs of
+stdin/stdout and functional tests: those are compared here.
 """
 
+import base64
+import binascii
 import ctypes
+import hashlib
+import hmac
 import io
 import json
+import marshal
 import os
 import resource
 import secrets
@@ -73,10 +80,11 @@ if os.getcwd() not in sys.path:
 import pytest_shim  # noqa: E402
 
 from checks import WORLD_REF, World, judge  # noqa: E402
+import child  # noqa: E402
 from child import child_main  # noqa: E402
 from common import CHILD_ENV, short as _short  # noqa: E402
 from compare import outputs_match, values_match  # noqa: E402
-from messages import Msg  # noqa: E402
+from messages import AUTHENTICATED, RECORDS, Msg  # noqa: E402
 from planning import plan  # noqa: E402
 
 _libc = None
@@ -143,6 +151,8 @@ class Server:
     def __init__(self, args):
         if WORLD_REF[0] is None:
             WORLD_REF[0] = World()
+        if child._PREPARED[0] is None:
+            child.prepare(WORLD_REF[0])  # once, inherited by every child
         self.args = args
         self.root = os.geteuid() == 0
         self.child_uid = args.get("childUid")
@@ -275,7 +285,7 @@ class Server:
 
     # -- one child
     def spawn(self, req, pl, units, start, workdir, stdin_data, cfg):
-        token = secrets.token_hex(16)
+        key = secrets.token_bytes(16)
         r_chan, w_chan = os.pipe()
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
@@ -328,7 +338,7 @@ class Server:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGHUP, signal.SIG_DFL)
-                child_main(req, pl, units, start, chan, token, cfg)
+                child_main(child_request(req), pl, units, start, chan, key, cfg)
             except BaseException:
                 try:
                     os.write(2, traceback.format_exc().encode())
@@ -338,11 +348,12 @@ class Server:
         os.close(w_chan)
         os.close(w_out)
         os.close(w_err)
-        return pid, token, r_chan, r_out, r_err
+        return pid, key, r_chan, r_out, r_err
 
     def run_child(self, req, pl, units, start, workdir, cfg, per_test, deadline, stdin_data=None):
         """Run one child; returns (messages, stdout bytes, stderr bytes, ended_by, cur)."""
-        pid, token, r_chan, r_out, r_err = self.spawn(req, pl, units, start, workdir, stdin_data, cfg)
+        pid, key, r_chan, r_out, r_err = self.spawn(req, pl, units, start, workdir, stdin_data, cfg)
+        reader = ChannelReader(key)
         out_cap = int(cfg["stdoutBytes"]) if req["kind"] == "stdio" else int(cfg["outBytes"])
         err_cap = int(cfg["outBytes"])
         bufs = {r_chan: bytearray(), r_out: bytearray(), r_err: bytearray()}
@@ -375,11 +386,8 @@ class Server:
                     pending += data
                     while b"\n" in pending:
                         line, pending = pending.split(b"\n", 1)
-                        try:
-                            m = json.loads(line)
-                        except ValueError:
-                            continue
-                        if not isinstance(m, dict) or m.get("t") != token:
+                        m = reader.read(line)
+                        if m is None:
                             continue
                         msgs.append(m)
                         kindm = m.get("m")
@@ -428,6 +436,7 @@ class Server:
             "stderrDropped": over[r_err],
             "endedBy": ended_by,
             "cur": cur,
+            "forged": reader.forged,
             "signal": sig,
             "exitCode": os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None,
         }
@@ -508,7 +517,8 @@ class Server:
                     r = self.run_child(req, pl, units, i, workdir, cfg, per_test, deadline, stdin_data=case["input"])
                     stderr_all += r["stderr"][: max(0, int(cfg["outBytes"]) - len(stderr_all))]
                     res = {"passed": False}
-                    errs = [m for m in r["msgs"] if m["m"] in (Msg.SETUP_ERROR, Msg.SYNTAX_ERROR)]
+                    setup_detail = next((m for m in reversed(r["msgs"]) if m["m"] == Msg.DETAIL and m.get("setup")), None)
+                    errs = [dict(m, err=m.get("err") or _setup_err(setup_detail)) for m in r["msgs"] if m["m"] in (Msg.SETUP_ERROR, Msg.SYNTAX_ERROR)]
                     done = any(m["m"] == Msg.DONE for m in r["msgs"])
                     got = r["stdout"].decode("utf-8", "replace")
                     res["output"] = got[: int(cfg["outBytes"])]
@@ -522,6 +532,8 @@ class Server:
                             for j in range(i + 1, n):
                                 results[j] = dict(NOT_RUN)
                             break
+                    elif r["forged"]:
+                        res.update({"errorType": "Tampering", "message": "the program forged %s on the harness's result channel" % r["forged"]})
                     elif errs:
                         res.update(errs[0]["err"])
                         if errs[0]["m"] == Msg.SYNTAX_ERROR:
@@ -557,12 +569,22 @@ class Server:
                     ready = False
                     done = False
                     values = {}
+                    details = {}
+                    check_fb = {}
+                    setup_detail = None
+                    if r["forged"] and not tampered:
+                        tampered.append("forged %s on the harness's result channel" % r["forged"])
                     for m in r["msgs"]:
                         k = m["m"]
                         if k == Msg.SYNTAX_ERROR:
                             syntax_error = m["err"]
                         elif k == Msg.SETUP_ERROR:
-                            setup_error = m["err"]
+                            setup_error = m.get("err") or _setup_err(setup_detail)
+                        elif k == Msg.DETAIL:
+                            if m.get("setup"):
+                                setup_detail = m
+                            elif isinstance(m.get("i"), int):
+                                details[m["i"]] = m
                         elif k == Msg.READY:
                             ready = True
                         elif k == Msg.VALUE:
@@ -572,6 +594,8 @@ class Server:
                             if not isinstance(i, int):
                                 continue
                             checked.add(i)
+                            if k == Msg.CHECK and "actual" in m and i not in check_fb:
+                                check_fb[i] = (str(m["actual"]), str(m.get("expected")))
                             if i not in verdicts:
                                 v = judge(m) if k == Msg.CHECK else (
                                     "UntrustedValue",
@@ -584,7 +608,7 @@ class Server:
                                 tampered.append(_short(str(m.get("what")), 120))
                         elif k == Msg.END:
                             i = m["i"]
-                            res = {kk: vv for kk, vv in m.items() if kk not in ("m", "t", "i")}
+                            res = unit_result(m, details.get(i), check_fb.get(i))
                             if res.get("passed") and 0 <= i < n and units[i].get("checks") and i not in checked:
                                 verdicts[i] = ("NoCheck", "the test's assert reported nothing to the harness")
                             if res.get("passed") and i in verdicts:
@@ -670,6 +694,89 @@ class Server:
 
 
 NOT_RUN = {"passed": False, "status": "notrun", "errorType": "NotRun", "message": "not run: an earlier test timed out"}
+
+
+def child_request(req):
+    """The request as the child sees it: without the expected outputs of stdin/stdout and
+    functional tests (compared here), so no code in the child can read them."""
+    if req.get("kind") in ("stdio", "functional"):
+        req = dict(req)
+        req["cases"] = [{"input": c["input"]} for c in req["cases"]]
+    return req
+
+
+class ChannelReader:
+    """Parses the child's result channel (messages.py). Authenticated messages must carry a
+    valid MAC and the next number; records get the index of the test they arrived in. Anything
+    forged on the way (a bad MAC, a gap, a record of an authenticated kind) sets `forged`."""
+
+    def __init__(self, key):
+        self.key = key
+        self.seq = 0
+        self.cur = None
+        self.forged = None
+
+    def _payload(self, b):
+        m = marshal.loads(binascii.a2b_base64(b))
+        return m if type(m) is dict and type(m.get("m")) is str else None
+
+    def read(self, line):
+        try:
+            if line[:2] == b"A ":
+                _, mac, payload = line.split(b" ", 2)
+                want = hashlib.blake2b(payload, key=self.key, digest_size=16).hexdigest().encode("ascii")
+                if not hmac.compare_digest(want, mac):
+                    self.forged = self.forged or "a message with a wrong key"
+                    return None
+                m = self._payload(payload)
+                if m is None or m.get("s") != self.seq or m["m"] not in AUTHENTICATED:
+                    self.forged = self.forged or "a message out of sequence"
+                    return None
+                self.seq += 1
+                m["auth"] = True
+                if m["m"] == Msg.BEGIN:
+                    self.cur = m.get("i")
+                elif m["m"] == Msg.END:
+                    self.cur = None
+                return m
+            if line[:2] == b"R ":
+                m = self._payload(line[2:])
+                if m is None:
+                    return None
+                if m["m"] not in RECORDS:
+                    self.forged = self.forged or "an unauthenticated %s message" % _short(m["m"], 40)
+                    return None
+                m["auth"] = False
+                if type(m.get("i")) is not int:
+                    m["i"] = self.cur
+                return m
+        except (ValueError, TypeError, EOFError, binascii.Error):
+            return None
+        return None
+
+
+def _setup_err(detail):
+    if not detail:
+        return {"errorType": "Error", "message": "the program's module-level code did not finish", "traceback": ""}
+    return {k: detail[k] for k in ("errorType", "message", "traceback", "lineno", "text", "file") if k in detail}
+
+
+def unit_result(m, detail, check_fb):
+    """A test's result from its authenticated end, the worker's detail record and the first
+    failing == check's feedback."""
+    detail = detail or {}
+    res = {"passed": bool(m.get("passed")), "ms": detail["ms"] if isinstance(detail.get("ms"), float) else 0.0}
+    if "output" in detail:
+        res["output"] = str(detail["output"])
+    if not res["passed"]:
+        for k in ("errorType", "message", "traceback", "lineno", "text", "file", "status"):
+            if k in detail:
+                res[k] = detail[k]
+        res.setdefault("errorType", "Error")
+        res.setdefault("message", "the test did not return")
+        if res["errorType"] == "AssertionError" and check_fb is not None:
+            res["actual"], res["expected"] = check_fb
+    return res
 
 
 def crash_reason(r, before=False):

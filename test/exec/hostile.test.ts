@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { jsonlFromRecords, loadSample } from '../../lib/data/index.js';
 import { PythonExecutor, type ExecutionResult } from '../../lib/exec/index.js';
 import { descendants, haveBwrap, REPO } from './helpers.js';
+import { channelAttacks, forgeries } from './forgery.js';
 
 const SECRET = 'murphy-secret-' + randomBytes(8).toString('hex');
 process.env.MURPHY_HOSTILE_TEST_SECRET = SECRET;
@@ -179,4 +180,44 @@ describe('hostile HumanEval completions (values judged outside the program)', ()
       assert.equal(r.numPassed, canPass, `${name}: ${r.numPassed}/${r.numTests} ${r.feedback}`);
     });
   }
+});
+
+// Programs that reach the harness from their own thread (frames, tracebacks, generators,
+// closures, namespaces, a trace function, a gc callback) and forge its messages, or read the
+// expected outputs. Each of them scored 1 before the harness kept its key on a thread of its
+// own and the expected outputs out of the child (test/exec/forgery.ts); the channel attacks
+// target the authenticated channel that replaced the token.
+describe('forged verdicts', () => {
+  let ex: PythonExecutor;
+  before(() => {
+    // maxOpenFiles 1024: the channel's descriptor (200..899) can then be replaced with dup2,
+    // so the man-in-the-middle attacks always get to run.
+    ex = new PythonExecutor({ workers: 2, warn: () => {}, limits: { testTimeout: 2, programTimeout: 8, maxOpenFiles: 1024 } });
+  });
+  after(async () => {
+    await ex.close();
+  });
+  for (const [name, [problem, code]] of Object.entries({ ...forgeries(), ...channelAttacks() })) {
+    it(name, async () => {
+      const r = await ex.run(problem, code);
+      assert.equal(r.reward, 0, `${name}: reward ${r.reward}\n${r.feedback}`);
+      assert.equal(r.passed, false);
+      assert.equal(r.numPassed, 0);
+    });
+  }
+  it('the same problems still pass with correct programs', async () => {
+    const good: Record<string, string> = {
+      add: 'def add(a, b):\n    return a + b\n',
+      addp: 'def add(a, b):\n    return a + b\n',
+      double: 'print(int(input()) * 2)\n',
+      twice: 'def twice(x):\n    return 2 * x\n',
+    };
+    const seen = new Set<string>();
+    for (const [problem] of Object.values({ ...forgeries(), ...channelAttacks() })) {
+      if (seen.has(problem.id)) continue;
+      seen.add(problem.id);
+      const r = await ex.run(problem, good[problem.id]);
+      assert.equal(r.passed, true, `${problem.id}: ${r.feedback}`);
+    }
+  });
 });

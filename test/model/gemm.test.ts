@@ -1,15 +1,18 @@
 // The CPU matrix product (native/model/matmul.cc, gemm_avx512.cc) against float64 sums computed
-// here, on every path this CPU can run (AVX-512 with vdpbf16ps, AVX-512, the generic AVX2/baseline
-// kernel, the reference loops), for the three products of a linear layer and the bf16-weight
+// here, on every path this CPU can run (AVX-512 with vdpbf16ps, AVX-512, AVX2 (gemm_avx2.cc), the
+// x86-64 baseline, the reference loops), for the three products of a linear layer and the bf16-weight
 // forward, with and without accumulation, on fresh random shapes plus the edge sizes: 1, primes,
 // sizes that are not multiples of the 12 x 32 tile, that cross the K slice (256 values / 256 bf16
-// pairs), the 512-column and 384-row task blocks, and the skinny-path boundary (32 rows).
+// pairs), the 512-column and 384-row task blocks, the skinny-path boundary (32 rows) and decode
+// rows (M = 1..8).
 // Tolerances are the rounding-error bounds, so they cannot flake and an indexing error fails:
 //   fp32:  |y - y64| <= K 2^-23 sum_k |a b| + 2^-23 |y_old|
 //   bf16 weights, against the bf16-rounded inputs: the same bound (exact products, fp32 sums);
 //   against the unrounded fp32 inputs: + 2^-7 sum_k |a b| (x and w each rounded by <= 2^-9 relative).
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { gemmInfo, linearProduct, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
 import { Rng, testSeed } from '../helpers/random.js';
 
@@ -69,6 +72,8 @@ const edge: Shape[] = [
   { m: 1, n: 1, k: 1 }, { m: 1, n: 37, k: 64 }, { m: 3, n: 5, k: 7 }, { m: 32, n: 33, k: 31 }, { m: 33, n: 32, k: 17 },
   { m: 13, n: 97, k: 257 }, { m: 41, n: 45, k: 523 }, { m: 37, n: 530, k: 11 }, { m: 397, n: 35, k: 13 },
   { m: 12, n: 32, k: 256 }, { m: 24, n: 64, k: 1 }, { m: 61, n: 3, k: 300 },
+  // decode (skinny) products, M = 1..8: ragged row blocks (4 weight rows, 2 / 6 input rows) and K tails
+  { m: 1, n: 131, k: 1001 }, { m: 5, n: 67, k: 45 }, { m: 8, n: 34, k: 260 },
 ];
 function randomShapes(count: number): Shape[] {
   const out: Shape[] = [];
@@ -92,16 +97,45 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     assert.equal(r, best);
   });
 
+  // Inputs and their float64 references are drawn once per shape and product and shared by the
+  // paths (the references dominate the test's time); `old` (the accumulated-into output) is fresh.
+  const fp32Cases = new Map<string, { a: Float32Array; b: Float32Array; ref: ReturnType<typeof reference> }>();
+  const fp32Case = (product: LinearProductKind, s: Shape) => {
+    const key = `${product} ${s.m} ${s.n} ${s.k}`;
+    let c = fp32Cases.get(key);
+    if (!c) {
+      const a = rng.normals(product === 'forward' ? s.m * s.k : s.m * s.n);
+      const b = rng.normals(product === 'backwardWeight' ? s.m * s.k : s.n * s.k);
+      c = { a, b, ref: reference(product, a, b, s) };
+      fp32Cases.set(key, c);
+    }
+    return c;
+  };
+  const bf16Cases = new Map<string, { x: Float32Array; wb: Uint16Array; exact: ReturnType<typeof reference>; loose: ReturnType<typeof reference> }>();
+  const bf16Case = (s: Shape) => {
+    const key = `${s.m} ${s.n} ${s.k}`;
+    let c = bf16Cases.get(key);
+    if (!c) {
+      const x = rng.normals(s.m * s.k);
+      const wb = new Uint16Array(s.n * s.k);
+      for (let i = 0; i < wb.length; i++) wb[i] = bf16Bits(rng.normal());
+      const wv = Float64Array.from(wb, bf16Value);
+      const xr = Float64Array.from(x, (v) => bf16Value(bf16Bits(v)));
+      // the products the kernel multiplies, and against the unrounded activations
+      c = { x, wb, exact: reference('forward', xr, wv, s), loose: reference('forward', x, wv, s) };
+      bf16Cases.set(key, c);
+    }
+    return c;
+  };
+
   for (const path of allPaths) {
-    const shapes = path.startsWith('avx512') ? [...sizes, ...blocked] : sizes;
+    const shapes = path.startsWith('avx512') || path === 'avx2' ? [...sizes, ...blocked] : sizes;
     for (const product of ['forward', 'backwardInput', 'backwardWeight'] as const) {
       it(`${path}: ${product}, accumulate off and on, ${shapes.length} shapes`, () => {
         for (const s of shapes) {
           const { m, n, k } = s;
-          const a = rng.normals(product === 'forward' ? m * k : m * n);
-          const b = rng.normals(product === 'backwardWeight' ? m * k : n * k);
+          const { a, b, ref } = fp32Case(product, s);
           const outLen = product === 'forward' ? m * n : product === 'backwardInput' ? m * k : n * k;
-          const ref = reference(product, a, b, s);
           for (const accumulate of product === 'backwardWeight' ? [true] : [false, true]) {
             const old = accumulate ? rng.normals(outLen) : null;
             const out = old ? Float32Array.from(old) : new Float32Array(outLen).fill(Number.NaN);  // overwritten, never read
@@ -117,23 +151,40 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     it(`${path}: forward with bf16 weights, accumulate off and on, ${shapes.length} shapes`, () => {
       for (const s of shapes) {
         const { m, n, k } = s;
-        const x = rng.normals(m * k);
-        const wb = new Uint16Array(n * k);
-        for (let i = 0; i < wb.length; i++) wb[i] = bf16Bits(rng.normal());
-        const wv = Float64Array.from(wb, bf16Value);
-        const xr = Float64Array.from(x, (v) => bf16Value(bf16Bits(v)));
-        const exact = reference('forward', xr, wv, s);   // the products the kernel multiplies
-        const loose = reference('forward', x, wv, s);    // against the unrounded activations
+        const { x, wb, exact, loose } = bf16Case(s);
         for (const accumulate of [false, true]) {
           const old = accumulate ? rng.normals(m * n) : null;
           const out = old ? Float32Array.from(old) : new Float32Array(m * n).fill(Number.NaN);
-          linearProduct('forward', x, wb, out, s, { accumulate, path });
+          const ran = linearProduct('forward', x, wb, out, s, { accumulate, path });
+          if (path !== 'generic') assert.equal(ran, path, 'the forced path ran');
           check(`${path} bf16 ${m}x${n}x${k} acc=${accumulate}`, out, exact.y, exact.abs, old, exact.inner, 0);
           check(`${path} bf16 vs fp32 ${m}x${n}x${k} acc=${accumulate}`, out, loose.y, loose.abs, old, loose.inner, 2 ** -7);
         }
       }
     });
   }
+
+  it('MURPHY_GEMM_PATH sets the path auto takes (avx2 here), and a bad name fails with one line', async () => {
+    const native = fileURLToPath(new URL('../../lib/native.ts', import.meta.url));
+    const code = `import { linearProduct } from ${JSON.stringify(native)};\n`
+      + 'const a = Float32Array.from({ length: 12 }, (_, i) => i - 5), b = Float32Array.from({ length: 12 }, (_, i) => 1 / (i + 1)), y = new Float32Array(9);\n'
+      + "process.stdout.write(JSON.stringify({ ran: linearProduct('forward', a, b, y, { m: 3, n: 3, k: 4 }), y: Array.from(y) }));";
+    const run = (value: string) => new Promise<{ out: string; err: string }>((resolve) => {
+      execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { env: { ...process.env, MURPHY_GEMM_PATH: value } },
+        (_e, out, err) => resolve({ out: String(out), err: String(err) }));
+    });
+    const [good, bad] = await Promise.all([run('avx2'), run('avx3')]);
+    const r = JSON.parse(good.out) as { ran: string; y: number[] };
+    assert.equal(r.ran, paths.includes('avx2') ? 'avx2' : 'baseline', good.err);  // a CPU without AVX2 falls back
+    for (let i = 0; i < 3; i++) {
+      for (let j = 0; j < 3; j++) {
+        let want = 0;
+        for (let t = 0; t < 4; t++) want += (i * 4 + t - 5) * (1 / (j * 4 + t + 1));
+        assert.ok(Math.abs(r.y[i * 3 + j] - want) <= 1e-5 * (1 + Math.abs(want)), `y[${i},${j}] = ${r.y[i * 3 + j]}, want ${want}`);
+      }
+    }
+    assert.match(bad.err, /MURPHY_GEMM_PATH must be 'auto', .*'avx2'.*; got 'avx3'/);
+  });
 
   it('refuses bad input with one line naming it', () => {
     const z = new Float32Array(6);

@@ -1,0 +1,210 @@
+// The BLIS driver of the packed CPU matrix products (gemm_driver.h).
+//
+// Tiles: the output is cut into row blocks (<= MCB rows) x column blocks (<= NCB columns) of even
+// sizes, one task each, run by parallel_for (so the 2D tile space is shared by the threads). A
+// task walks K in slices of KC over its B block (KC x NCB, NR-column panels, k-major, kept in L2)
+// and its rows of A (MR-row strips, k-major), running each strip: the MR x NR micro-kernel across
+// the block's panels, the strip's A micro-panel staying in L1 while B streams from L2. Blocks used
+// by several tasks are packed once per call into a shared buffer, in pieces, by the tasks that need
+// them first (one parallel region, no barrier); the others by their task, just before use. The first K slice writes C (beta 0), adds to it (beta 1) or scales it (other beta);
+// later slices add.
+#include "gemm_driver.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "../cpu/threads.h"
+#include "murphy/common.h"
+
+namespace murphy {
+namespace model {
+namespace gemm_driver {
+
+CallBuf::CallBuf(size_t n) {
+  const size_t bytes = size_t(round_up(int64_t(n) * 4 + 256, 64));
+  p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!p) throw Error("matmul: out of memory allocating " + std::to_string(bytes) + " bytes", ErrorCode::NoMem);
+}
+CallBuf::~CallBuf() { std::free(p); }
+
+namespace {
+
+// Per-thread packing space (64-byte aligned, grown on demand, freed at thread exit).
+struct Scratch {
+  float* p = nullptr;
+  size_t cap = 0;
+  float* get(size_t n) {
+    if (n > cap) {
+      std::free(p);
+      const size_t bytes = size_t(round_up(int64_t(n) * 4 + 256, 64));
+      p = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (!p) {
+        cap = 0;
+        throw Error("matmul: out of memory allocating " + std::to_string(bytes) + " bytes of packing space", ErrorCode::NoMem);
+      }
+      cap = n;
+    }
+    return p;
+  }
+  ~Scratch() { std::free(p); }
+};
+thread_local Scratch t_apack, t_bpack;
+
+struct Grid {
+  int64_t mcb, ncb, tm, tn;
+};
+
+// ceil(n / ceil(n / cap)) rounded up to m: blocks of at most ~cap, all about the same size (so
+// that 512 rows are 2 x 264, not 384 + 128, whose big block would be the threads' tail).
+int64_t even_block(int64_t n, int64_t cap, int64_t m) {
+  const int64_t parts = (n + cap - 1) / cap;
+  return round_up((n + parts - 1) / parts, m);
+}
+
+// Row and column block sizes: blocks of at most MCB x NCB, cut smaller (down to 4 MR x 4 NR)
+// until there are about 4 tasks per thread, so that a busy or uneven machine still balances.
+Grid plan(Tile t, int64_t M, int64_t N) {
+  const int64_t want = 4 * int64_t(num_threads());
+  Grid g;
+  g.mcb = even_block(M, MCB, t.mr);
+  g.ncb = even_block(N, NCB, t.nr);
+  auto count = [&] {
+    g.tm = (M + g.mcb - 1) / g.mcb;
+    g.tn = (N + g.ncb - 1) / g.ncb;
+    return g.tm * g.tn;
+  };
+  while (count() < want) {
+    if (g.ncb > 4 * t.nr) g.ncb = even_block(N, round_up(g.ncb / 2, t.nr), t.nr);
+    else if (g.mcb > 4 * t.mr) g.mcb = even_block(M, round_up(g.mcb / 2, t.mr), t.mr);
+    else break;
+  }
+  count();
+  return g;
+}
+
+// Operands packed once per call, shared by the tasks, while the copy stays under this many
+// floats (256 MiB); beyond it (the LM head's weight) each task packs its own block.
+constexpr int64_t kSharedPackFloats = int64_t(64) << 20;
+
+}  // namespace
+
+namespace {
+
+// Pack units: a shared block is packed in pieces (kUnitRows rows of A, kUnitCols columns of B) by
+// whichever threads need it first (cooperate()).
+constexpr int64_t kUnitRows = 48, kUnitCols = 64;
+
+// A shared block's packing state: the next piece to claim, and the pieces done.
+struct PackState {
+  std::atomic<int64_t> next{0}, done{0};
+};
+
+// Packs a shared block cooperatively: claims and packs pieces until none is left, then waits for
+// the pieces other threads claimed (each is being packed, never waiting itself: no deadlock).
+// The release increments of `done` and the acquire load that sees them all publish the packed data.
+template <class F>
+void cooperate(PackState& st, int64_t units, const F& unit) {
+  if (st.done.load(std::memory_order_acquire) == units) return;
+  for (;;) {
+    const int64_t u = st.next.fetch_add(1, std::memory_order_relaxed);
+    if (u >= units) break;
+    unit(u);
+    st.done.fetch_add(1, std::memory_order_release);
+  }
+  for (int spins = 0; st.done.load(std::memory_order_acquire) < units; ++spins) {
+    if (spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      std::this_thread::yield();  // the packer was descheduled: let it run
+    }
+  }
+}
+
+// Shared pack buffers of the calling thread, kept between calls up to this many floats (64 MiB
+// each; bigger ones are allocated per call), so a product does not page-fault fresh memory in.
+constexpr size_t kKeepFloats = size_t(16) << 20;
+thread_local Scratch t_shared_a, t_shared_b;
+
+}  // namespace
+
+// One parallel region per product. A row block of A is used by the tn tasks of its row, a B block
+// by the tm tasks of its column: when several tasks share one (and the copy is not too big), it
+// is packed once into a buffer of the call, [block][k slice], in pieces by the tasks that need it
+// (pack traffic (M + N) K instead of (tn M + tm N) K; no barrier between packing and computing,
+// and no second wake-up of the pool); a block only one task uses is packed by its task into its
+// thread's scratch just before use.
+void drive(Tile t, int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, PackA pack_a,
+           const PackB& pack_b, Strip strip, float* C, int64_t ldc, float beta) {
+  const int64_t MR = t.mr, NR = t.nr;
+  const Grid g = plan(t, M, N);
+  const int base_mode = beta == 0.0f ? 0 : (beta == 1.0f ? 1 : 2);
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  const int64_t ns = (K + KC - 1) / KC;
+  const int64_t asz = round_up(g.mcb, MR) * KC + 16, bsz = KC * round_up(g.ncb, NR);
+  const bool share_a = g.tn > 1 && flops >= kSerialFlops && g.tm * ns * asz <= kSharedPackFloats;
+  const bool share_b = g.tm > 1 && flops >= kSerialFlops && g.tn * ns * bsz <= kSharedPackFloats;
+  // rows [r0, r1) of row block rb (whole MR strips from the block's start) at k slice s
+  auto a_rows = [&](int64_t rb, int64_t s, int64_t r0, int64_t r1, float* blk) {
+    const int64_t i0 = rb * g.mcb, k0 = s * KC, kc = imin(KC, K - k0);
+    pack_a(A, a_rs, a_cs, i0 + r0, imin(M, i0 + r1) - (i0 + r0), k0, kc, blk + r0 * kc);
+  };
+  // columns [c0, c1) of column block cb (whole NR panels from the block's start) at k slice s
+  auto b_cols = [&](int64_t cb, int64_t s, int64_t c0, int64_t c1, float* blk) {
+    const int64_t j0 = cb * g.ncb, k0 = s * KC, kc = imin(KC, K - k0);
+    pack_b(k0, kc, j0 + c0, imin(N, j0 + c1) - (j0 + c0), blk + c0 * kc);
+  };
+  const int64_t unit_rows = MR * (kUnitRows / MR > 0 ? kUnitRows / MR : 1);
+  const int64_t unit_cols = NR * (kUnitCols / NR > 0 ? kUnitCols / NR : 1);
+  const size_t a_floats = share_a ? size_t(g.tm * ns * asz) : 0, b_floats = share_b ? size_t(g.tn * ns * bsz) : 0;
+  std::unique_ptr<CallBuf> a_big, b_big;
+  float* apk = nullptr;
+  float* bpk = nullptr;
+  if (share_a) apk = a_floats <= kKeepFloats ? t_shared_a.get(a_floats) : (a_big = std::make_unique<CallBuf>(a_floats))->p;
+  if (share_b) bpk = b_floats <= kKeepFloats ? t_shared_b.get(b_floats) : (b_big = std::make_unique<CallBuf>(b_floats))->p;
+  std::unique_ptr<PackState[]> ast(share_a ? new PackState[size_t(g.tm * ns)] : nullptr);
+  std::unique_ptr<PackState[]> bst(share_b ? new PackState[size_t(g.tn * ns)] : nullptr);
+  parallel_for(g.tm * g.tn, grain_for(g.tm * g.tn, flops, 1), [&](int64_t t0, int64_t t1) {
+    float* bbuf = share_b ? nullptr : t_bpack.get(size_t(bsz));
+    float* abuf = share_a ? nullptr : t_apack.get(size_t(asz));
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t rb = task / g.tn, cb = task % g.tn;
+      const int64_t i0 = rb * g.mcb, i1 = imin(M, i0 + g.mcb);
+      const int64_t j0 = cb * g.ncb, nc = imin(N, j0 + g.ncb) - j0;
+      for (int64_t s = 0; s < ns; ++s) {
+        const int64_t kc = imin(KC, K - s * KC);
+        const float* bp;
+        if (share_b) {
+          float* blk = bpk + (cb * ns + s) * bsz;
+          cooperate(bst[size_t(cb * ns + s)], (nc + unit_cols - 1) / unit_cols,
+                    [&](int64_t u) { b_cols(cb, s, u * unit_cols, imin(nc, (u + 1) * unit_cols), blk); });
+          bp = blk;
+        } else {
+          b_cols(cb, s, 0, nc, bbuf);
+          bp = bbuf;
+        }
+        const float* ap;
+        if (share_a) {
+          float* blk = apk + (rb * ns + s) * asz;
+          cooperate(ast[size_t(rb * ns + s)], (i1 - i0 + unit_rows - 1) / unit_rows,
+                    [&](int64_t u) { a_rows(rb, s, u * unit_rows, imin(i1 - i0, (u + 1) * unit_rows), blk); });
+          ap = blk;
+        } else {
+          a_rows(rb, s, 0, i1 - i0, abuf);
+          ap = abuf;
+        }
+        const int mode = s == 0 ? base_mode : 1;
+        for (int64_t i = i0; i < i1; i += MR)
+          strip(kc, ap + (i - i0) * kc, bp, nc, C + i * ldc + j0, ldc, int(imin(MR, i1 - i)), mode, beta);
+      }
+    }
+  });
+}
+
+}  // namespace gemm_driver
+}  // namespace model
+}  // namespace murphy

@@ -1,0 +1,61 @@
+// The BLIS driver shared by the packed CPU matrix products (gemm_avx512.cc: 12 x 32 tiles,
+// gemm_avx2.cc: 6 x 16 tiles): the task grid over the output, operand packing shared between
+// threads, the K slices. The micro-kernels and packers are the caller's (compiled for its
+// target); this file is baseline code. See docs/kernels.md, "CPU GEMM".
+//
+//   C[M,N] (+)= A[M,K] B[K,N] over K "units" (f32 values or bf16 pairs as 32-bit values).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace murphy {
+namespace model {
+namespace gemm_driver {
+
+constexpr int64_t KC = 256;   // k units per slice
+constexpr int64_t NCB = 512;  // columns per task at most (B block KC x NCB x 4 bytes = 512 KiB: L2)
+constexpr int64_t MCB = 384;  // rows per task at most
+
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
+
+// Products below this many flops run on the calling thread: waking the pool costs more (~10 us)
+// than the product itself.
+constexpr double kSerialFlops = 2e6;
+// parallel_for's grain for n items of a product of `flops`: everything in one chunk when small.
+inline int64_t grain_for(int64_t n, double flops, int64_t grain) { return flops < kSerialFlops ? (n > 0 ? n : 1) : grain; }
+
+// The micro-tile: MR rows x NR columns of C per micro-kernel call.
+struct Tile {
+  int mr, nr;
+};
+
+// Packs the MR-row strips of rows [i0, i0 + rows) x k units [k0, k0 + kc) of A: strip s at
+// dst + s MR kc, k-major (MR values per k), zero past `rows`.
+using PackA = void (*)(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
+                       float* dst);
+// Runs one MR-row strip (mr valid rows) across a column block: the micro-kernel on each NR-column
+// panel of bp (panel p at bp + p NR kc). mode 0: C =, 1: C +=, 2: C = beta C +.
+using Strip = void (*)(int64_t kc, const float* ap, const float* bp, int64_t ncols, float* c, int64_t ldc, int mr,
+                       int mode, float beta);
+// Packs the B block of a task: k units [k0, k0 + kc) x columns [j0, j0 + ncols) into NR-column
+// panels (panel p at dst + p NR kc, k-major, zero past ncols).
+using PackB = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t ncols, float* dst)>;
+
+// A 64-byte aligned buffer of one call (throws NoMem).
+struct CallBuf {
+  float* p = nullptr;
+  explicit CallBuf(size_t n);
+  ~CallBuf();
+  CallBuf(const CallBuf&) = delete;
+  CallBuf& operator=(const CallBuf&) = delete;
+};
+
+// C[M, N] (+)= A B: the task grid, packing, strips (docs/kernels.md, "CPU GEMM").
+void drive(Tile t, int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, PackA pack_a,
+           const PackB& pack_b, Strip strip, float* C, int64_t ldc, float beta);
+
+}  // namespace gemm_driver
+}  // namespace model
+}  // namespace murphy
