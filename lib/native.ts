@@ -14,12 +14,13 @@
 // CUDA-enabled binary); mixing the two in one call is an error.
 import { callSite, MurphyNativeError, withCallerStack } from './native/errors.js';
 import { loadedChoice, nativeAddon, type BinarySource } from './native/loader.js';
+import { checkPagedSampling, checkPlanArrays, type PagedSampling } from './native/paged.js';
 import {
   resolveAdamWKernelOptions, resolveAdamWOptions, resolveGenerateOptions, resolveGrpoLossOptions, resolveLogprobOptions,
   resolveTrainOptions,
 } from './native/options.js';
 import type {
-  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawTensor,
+  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawPlanArrays, RawTensor,
 } from './native/raw.js';
 
 export { MurphyNativeError, NATIVE_ERROR_CODES, type NativeErrorCode } from './native/errors.js';
@@ -524,6 +525,8 @@ export const cuda = {
 // its caller's stack.
 
 export type { RawBatch as EngineBatch, RawModelConfig as EngineConfig, RawParamMeta as EngineParam, RawEngineChoice as EngineChoice } from './native/raw.js';
+export type { RawKvInfo as EngineKvInfo, RawPlanArrays as EnginePlanArrays } from './native/raw.js';
+export type { PagedSampling } from './native/paged.js';
 export type { RawTrainStats as EngineTrainStats, RawGeneration as EngineGeneration, RawMemoryReport as EngineMemory } from './native/raw.js';
 
 /** One native model: weights, gradients, AdamW state, KV-cache generation. */
@@ -596,6 +599,42 @@ export class ModelEngine {
 
   logits(batch: RawBatch): Promise<Float32Array> {
     return withCallerStack(this.e.logits(batch), callSite(this.logits));
+  }
+
+  private paged(op: string): Required<Pick<RawEngine, 'kvAllocate' | 'kvRelease' | 'kvInfo' | 'pagedStep' | 'pagedLogits'>> {
+    const e = this.e;
+    if (!e.kvAllocate || !e.kvRelease || !e.kvInfo || !e.pagedStep || !e.pagedLogits) {
+      throw new MurphyNativeError(`${op}: the loaded native binary predates paged generation; rebuild it (npm run build:native)`, 'ENOLIB');
+    }
+    return { kvAllocate: e.kvAllocate.bind(e), kvRelease: e.kvRelease.bind(e), kvInfo: e.kvInfo.bind(e), pagedStep: e.pagedStep.bind(e), pagedLogits: e.pagedLogits.bind(e) };
+  }
+
+  /** K and V pools of `blocks` x `blockSize` slots for every layer (device engines; replaces any pools). */
+  kvAllocate(blocks: number, blockSize: number): void { this.paged('kvAllocate').kvAllocate(blocks, blockSize); }
+  /** Frees the pools (the training phase gets the memory back). */
+  kvRelease(): void { this.paged('kvRelease').kvRelease(); }
+  kvInfo(): RawKvInfo { return this.paged('kvInfo').kvInfo(); }
+
+  /** One paged step: copies, forward over the paged cache, then one draw per sample row. */
+  pagedStep(arrays: RawPlanArrays, sampling: PagedSampling): Promise<{ tokens: Int32Array; logprobs: Float32Array }> {
+    const site = callSite(this.pagedStep);
+    try {
+      const a = checkPlanArrays('pagedStep', arrays);
+      const s = checkPagedSampling('pagedStep', sampling, a.sampleRows.length);
+      return withCallerStack(this.paged('pagedStep').pagedStep(a, s), site);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** The same step without sampling: fp32 logits of the logitsIndices rows, [L x vocab]. */
+  pagedLogits(arrays: RawPlanArrays): Promise<Float32Array> {
+    const site = callSite(this.pagedLogits);
+    try {
+      return withCallerStack(this.paged('pagedLogits').pagedLogits(checkPlanArrays('pagedLogits', arrays)), site);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** Sampling (GENERATE_OPTIONS; `seeds` one per prompt, `stopIds` token ids). */

@@ -18,10 +18,10 @@ import type { CodeExtractor, Executor, PromptBuilder } from '../murphy/types.js'
 import { ChatPromptBuilder } from '../prompt/chat.js';
 import { loadChatTokenizer, type HfChatTokenizer } from '../prompt/tokenizer.js';
 import { EmbeddedBackend } from '../rollout/embedded.js';
-import { NativeEngine } from '../rollout/engine.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { weightSyncFor } from '../rollout/weight-sync.js';
+import { embeddedEngine } from './rollout-engine.js';
 import { writeReport } from '../report/html.js';
 import { engineWithStorage, policyEngine, selectTrainingDevice } from '../gpu/device.js';
 import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
@@ -336,7 +336,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     }
   }
   const policy = new NativePolicy(model, { tokenizerDir });
-  backend ??= new EmbeddedBackend({ engine: new NativeEngine(model), tokenizer: tok, maxTokens: c.maxCompletionLength });
+  backend ??= new EmbeddedBackend({ engine: embeddedEngine(model, c, log), tokenizer: tok, maxTokens: c.maxCompletionLength });
 
   let executor: Executor<Problem>;
   let evalExecutor: Executor<Problem>;
@@ -434,6 +434,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     const path = join(run.evalDir, `${String(step).padStart(6, '0')}-${label}.json`);
     writeFileAtomic(path, JSON.stringify(file, null, 1) + '\n');
     evals.push({ label, file: path, result: file });
+    await backend!.releaseRolloutMemory?.(); // training (or the warm-up) may follow: the paged KV pool goes back
     log(`evaluation '${label}' (step ${step}), ${r.problems} held-out problems, ${c.evalTemperature === 0 ? 'greedy' : `${c.evalSamples} samples each at temperature ${c.evalTemperature}`}:\n${formatIterKTable({ ...file, dataset: file.dataset, model: file.model })}`);
   };
 

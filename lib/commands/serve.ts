@@ -3,10 +3,13 @@
 import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
+import { PolicyModel } from '../model/index.js';
 import { loadChatTokenizer } from '../prompt/index.js';
 import { NativeEngine } from '../rollout/engine.js';
 import { SERVE_DEFAULTS, startServer, type RolloutServer } from '../rollout/server.js';
-import type { TextCodec } from '../rollout/types.js';
+import type { RolloutEngine, TextCodec } from '../rollout/types.js';
+import { KV_CACHE_DEFAULTS } from '../rollout/paged/device-kv.js';
+import { embeddedEngine } from './rollout-engine.js';
 
 export interface ServeArgs {
   model: string;
@@ -22,6 +25,26 @@ export interface ServeArgs {
   maxQueuedTokens?: number;
   /** Generate on a bf16 copy of the weights (docs/model.md, "bf16 weights"). Default false. */
   bf16Generate?: boolean;
+  /** cpu (default): the CPU engine; cuda / emulate: the device engine with the paged engine (docs/rollout.md, "Colocated mode"). */
+  device?: 'cpu' | 'cuda' | 'emulate';
+  /** Device engines: share of the free device memory the KV cache takes (default KV_CACHE_DEFAULTS'), or its size in blocks. */
+  kvCacheFraction?: number;
+  kvCacheBlocks?: number;
+}
+
+export const SERVE_DEVICES = ['cpu', 'cuda', 'emulate'] as const;
+
+/** The model and the engine that serves it: NativeEngine on the CPU, the paged engine on a device engine. */
+async function loadEngine(dir: string, a: ServeArgs, log: (msg: string) => void): Promise<{ engine: RolloutEngine; model: PolicyModel }> {
+  const device = a.device ?? 'cpu';
+  if (!(SERVE_DEVICES as readonly string[]).includes(device)) throw new Error(`--device must be one of ${SERVE_DEVICES.join(', ')}, got '${String(device)}'`);
+  if (device === 'cpu') {
+    const e = await NativeEngine.load(dir, { bf16Generate: a.bf16Generate });
+    return { engine: e, model: e.model };
+  }
+  if (a.bf16Generate) throw new Error(`--bf16-generate is for the CPU engine; --device ${device} keeps its weights in bf16 already`);
+  const model = await PolicyModel.load(dir, { device, storage: 'bf16' });
+  return { engine: embeddedEngine(model, { kvCacheFraction: a.kvCacheFraction, kvCacheBlocks: a.kvCacheBlocks }, log), model };
 }
 
 /** Seconds SIGTERM/SIGINT wait for generation to stop before the process exits anyway. */
@@ -40,22 +63,24 @@ export async function serveModel(a: ServeArgs, log: (msg: string) => void = () =
   const maxQueuedTokens = positiveInt(a.maxQueuedTokens, '--max-queued-tokens');
   const apiKey = a.apiKey ?? (process.env.MURPHY_API_KEY || undefined);
   const dir = resolve(a.model);
-  const engine = await NativeEngine.load(dir, { bf16Generate: a.bf16Generate });
+  if (a.kvCacheFraction !== undefined && !(a.kvCacheFraction > 0 && a.kvCacheFraction <= 1)) throw new Error(`--kv-cache-fraction must be in (0, 1], got ${a.kvCacheFraction}`);
+  positiveInt(a.kvCacheBlocks, '--kv-cache-blocks');
+  const { engine, model } = await loadEngine(dir, a, log);
   let tokenizer: TextCodec | undefined;
   if (existsSync(join(dir, 'tokenizer.json')) && existsSync(join(dir, 'tokenizer_config.json'))) {
     tokenizer = loadChatTokenizer(dir);
   } else {
     log('no tokenizer files: token-id prompts only, completion text empty, no chat');
   }
-  const info = engine.model.info;
-  const eos = tokenizer?.eosTokenIds ?? (typeof engine.model.hfConfig.eos_token_id === 'number' ? [engine.model.hfConfig.eos_token_id] : []);
+  const info = model.info;
+  const eos = tokenizer?.eosTokenIds ?? (typeof model.hfConfig.eos_token_id === 'number' ? [model.hfConfig.eos_token_id] : []);
   const srv = await startServer({
     engine, tokenizer, eosTokenIds: eos, modelName: a.servedModelName ?? dir, root: dir, host: a.host, port: a.port,
     maxBatchRequests: maxBatch, apiKey, weightSync: a.weightSync, maxRequestTokens, maxQueuedTokens,
     onLoad: (d, s) => log(`loaded weights from ${d} in ${s.toFixed(2)} s`),
   });
   log(`serving ${basename(dir)} (${info.modelType}, ${info.numLayers} layers, vocab ${info.vocabSize}) as '${a.servedModelName ?? dir}' on ${srv.url}` +
-    (apiKey === undefined ? '' : ' (API key required)') + (a.bf16Generate ? ' with bf16 weights' : ''));
+    (apiKey === undefined ? '' : ' (API key required)') + (a.bf16Generate ? ' with bf16 weights' : '') + (a.device !== undefined && a.device !== 'cpu' ? ` on device '${a.device}'` : ''));
   return srv;
 }
 
@@ -72,6 +97,9 @@ export const serveCommand: CommandModule<object, ServeArgs> = {
     .option('weight-sync', { type: 'boolean', default: true, describe: 'Serve /collective_rpc (weight loading); needs --api-key on a non-loopback --host' })
     .option('max-request-tokens', { type: 'number', default: SERVE_DEFAULTS.maxRequestTokens, describe: 'Largest work of one request in tokens: prompt tokens + n x max_tokens, over its prompts (400 beyond it)' })
     .option('bf16-generate', { type: 'boolean', default: false, describe: 'Generate on a bf16 copy of the weights (vdpbf16ps where the CPU has it); docs/model.md, "bf16 weights"' })
+    .option('device', { type: 'string', choices: SERVE_DEVICES, default: 'cpu', describe: 'cpu: the CPU engine; cuda: the device engine with paged KV cache and continuous batching (not yet run on a GPU); emulate: the same on the CPU harness (tests, slow)' })
+    .option('kv-cache-fraction', { type: 'number', describe: `--device cuda|emulate: share of the free device memory the KV cache takes (default ${KV_CACHE_DEFAULTS.kvCacheFraction})` })
+    .option('kv-cache-blocks', { type: 'number', describe: '--device cuda|emulate: the KV cache size in blocks of 16 tokens (instead of --kv-cache-fraction)' })
     .option('max-queued-tokens', { type: 'number', default: SERVE_DEFAULTS.maxQueuedTokens, describe: 'Largest total of that over requests admitted at once (503 + Retry-After beyond it)' }) as unknown as Argv<ServeArgs>,
   handler: async (argv) => {
     const log = (m: string) => process.stderr.write(`murphy-native serve: ${m}\n`);

@@ -40,7 +40,7 @@ export const TASKS = ['repair'] as const;
 export const HISTORY_MODES = ['full', 'latest'] as const;
 export const TIMEOUT_MODES = ['test', 'program'] as const;
 export const EXECUTORS = ['local', 'sandboxfusion'] as const;
-export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
+export const DEVICES = ['auto', 'cpu', 'cuda', 'emulate'] as const;
 /** Storage dtype of the device engine's compute weights and activations (config key storage); the first is the default. */
 export const STORAGE_DTYPES = ['bf16', 'f32'] as const;
 export type StorageDType = (typeof STORAGE_DTYPES)[number];
@@ -73,6 +73,8 @@ export interface TrainConfig {
   servedModelName: string | null;
   vllmApiKey: string | null;
   weightSync: 'auto' | 'nccl' | 'disk';
+  kvCacheFraction: number;
+  kvCacheBlocks: number | null;
   weightSyncBucketMb: number;
   weightSyncTimeoutS: number;
   temperature: number;
@@ -136,7 +138,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   maxSteps: { type: 'int', default: 40, min: 1, group: 'run', doc: 'Training steps (one optimizer step each).' },
   saveSteps: { type: 'int', default: 20, min: 1, group: 'run', doc: 'Write a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM).' },
   logTrees: { type: 'boolean', default: true, group: 'run', doc: 'Append every rollout tree to trees.jsonl.gz (for the report\'s tree viewer).' },
-  device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the device engine, in the dtype of storage; fails at start naming the cause when it cannot run; not yet run on hardware), auto (cuda when usable, else cpu). May change on resume (not bit-exact across devices). docs/gpu.md.' },
+  device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the device engine, in the dtype of storage; fails at start naming the cause when it cannot run; not yet run on hardware), auto (cuda when usable, else cpu), emulate (the device engine on the CPU harness: tests and debugging, slow, tiny models). May change on resume (not bit-exact across devices). docs/gpu.md.' },
   storage: { type: 'enum', values: STORAGE_DTYPES, default: STORAGE_DTYPES[0], group: 'run', doc: 'Device engine (--device cuda, or auto when it picks cuda): the dtype of the compute weights, activations and KL reference. bf16 (production); f32 is a precision/debug mode (the master weights are the compute weights; about 2x the weight, activation and reference memory, in the memory plan). The CPU engine computes in f32 already: --storage f32 with --device cpu is refused. Cannot change on resume. docs/gpu.md.' },
   earlyStopWindow: { type: 'int', default: 0, min: 0, group: 'run', doc: 'Stop training early once the last N steps together had at most earlyStopMinSignal of their groups with a learning signal (reward variance); 0 = never. The stop and its reason go to the log and metrics.jsonl; the final evaluation and checkpoint follow as at maxSteps.' },
   earlyStopMinSignal: { type: 'number', default: 0.02, min: 0, lt: 1, group: 'run', doc: 'Share of groups with a learning signal over the earlyStopWindow steps at or below which training stops.' },
@@ -158,6 +160,8 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   weightSync: { type: 'enum', values: ['auto', 'nccl', 'disk'], default: 'auto', group: 'rollout', doc: 'How trained weights reach the vLLM servers (backend vllm): nccl (broadcast over NCCL from a GPU of the trainer process; fails at the first sync when the checks refuse), disk (a checkpoint in the run directory, loaded by each server), auto (nccl where it can be set up, else disk). A failed NCCL sync falls back to disk for that step. docs/distributed.md.' },
   weightSyncBucketMb: { type: 'int', default: 512, min: 256, max: 1024, group: 'rollout', doc: 'Size of the bf16 buckets of an NCCL weight sync, MiB.' },
   weightSyncTimeoutS: { type: 'int', default: 300, min: 1, group: 'rollout', doc: 'Deadline of an NCCL weight sync (and of forming its group), seconds; past it the group is aborted and the step syncs through the disk.' },
+  kvCacheFraction: { type: 'number', default: 0.9, gt: 0, max: 1, group: 'rollout', doc: 'Colocated rollouts (backend embedded on --device cuda|emulate): share of the device memory free at the start of each rollout phase that the paged KV cache takes (released again for the training phase). docs/rollout.md, "Colocated mode".' },
+  kvCacheBlocks: { type: 'int', default: null, min: 1, group: 'rollout', doc: 'Colocated rollouts: the paged KV cache\'s size in blocks of 16 tokens, instead of kvCacheFraction of the free memory.' },
   temperature: { type: 'number', default: 1, min: 0, group: 'rollout', doc: 'Sampling temperature of rollouts.' },
   topP: { type: 'number', default: 1, gt: 0, max: 1, group: 'rollout', doc: 'Nucleus sampling of rollouts.' },
   topK: { type: 'int', default: 0, min: 0, group: 'rollout', doc: 'Top-k sampling of rollouts (0 = off).' },

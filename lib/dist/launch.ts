@@ -14,7 +14,7 @@ export interface LaunchOptions {
   nprocPerNode: number;
   /** Command-line arguments of each rank (the launcher's own flags removed). */
   args: string[];
-  device: 'auto' | 'cpu' | 'cuda';
+  device: 'auto' | 'cpu' | 'cuda' | 'emulate';
   env?: NodeJS.ProcessEnv;
   /** Lines of the launcher itself (default: stderr). */
   log?: (line: string) => void;

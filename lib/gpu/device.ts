@@ -29,7 +29,7 @@ export interface DeviceProbe {
 }
 
 export interface DeviceSelection {
-  device: 'cpu' | 'cuda';
+  device: 'cpu' | 'cuda' | 'emulate';
   /** One line for the run's log. */
   line: string;
   /** The memory plan, when one was made (cuda past the library checks). */
@@ -66,6 +66,7 @@ export function selectDevice(
   log: (line: string) => void = () => undefined,
 ): DeviceSelection {
   if (requested === 'cpu') return { device: 'cpu', line: 'device: cpu (--device cpu)' };
+  if (requested === 'emulate') return { device: 'emulate', line: 'device: emulate (--device emulate: the device engine on the CPU harness; tests and debugging, slow)' };
   const blocker = cudaBlocker(probe);
   if (requested === 'auto') {
     if (blocker) return { device: 'cpu', line: `device: cpu (auto: ${blocker})` };
@@ -107,6 +108,7 @@ export function runModelShape(c: Pick<TrainConfig, 'model' | 'modelPreset'>): Mo
  */
 export function policyEngine(sel: DeviceSelection, storage: StorageDType = STORAGE_DTYPES[0]): EngineOptions {
   if (sel.device === 'cpu') return { device: 'cpu' };
+  if (sel.device === 'emulate') return { device: 'emulate', storage, gradientCheckpointing: false };
   return { device: 'cuda', storage, gradientCheckpointing: sel.plan?.gradientCheckpointing ?? false };
 }
 
@@ -123,7 +125,7 @@ export function selectTrainingDevice(c: TrainConfig, log: (line: string) => void
 }
 
 function selectFor(c: TrainConfig, log: (line: string) => void, probe: DeviceProbe): DeviceSelection {
-  if (c.device === 'cpu') return selectDevice('cpu', probe);
+  if (c.device === 'cpu' || c.device === 'emulate') return selectDevice(c.device, probe);
   // auto plans too when it will pick cuda: the plan decides checkpointing and must fit
   let lt: CublasLtReport | undefined;
   const once: DeviceProbe = { ...probe, cublasLt: () => (lt ??= probe.cublasLt()) };

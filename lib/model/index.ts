@@ -6,12 +6,15 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, 
 import { basename, dirname, join, resolve } from 'node:path';
 import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
 import { findCublasLt } from '../gpu/cublaslt.js';
-import { checkModelConfigText, cuda, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions } from '../native.js';
+import { checkModelConfigText, cuda, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling } from '../native.js';
+import { DEFAULT_BLOCK_SIZE } from '../rollout/paged/kv-pool.js';
+import type { PlanArrays } from '../rollout/paged/plan-arrays.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
 import { builtinTokenizerFiles, BUILTIN_SPECIALS, BUILTIN_VOCAB } from './tokenizer.js';
 
 export { hfConfig, presets, type ModelSizes, type ModelType, type PresetName, type WeightDType } from './config.js';
 export { builtinTokenizerFiles, BUILTIN_VOCAB } from './tokenizer.js';
+export type { PagedSampling } from '../native.js';
 
 // ---------------------------------------------------------------------------------------
 // public types
@@ -128,6 +131,27 @@ export interface Generation {
   topLogprobs?: Float32Array;
   /** 'abort': stopped by its cancel flag. */
   finishReason: 'stop' | 'length' | 'abort';
+}
+
+/** The KV pools of a device engine (PolicyModel.kvInfo). */
+export interface KvInfo {
+  /** Blocks allocated (0: no pools). */
+  blocks: number;
+  /** Tokens per block of the pools (0: no pools). */
+  blockSize: number;
+  /** K and V of one token over every layer, in the storage dtype: 2 x layers x kvHeads x headDim x (2 | 4). */
+  bytesPerToken: number;
+  /** bytesPerToken x the block size asked for (default: the pools', else DEFAULT_BLOCK_SIZE). */
+  bytesPerBlock: number;
+  /** Free device memory now (cudaMemGetInfo); null when unknown ('emulate'). */
+  freeBytes: number | null;
+}
+
+/** One draw per sample row of a paged step. */
+export interface PagedStepResult {
+  tokens: Int32Array;
+  /** Log-prob of each token under the distribution it was drawn from (temperature, top-k / top-p / min-p renormalised). */
+  logprobs: Float32Array;
 }
 
 export interface MemoryReport {
@@ -356,6 +380,37 @@ export class PolicyModel {
   }
 
   memory(): MemoryReport { return this.e.memory(); }
+
+  // ---- paged generation (docs/gpu.md, "Generation"): device engines ('emulate' | 'cuda') only;
+  // the CPU engine throws a MurphyNativeError with code ENOTSUP.
+
+  /** Allocates the K and V pools of every layer: `blocks` x `blockSize` token slots (replaces any pools; their contents are lost). */
+  kvAllocate(o: { blocks: number; blockSize: number }): void { this.e.kvAllocate(o.blocks, o.blockSize); }
+
+  /** Frees the pools and the step's buffers (before the training phase). */
+  kvRelease(): void { this.e.kvRelease(); }
+
+  /** The pools' size, the bytes a block takes (of `blockSize`, default the pools' or DEFAULT_BLOCK_SIZE) and the device's free memory. */
+  kvInfo(o: { blockSize?: number } = {}): KvInfo {
+    const k = this.e.kvInfo();
+    const bs = o.blockSize ?? (k.blockSize > 0 ? k.blockSize : DEFAULT_BLOCK_SIZE);
+    if (!Number.isSafeInteger(bs) || bs < 1) throw new MurphyNativeError(`kvInfo: blockSize must be an integer >= 1, got ${bs}`, 'EINVAL');
+    return { blocks: k.blocks, blockSize: k.blockSize, bytesPerToken: k.bytesPerToken, bytesPerBlock: k.bytesPerToken * bs, freeBytes: k.freeBytes };
+  }
+
+  /**
+   * One step of paged generation over the pools: the block copies, the forward of the step's
+   * new tokens (their K and V written at slotMapping; attention over each sequence's blocks),
+   * the logits of the logitsIndices rows, then one draw per sample row (sampleRows[r] names its
+   * logits row; a row drawn n times with different sampleIndices forks n samples). Greedy:
+   * temperature 0. One entry per sample row.
+   */
+  async pagedStep(arrays: PlanArrays, sampling: PagedSampling): Promise<PagedStepResult> {
+    return this.e.pagedStep(arrays, sampling);
+  }
+
+  /** The same step without sampling: the fp32 logits of the logitsIndices rows, [L x vocab] (tests). Writes the step's K and V like pagedStep. */
+  async pagedLogits(arrays: PlanArrays): Promise<Float32Array> { return this.e.pagedLogits(arrays); }
 
   /**
    * bf16 weights (docs/model.md, "bf16 weights"): `generate` runs generation's projections and

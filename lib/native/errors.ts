@@ -11,10 +11,11 @@
  * - ENOLIB: a needed library or binary is not there (no addon found, built without CUDA)
  * - EBUSY:  the model engine is running another call; await it first
  * - EIO:    a file could not be read or written
+ * - ENOTSUP: the engine cannot do this (e.g. paged generation on the CPU engine; names the engine that can)
  */
-export type NativeErrorCode = 'EINVAL' | 'ENOMEM' | 'ECUDA' | 'ENOLIB' | 'EBUSY' | 'EIO';
+export type NativeErrorCode = 'EINVAL' | 'ENOMEM' | 'ECUDA' | 'ENOLIB' | 'EBUSY' | 'EIO' | 'ENOTSUP';
 
-export const NATIVE_ERROR_CODES: readonly NativeErrorCode[] = ['EINVAL', 'ENOMEM', 'ECUDA', 'ENOLIB', 'EBUSY', 'EIO'];
+export const NATIVE_ERROR_CODES: readonly NativeErrorCode[] = ['EINVAL', 'ENOMEM', 'ECUDA', 'ENOLIB', 'EBUSY', 'EIO', 'ENOTSUP'];
 
 /** An error raised at the native boundary, with a stable `code`. */
 export class MurphyNativeError extends Error {

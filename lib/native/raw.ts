@@ -115,6 +115,40 @@ export interface RawMemoryReport {
   activationsPeak: number;
 }
 
+/** The KV pools of a device engine (native/gpu/engine/paged_inputs.h's KvInfo). */
+export interface RawKvInfo {
+  blocks: number;
+  blockSize: number;
+  bytesPerToken: number;
+  /** Free device memory; null when unknown (emulate). */
+  freeBytes: number | null;
+}
+
+/** lib/rollout/paged/plan-arrays.ts's PlanArrays, as the binding reads them (lengths checked in lib/native.ts). */
+export interface RawPlanArrays {
+  inputIds: Int32Array;
+  positions: Int32Array;
+  slotMapping: Int32Array;
+  queryStartLoc: Int32Array;
+  seqLens: Int32Array;
+  blockTables: Int32Array;
+  maxBlocks: number;
+  logitsIndices: Int32Array;
+  sampleRows: Int32Array;
+  sampleIndices: Int32Array;
+  copies: Int32Array;
+}
+
+/** Per sample row; seed is the Uint32Array's bits as an Int32Array view. */
+export interface RawPagedSampling {
+  temperature: Float32Array;
+  topP: Float32Array;
+  topK: Int32Array;
+  minP: Float32Array;
+  seed: Int32Array;
+  step: Int32Array;
+}
+
 /** One native model (native/addon/model.cc's ModelEngine). */
 export interface RawEngine {
   config(): RawModelConfig;
@@ -134,6 +168,12 @@ export interface RawEngine {
   makeReference(): void;
   generate(prompts: Int32Array[], opts: ResolvedGenerateOptions): Promise<RawGeneration[]>;
   memory(): RawMemoryReport;
+  /** Paged generation (device engines; the CPU engine throws ENOTSUP); absent from binaries that predate it. */
+  kvAllocate?: (blocks: number, blockSize: number) => void;
+  kvRelease?: () => void;
+  kvInfo?: () => RawKvInfo;
+  pagedStep?: (arrays: RawPlanArrays, sampling: RawPagedSampling) => Promise<{ tokens: Int32Array; logprobs: Float32Array }>;
+  pagedLogits?: (arrays: RawPlanArrays) => Promise<Float32Array>;
   /** Which calls use the bf16 copy of the weights; absent from binaries that predate it. */
   setBf16?: (use: { generate: boolean; forward: boolean }) => void;
   bf16?: () => { generate: boolean; forward: boolean };

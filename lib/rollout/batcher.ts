@@ -76,6 +76,8 @@ export class EngineBatcher {
   private readonly queue: (GenEntry | ExclusiveEntry)[] = [];
   private readonly inFlight = new Set<GenEntry>();
   private running = false;
+  /** Continuous engines: generate() calls in flight. */
+  private active = 0;
   private closedReason: string | undefined;
   private readonly maxRequests: number;
   private readonly maxSamples: number;
@@ -181,7 +183,7 @@ export class EngineBatcher {
 
   /** Resolves when no engine call is running. */
   idle(): Promise<void> {
-    if (!this.running) return Promise.resolve();
+    if (!this.running && this.active === 0) return Promise.resolve();
     return new Promise((ok) => this.idleWaiters.push(ok));
   }
 
@@ -193,6 +195,7 @@ export class EngineBatcher {
   }
 
   private pump(): void {
+    if (this.engine.continuous === true) return this.pumpContinuous();
     if (this.running) return;
     if (this.queue.length === 0) {
       for (const w of this.idleWaiters.splice(0)) w();
@@ -226,6 +229,36 @@ export class EngineBatcher {
       this.running = false;
       this.pump();
     });
+  }
+
+  /**
+   * A continuous engine (its calls join one running batch): every request goes to the engine
+   * as soon as it reaches the head of the queue; an exclusive task waits for the calls in
+   * flight, runs alone, and holds the requests queued after it.
+   */
+  private pumpContinuous(): void {
+    while (this.queue.length > 0 && !this.running) {
+      const head = this.queue[0];
+      if (head.kind === 'exclusive') {
+        if (this.active > 0) return;
+        this.queue.shift();
+        this.running = true;
+        void head.run().finally(() => {
+          this.running = false;
+          this.pump();
+        });
+        return;
+      }
+      this.queue.shift();
+      head.running = true;
+      this.inFlight.add(head);
+      this.active++;
+      void this.runBatch([head]).finally(() => {
+        this.active--;
+        this.pump();
+      });
+    }
+    if (!this.running && this.active === 0) for (const w of this.idleWaiters.splice(0)) w();
   }
 
   private async runBatch(batch: GenEntry[]): Promise<void> {

@@ -3,9 +3,9 @@
 import type { Completion } from '../murphy/types.js';
 import { EngineBatcher, type BatcherOptions, type BatcherStats } from './batcher.js';
 import { finishSample } from './finish.js';
-import { NativeEngine } from './engine.js';
+import { NativeEngine, sameWeights } from './engine.js';
 import { contextBudget, noRoomCompletions, resolveSampling, type SamplingDefaults } from './params.js';
-import type { PolicyWeights, RolloutBackend, RolloutEngine, RolloutParams, TextCodec, WeightSyncReport } from './types.js';
+import type { PolicyWeights, RolloutBackend, RolloutCounters, RolloutEngine, RolloutParams, TextCodec, WeightSyncReport } from './types.js';
 import { RolloutError } from './types.js';
 
 export interface EmbeddedOptions extends SamplingDefaults, BatcherOptions {
@@ -21,6 +21,7 @@ export class EmbeddedBackend implements RolloutBackend {
   private readonly tokenizer: TextCodec | undefined;
   private readonly defaults: SamplingDefaults;
   private closed = false;
+  private noRoom = 0;
 
   constructor(o: EmbeddedOptions) {
     this.engine = o.engine;
@@ -36,6 +37,12 @@ export class EmbeddedBackend implements RolloutBackend {
 
   get stats(): BatcherStats { return this.batcher.stats; }
 
+  /** Prompts that left no room, and (paged engine) prefill computed and saved, preemptions. */
+  get counters(): RolloutCounters {
+    const m = (this.engine as { metrics?: { prefillTokens: number; prefillSaved: number; preemptions: number } }).metrics;
+    return { noRoom: this.noRoom, aborted: 0, ...(m === undefined ? {} : { prefillTokens: m.prefillTokens, prefillSaved: m.prefillSaved, preemptions: m.preemptions }) };
+  }
+
   async generate(promptIds: number[], n: number, params: RolloutParams): Promise<Completion[]> {
     if (this.closed) throw new RolloutError('the embedded backend is closed');
     if (!Number.isSafeInteger(n) || n < 1) throw new RolloutError(`n must be an integer >= 1, got ${n}`);
@@ -43,7 +50,10 @@ export class EmbeddedBackend implements RolloutBackend {
     const s = resolveSampling(params, this.defaults);
     if (s.stop.length > 0 && this.tokenizer === undefined) throw new RolloutError('stop strings need a tokenizer');
     // as with vLLM: a prompt that fills the context ends its branch (the engine caps the rest)
-    if (contextBudget(s.maxTokens, promptIds.length, this.engine.info().maxModelLen) <= 0) return noRoomCompletions(n);
+    if (contextBudget(s.maxTokens, promptIds.length, this.engine.info().maxModelLen) <= 0) {
+      this.noRoom += n;
+      return noRoomCompletions(n);
+    }
     const req = { promptIds, n, maxTokens: s.maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK, minP: s.minP, seed: s.seed, stopTokenIds: s.stopTokenIds };
     const out = await this.batcher.submit(req);
     return out.map((x) => {
@@ -59,17 +69,26 @@ export class EmbeddedBackend implements RolloutBackend {
    */
   async syncWeights(policy: PolicyWeights, step: number): Promise<WeightSyncReport> {
     const t0 = performance.now();
-    const shared = this.engine instanceof NativeEngine && (this.engine.model as unknown) === policy;
-    if (!shared) {
-      const e = this.engine;
+    const e = this.engine;
+    const weights = e instanceof NativeEngine ? e.model : (e as { weights?: unknown }).weights;
+    const shared = weights !== undefined && sameWeights(policy, weights);
+    // shared: nothing moves, but a paged engine drops its prefix cache (computed with the old weights)
+    if (!shared || e.continuous === true) {
       if (e.setWeights === undefined) throw new RolloutError('this engine cannot take weights from memory');
       await this.batcher.exclusive(() => e.setWeights?.(policy));
     }
     return { step, method: shared ? 'shared' : 'memory', servers: [], failed: [], seconds: (performance.now() - t0) / 1000 };
   }
 
+  /** Training follows: the paged engine gives its KV pool back (after the calls in flight). */
+  async releaseRolloutMemory(): Promise<void> {
+    const e = this.engine;
+    if (e.releaseMemory !== undefined) await this.batcher.exclusive(() => e.releaseMemory?.());
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     await this.batcher.exclusive(() => undefined);
+    await this.engine.close?.();
   }
 }

@@ -5,6 +5,20 @@ import { PolicyModel, type GenerateStep, type ModelInfo } from '../model/index.j
 import type { EngineInfo, EngineRequest, EngineSample, PolicyWeights, RolloutEngine, TokenAlternatives } from './types.js';
 import { RolloutError } from './types.js';
 
+/**
+ * Whether `policy` is `weights` or wraps it (NativePolicy.model, DistributedPolicy.inner): the
+ * engine then generates with the trainer's weights themselves and a sync moves nothing.
+ */
+export function sameWeights(policy: unknown, weights: unknown): boolean {
+  let p = policy;
+  for (let i = 0; i < 4 && p !== null && typeof p === 'object'; i++) {
+    if (p === weights) return true;
+    const o = p as { model?: unknown; inner?: unknown };
+    p = o.model ?? o.inner;
+  }
+  return false;
+}
+
 function sameIds(a: readonly number[], b: readonly number[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
@@ -22,6 +36,28 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
   const promise = new Promise<void>((r) => { resolve = r; });
   return { promise, resolve };
+}
+
+/**
+ * Copies every parameter of `src` into `dst` after checking both have the same names and
+ * shapes (nothing is copied when they do not). Shared by NativeEngine and PagedEngine.
+ */
+export function copyParams(dst: Pick<PolicyModel, 'params' | 'setParam'>, src: PolicyWeights): void {
+  const theirs = new Map(src.params().map((p) => [p.name, p]));
+  const mine = dst.params();
+  for (const p of mine) {
+    const t = theirs.get(p.name);
+    if (t === undefined || t.numel !== p.numel || !sameIds(t.shape, p.shape)) {
+      throw new RolloutError(`setWeights: the policy has no parameter '${p.name}' of shape [${p.shape.join(', ')}]`);
+    }
+  }
+  if (theirs.size !== mine.length) throw new RolloutError(`setWeights: the policy has ${theirs.size} parameters, the served model ${mine.length}`);
+  for (const p of mine) dst.setParam(p.name, src.getParam(p.name));
+}
+
+/** Whether two models have the same architecture and sizes (weights of one fit the other). */
+export function sameShape(a: ModelInfo, b: ModelInfo): boolean {
+  return shapeKey(a) === shapeKey(b);
 }
 
 function shapeKey(i: ModelInfo): string {
@@ -135,16 +171,8 @@ export class NativeEngine implements RolloutEngine {
   }
 
   setWeights(policy: PolicyWeights): void {
-    if ((policy as unknown) === this.m) return;
-    const theirs = new Map(policy.params().map((p) => [p.name, p]));
-    const mine = this.m.params();
-    for (const p of mine) {
-      const t = theirs.get(p.name);
-      if (t === undefined || t.numel !== p.numel || !sameIds(t.shape, p.shape)) {
-        throw new RolloutError(`setWeights: the policy has no parameter '${p.name}' of shape [${p.shape.join(', ')}]`);
-      }
-    }
-    if (theirs.size !== mine.length) throw new RolloutError(`setWeights: the policy has ${theirs.size} parameters, the served model ${mine.length}`);
-    for (const p of mine) this.m.setParam(p.name, policy.getParam(p.name));
+    if (sameWeights(policy, this.m)) return;
+    copyParams(this.m, policy);
   }
+
 }

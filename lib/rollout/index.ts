@@ -18,7 +18,8 @@ export {
 export { contextBudget, DEFAULT_MAX_TOKENS, noRoomCompletions, resolveSampling, type ResolvedSampling, type SamplingDefaults } from './params.js';
 export { AbortedError, EngineBatcher, QueueFullError, requestWork, type BatcherOptions, type BatcherStats } from './batcher.js';
 export { finishSample, type FinishedSample } from './finish.js';
-export { NativeEngine } from './engine.js';
+export { copyParams, NativeEngine, sameWeights } from './engine.js';
+export { PagedEngine, type PagedEngineMetrics, type PagedEngineOptions } from './paged-engine.js';
 export { EmbeddedBackend, type EmbeddedOptions } from './embedded.js';
 export { isLoopback, LOAD_WEIGHTS_METHOD, SERVE_DEFAULTS, startServer, type RolloutServer, type ServeOptions } from './server.js';
 export {

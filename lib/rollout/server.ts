@@ -10,7 +10,8 @@
 //   POST /collective_rpc       {"method": "murphy_load_weights", "args": [dir]}: as vLLM with the
 //                              worker extension in python/murphy_vllm; murphy_nccl_info/_init/_recv/_close
 //                              over a loopback fake of NCCL (lib/rollout/weight-sync-serve.ts)
-//   POST /reset_prefix_cache   (nothing cached across requests; accepted for compatibility)
+//   POST /reset_prefix_cache   drops the paged engine's prefix cache (--device); the CPU engine
+//                              caches nothing across requests (accepted for compatibility)
 //
 // With an API key every route but /health needs `Authorization: Bearer KEY`. A request whose
 // connection closes stops its generation; work admitted at once is bounded (503 with
@@ -200,6 +201,7 @@ class Handler {
       case '/reset_prefix_cache':
         route('POST');
         await readBody(req, 1 << 20);
+        this.o.engine.resetPrefixCache?.();
         res.writeHead(200).end();
         return;
     }

@@ -57,6 +57,11 @@ export interface RolloutCounters {
   noRoom: number;
   /** Responses with finish_reason "abort" (paused or aborted on the server) that were retried. */
   aborted: number;
+  /** Paged engines: prompt tokens computed (prefill, recomputes included) and not computed thanks to prefix sharing. */
+  prefillTokens?: number;
+  prefillSaved?: number;
+  /** Paged engines: sequences preempted for KV blocks (recomputed later). */
+  preemptions?: number;
 }
 
 /** A source of rollouts for the tree builder. */
@@ -69,6 +74,11 @@ export interface RolloutBackend extends Sampler {
    * holds new ones, moves the weights, then resumes.
    */
   syncWeights(policy: PolicyWeights, step: number): Promise<WeightSyncReport>;
+  /**
+   * The rollout phase is over (training follows): give back device memory held between
+   * generate() calls (the paged engine's KV pool). The next generate() takes it again.
+   */
+  releaseRolloutMemory?(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -156,6 +166,17 @@ export interface RolloutEngine {
   loadWeights(dir: string): Promise<void>;
   /** Copies the weights from an in-process policy (same parameter names and shapes). */
   setWeights?(policy: PolicyWeights): Promise<void> | void;
+  /**
+   * Concurrent generate() calls join one running batch (PagedEngine): the batcher passes
+   * requests through as they come instead of running one call at a time.
+   */
+  readonly continuous?: boolean;
+  /** Gives back device memory held between calls (the paged KV pool); the next generate() takes it again. */
+  releaseMemory?(): Promise<void>;
+  /** Drops cached prefixes (the paged engine's prefix cache); running requests go on. */
+  resetPrefixCache?(): void;
+  /** Ends running requests and frees what the engine holds. */
+  close?(): Promise<void>;
 }
 
 /** Text side of a tokenizer (lib/prompt's ChatTokenizer satisfies it). */

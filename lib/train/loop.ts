@@ -19,7 +19,7 @@ import type { StepParallel } from '../dist/data-parallel.js';
 import { packSamples, planMicroBatches, sampleTokens } from './batching.js';
 import { resolveResume, restoreReference, saveReference, writeCheckpoint, type ResumePoint, type TrainerState } from './checkpoint.js';
 import { TrainError } from './error.js';
-import { formatStepLine, treeMetrics, type StepMetrics } from './metrics.js';
+import { formatStepLine, treeMetrics, type StepMetrics, type StepPrefill } from './metrics.js';
 import type { LossOptions, Policy, TrainStats } from './policy.js';
 import { BusyClock, silentProgress, type ProgressSink } from './progress.js';
 import { SignalWindow } from './early-stop.js';
@@ -104,6 +104,23 @@ export function batchIndices(n: number, consumed: number, size: number, seed: nu
 }
 
 /** Sampler/executor wrappers that measure busy time and count calls (for progress). */
+/** The paged engine's prefill counters (cumulative), when the backend reports them. */
+function prefillCounters(b: RolloutBackend): StepPrefill | undefined {
+  const c = b.counters;
+  if (c?.prefillTokens === undefined || c.prefillSaved === undefined) return undefined;
+  return { computed: c.prefillTokens, saved: c.prefillSaved, preemptions: c.preemptions ?? 0 };
+}
+
+function prefillDelta(a: StepPrefill | undefined, b: StepPrefill | undefined): StepPrefill | undefined {
+  if (a === undefined || b === undefined) return undefined;
+  return { computed: b.computed - a.computed, saved: b.saved - a.saved, preemptions: b.preemptions - a.preemptions };
+}
+
+async function sumPrefill(par: { sum(xs: number[]): Promise<number[]> }, p: StepPrefill): Promise<StepPrefill> {
+  const [computed, saved, preemptions] = await par.sum([p.computed, p.saved, p.preemptions]);
+  return { computed: computed!, saved: saved!, preemptions: preemptions! };
+}
+
 function instrument<P>(backend: Sampler, executor: Executor<P>, progress: ProgressSink) {
   const rollClock = new BusyClock();
   const execClock = new BusyClock();
@@ -297,6 +314,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       // ---- rollouts + execution
       const ins = instrument(deps.backend, deps.executor, progress);
       const abortedBefore = deps.backend.counters?.aborted ?? 0;
+      const prefillBefore = prefillCounters(deps.backend);
       const buildCfg = stepBuildConfig<P>(c, state.groupSize, state.followUpGroupSize, step, deps.stopTokenIds);
       let trees: RolloutTree<P>[];
       try {
@@ -304,6 +322,9 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       } finally {
         ins.done();
       }
+      // the training phase follows: a colocated engine gives its KV cache's device memory back
+      await deps.backend.releaseRolloutMemory?.();
+      const prefill = prefillDelta(prefillBefore, prefillCounters(deps.backend));
       if (await agreeStop()) break; // the step is discarded: resume redoes it identically
       if (par) trees = await par.gatherTrees(trees, problems);
       const report = processTrees(trees, processConfig(c), { trusted: true });
@@ -363,6 +384,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
         lr,
         ...tm,
         aborted: par ? (await par.sum([aborted]))[0]! : aborted,
+        ...(prefill === undefined ? {} : { prefill: par ? await sumPrefill(par, prefill) : prefill }),
         zeroVarianceGroups: report.advantages.zeroVarianceGroups,
         samples: all.length,
         samplesTrained: samples.length,

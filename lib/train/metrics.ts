@@ -3,6 +3,13 @@
 import { batchStats } from '../murphy/flatten.js';
 import type { RolloutTree } from '../murphy/types.js';
 
+/** Prefill of one step's rollouts on the paged engine. */
+export interface StepPrefill {
+  computed: number;
+  saved: number;
+  preemptions: number;
+}
+
 export interface StepMetrics {
   step: number;
   epoch: number;
@@ -30,6 +37,11 @@ export interface StepMetrics {
   noRoom: number;
   /** Rollout requests the server aborted (finish_reason "abort") and the backend retried. */
   aborted: number;
+  /**
+   * Paged (colocated) rollouts only: prompt tokens prefilled this step (recomputes included),
+   * prompt tokens not computed thanks to prefix sharing (cache hits and forks), preemptions.
+   */
+  prefill?: StepPrefill;
   zeroVarianceGroups: number;
   samples: number;
   samplesTrained: number;
@@ -109,6 +121,12 @@ export function formatStepLine(m: StepMetrics, maxSteps: number): string {
   return (
     `step ${String(m.step).padStart(String(maxSteps).length)}/${maxSteps}  reward ${m.reward.toFixed(3)}  pass@1 ${turns}  ` +
     `fixed ${m.fixedLater}/${m.expanded}  nodes/tree ${m.nodesPerTree.toFixed(1)}  loss ${m.loss.toFixed(4)}  |g| ${m.gradNorm.toFixed(3)}  ` +
-    `lr ${m.lr.toExponential(2)}  ${m.time.total.toFixed(1)}s (roll ${m.time.rollout.toFixed(1)} exec ${m.time.execution.toFixed(1)} train ${m.time.training.toFixed(1)})`
+    `lr ${m.lr.toExponential(2)}  ${m.prefill === undefined ? '' : `prefill saved ${prefillSavedPct(m.prefill)}  `}${m.time.total.toFixed(1)}s (roll ${m.time.rollout.toFixed(1)} exec ${m.time.execution.toFixed(1)} train ${m.time.training.toFixed(1)})`
   );
+}
+
+/** Share of the prompt tokens that prefix sharing saved: saved / (saved + computed). */
+export function prefillSavedPct(p: StepPrefill): string {
+  const all = p.saved + p.computed;
+  return `${all > 0 ? ((100 * p.saved) / all).toFixed(0) : '0'}% (${p.saved} tokens)`;
 }

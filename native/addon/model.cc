@@ -158,7 +158,10 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
          InstanceMethod("logits", &ModelEngine::Logits), InstanceMethod("makeReference", &ModelEngine::MakeReference),
          InstanceMethod("generate", &ModelEngine::Generate), InstanceMethod("memory", &ModelEngine::Memory),
          InstanceMethod("setBf16", &ModelEngine::SetBf16), InstanceMethod("bf16", &ModelEngine::Bf16),
-         InstanceMethod("engine", &ModelEngine::EngineInfo)});
+         InstanceMethod("engine", &ModelEngine::EngineInfo), InstanceMethod("kvAllocate", &ModelEngine::KvAllocate),
+         InstanceMethod("kvRelease", &ModelEngine::KvRelease), InstanceMethod("kvInfo", &ModelEngine::KvInfo),
+         InstanceMethod("pagedStep", &ModelEngine::PagedStep),
+         InstanceMethod("pagedLogits", &ModelEngine::PagedLogits)});
     addon_data(env).model_engine = Napi::Persistent(f);
     return f;
   }
@@ -605,6 +608,135 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
                        out.Set(uint32_t(i), r);
                      }
                      return out;
+                   });
+    });
+  }
+
+  // ---- paged generation (device engines; the CPU engine throws ENOTSUP)
+
+  // kvAllocate(blocks, blockSize): K and V pools for every layer (replaces any)
+  Napi::Value KvAllocate(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      eng_->kv_allocate(to_int(info[0], "blocks", 1, int64_t(1) << 40), to_int(info[1], "blockSize", 1, 1 << 20));
+      return info.Env().Undefined();
+    });
+  }
+
+  Napi::Value KvRelease(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      eng_->kv_release();
+      return info.Env().Undefined();
+    });
+  }
+
+  // kvInfo() -> { blocks, blockSize, bytesPerToken, freeBytes: number | null }
+  Napi::Value KvInfo(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      const model::KvInfo k = eng_->kv_info();
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("blocks", double(k.blocks));
+      o.Set("blockSize", double(k.block_size));
+      o.Set("bytesPerToken", double(k.bytes_per_token));
+      o.Set("freeBytes", k.free_bytes < 0 ? info.Env().Null() : Napi::Number::New(info.Env(), double(k.free_bytes)));
+      return o;
+    });
+  }
+
+  // A step's PlanArrays (lengths checked in lib/native.ts), copied; values are checked by the engine.
+  struct PagedCopy {
+    std::vector<int32_t> ids, pos, slots, qsl, lens, tables, logits_idx, rows, sidx, copies;
+    int64_t max_blocks = 0;
+    std::vector<float> temp, top_p, min_p;
+    std::vector<int32_t> top_k, seed, step;
+    model::PagedInputs view() const {
+      model::PagedInputs in;
+      in.T = int64_t(ids.size()), in.n_seqs = int64_t(lens.size()), in.max_blocks = max_blocks;
+      in.n_logits = int64_t(logits_idx.size()), in.n_samples = int64_t(rows.size()), in.n_copies = int64_t(copies.size() / 2);
+      in.input_ids = ids.data(), in.positions = pos.data(), in.slot_mapping = slots.data(), in.query_start_loc = qsl.data();
+      in.seq_lens = lens.data(), in.block_tables = tables.data(), in.logits_indices = logits_idx.data();
+      in.sample_rows = rows.data(), in.sample_indices = sidx.data(), in.copies = copies.data();
+      return in;
+    }
+    model::PagedSampling sampling() const {
+      model::PagedSampling s;
+      s.temperature = temp.data(), s.top_p = top_p.data(), s.top_k = top_k.data(), s.min_p = min_p.data();
+      s.seed = reinterpret_cast<const uint32_t*>(seed.data()), s.step = step.data();
+      return s;
+    }
+  };
+
+  static std::shared_ptr<PagedCopy> paged_of(const Napi::Value& v) {
+    if (!v.IsObject()) throw Error("pass the step's PlanArrays object");
+    Napi::Object o = v.As<Napi::Object>();
+    auto c = std::make_shared<PagedCopy>();
+    auto i32 = [&](const char* name, int64_t n) { return copy_of<int32_t>(host(o.Get(name), name, Kind::I32, n)); };
+    c->ids = i32("inputIds", -1);
+    const int64_t T = int64_t(c->ids.size());
+    c->pos = i32("positions", T), c->slots = i32("slotMapping", T);
+    c->lens = i32("seqLens", -1);
+    const int64_t S = int64_t(c->lens.size());
+    c->qsl = i32("queryStartLoc", S + 1);
+    c->max_blocks = to_int(o.Get("maxBlocks"), "maxBlocks", 1, int64_t(1) << 30);
+    c->tables = i32("blockTables", S * c->max_blocks);
+    c->logits_idx = i32("logitsIndices", -1);
+    c->rows = i32("sampleRows", -1);
+    c->sidx = i32("sampleIndices", int64_t(c->rows.size()));
+    c->copies = i32("copies", -1);
+    if (c->copies.size() % 2) throw Error("'copies' must hold (src, dst) pairs");
+    return c;
+  }
+
+  // pagedStep(arrays, { temperature, topP, minP: Float32Array, topK, seed (uint32 bits), step: Int32Array })
+  //   -> Promise<{ tokens: Int32Array, logprobs: Float32Array }>, one entry per sample row
+  Napi::Value PagedStep(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto c = paged_of(info[0]);
+      if (!info[1].IsObject()) throw Error("pagedStep(arrays, sampling): pass the sampling object");
+      Napi::Object so = info[1].As<Napi::Object>();
+      const int64_t R = int64_t(c->rows.size());
+      c->temp = copy_of<float>(host(so.Get("temperature"), "temperature", Kind::F32, R));
+      c->top_p = copy_of<float>(host(so.Get("topP"), "topP", Kind::F32, R));
+      c->min_p = copy_of<float>(host(so.Get("minP"), "minP", Kind::F32, R));
+      c->top_k = copy_of<int32_t>(host(so.Get("topK"), "topK", Kind::I32, R));
+      c->seed = copy_of<int32_t>(host(so.Get("seed"), "seed", Kind::I32, R));
+      c->step = copy_of<int32_t>(host(so.Get("step"), "step", Kind::I32, R));
+      auto tok = std::make_shared<std::vector<int32_t>>(size_t(R));
+      auto lp = std::make_shared<std::vector<float>>(size_t(R));
+      PolicyEngine* e = eng_.get();
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_,
+                   [=]() { e->paged_step(c->view(), c->sampling(), tok->data(), lp->data()); },
+                   [=](Napi::Env env) -> Napi::Value {
+                     Napi::Object r = Napi::Object::New(env);
+                     Napi::Int32Array t = Napi::Int32Array::New(env, tok->size());
+                     if (!tok->empty()) std::memcpy(t.Data(), tok->data(), tok->size() * 4);
+                     Napi::Float32Array l = Napi::Float32Array::New(env, lp->size());
+                     if (!lp->empty()) std::memcpy(l.Data(), lp->data(), lp->size() * 4);
+                     r.Set("tokens", t);
+                     r.Set("logprobs", l);
+                     return r;
+                   });
+    });
+  }
+
+  // pagedLogits(arrays) -> Promise<Float32Array> [L x vocab]
+  Napi::Value PagedLogits(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto c = paged_of(info[0]);
+      auto out = std::make_shared<std::vector<float>>();
+      PolicyEngine* e = eng_.get();
+      const int64_t n = int64_t(c->logits_idx.size()) * e->config().vocab;
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_,
+                   [=]() {
+                     model::checked_resize(*out, n, "the logits");
+                     e->paged_logits(c->view(), out->data());
+                   },
+                   [=](Napi::Env env) -> Napi::Value {
+                     Napi::Float32Array a = Napi::Float32Array::New(env, out->size());
+                     if (!out->empty()) std::memcpy(a.Data(), out->data(), out->size() * 4);
+                     return a;
                    });
     });
   }

@@ -1,7 +1,7 @@
 // The harness-form decode kernels (kernels/paged_attention.h, kernels/sampling.h) compiled
 // for the GPU: one launcher per kernel and storage type. The same structs run on the CPU in
-// the tests (native/gpu/harness_decode.cc). Not yet called by a device generation engine, and
-// not yet run on a GPU (docs/gpu.md).
+// the tests (native/gpu/harness_decode.cc). Called by the device engine's paged step
+// (engine/cuda_engine.cu); not yet run on a GPU (docs/gpu.md).
 #include "decode_kernels_cuda.h"
 #include "kernels/launch.cuh"
 #include "kernels/paged_attention.h"
@@ -26,10 +26,10 @@ namespace gpu {
     launch_phased(PagedAttentionPartial<T>{q, k_pool, v_pool, block_table, seq, pos, o_part, m_part, l_part,      \
                                            a.n_new, a.H, a.G, a.D, a.block_size, a.max_blocks, a.partition,       \
                                            a.n_parts, a.scale},                                                    \
-                  kAttnBlock, s);                                                                                  \
+                  kPagedAttnBlock, s);                                                                                  \
     launch_phased(PagedAttentionReduce<T>{o_part, m_part, l_part, pos, out, lse, a.n_new, a.H, a.D, a.partition,  \
                                           a.n_parts},                                                              \
-                  kAttnBlock, s);                                                                                  \
+                  kPagedAttnBlock, s);                                                                                  \
   }                                                                                                                \
   void sample_cuda(const T* logits, const float* temperature, const float* top_p, const float* min_p,            \
                    const int32_t* top_k, const uint64_t* stream, const int64_t* step, int32_t* token, float* logp, \

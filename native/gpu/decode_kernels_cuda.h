@@ -2,25 +2,16 @@
 // only): KV append into a paged pool, paged attention (partitions, then their merge), sampling
 // one token per row. Pointers are device pointers; T is float or uint16_t (bf16 bits); launches
 // go on `s` and are checked. Formulas: kernels/paged_attention.h and kernels/sampling.h.
-// Not called by a device generation engine yet (none exists).
+// Called by the device engine's paged step (engine/cuda_engine.cu).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "kernels/decode_shape.h"
+
 namespace murphy {
 namespace gpu {
-
-constexpr int kAppendBlock = 256;  // one thread per element
-constexpr int kAttnBlock = 128;    // per (token, head, partition): threads over positions, then over head_dim
-constexpr int kSampleBlock = 512;  // per row of logits
-
-struct PagedAttentionShape {
-  int64_t n_new, H, G, D, block_size, max_blocks, partition, n_parts;
-  float scale;
-};
-// fp32 floats of the partials (o [n_new, H, n_parts, D], m and l [n_new, H, n_parts])
-inline int64_t paged_attention_workspace_floats(const PagedAttentionShape& a) { return a.n_new * a.H * a.n_parts * (a.D + 2); }
 
 #define MURPHY_DECODE_LAUNCHER_DECLS(T)                                                                            \
   void kv_append_cuda(const T* k, const T* v, const int64_t* slot, T* k_pool, T* v_pool, int64_t n_new,          \

@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { defaultConfig, resolveConfig, type TrainConfig } from '../../lib/config/index.js';
 import { loadCublasLt, type CublasLtReport } from '../../lib/gpu/cublaslt.js';
-import { DeviceError, machineProbe, selectDevice, selectTrainingDevice, type DeviceProbe } from '../../lib/gpu/device.js';
+import { DeviceError, machineProbe, policyEngine, selectDevice, selectTrainingDevice, type DeviceProbe } from '../../lib/gpu/device.js';
 import { modelShapeFromHfConfig } from '../../lib/gpu/memory-plan.js';
 import type { CudaStatus } from '../../lib/native.js';
 import { runTraining } from '../../lib/commands/run-training.js';
@@ -45,6 +45,14 @@ describe('--device: choosing where the policy trains', () => {
   it('cpu is cpu, without probing anything', () => {
     const calls = { n: 0 };
     assert.deepEqual(selectDevice('cpu', probe({ binary: cpuOnly, calls })), { device: 'cpu', line: 'device: cpu (--device cpu)' });
+    assert.equal(calls.n, 0);
+  });
+  it('emulate is the device engine on the CPU harness, without probing anything', () => {
+    const calls = { n: 0 };
+    const sel = selectDevice('emulate', probe({ binary: cpuOnly, calls }));
+    assert.equal(sel.device, 'emulate');
+    assert.match(sel.line, /^device: emulate \(--device emulate: the device engine on the CPU harness/);
+    assert.deepEqual(policyEngine(sel), { device: 'emulate', storage: 'bf16', gradientCheckpointing: false });
     assert.equal(calls.n, 0);
   });
   it('auto picks cpu and says why: CPU-only binary / no device / no cuBLASLt / no engine yet', () => {
@@ -109,10 +117,11 @@ describe('--device on this machine', () => {
     assert.equal(s.device, 'cpu');
     assert.match(s.line, /^device: cpu \(auto: .+\)$/);
   });
-  it('the config key takes auto, cpu, cuda and nothing else', () => {
+  it('the config key takes auto, cpu, cuda, emulate and nothing else', () => {
     assert.equal(defaultConfig().device, 'auto');
     assert.equal(resolveConfig({ flags: { device: 'cuda' } }).device, 'cuda');
-    assert.throws(() => resolveConfig({ flags: { device: 'gpu' } }), /config key "device" \(--device\).*must be one of auto, cpu, cuda; got "gpu"/);
+    assert.equal(resolveConfig({ flags: { device: 'emulate' } }).device, 'emulate');
+    assert.throws(() => resolveConfig({ flags: { device: 'gpu' } }), /config key "device" \(--device\).*must be one of auto, cpu, cuda, emulate; got "gpu"/);
     assert.equal(resolveConfig({ flags: { gradientCheckpointing: 'false' } }).gradientCheckpointing, false);
     assert.equal(defaultConfig().gradientCheckpointing, null);
   });

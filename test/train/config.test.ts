@@ -19,7 +19,7 @@ describe('config', () => {
       out: null, seed: 0, maxSteps: 40, saveSteps: 20, logTrees: true, device: 'auto', storage: 'bf16', earlyStopWindow: 0, earlyStopMinSignal: 0.02,
       model: '/m', modelPreset: 'tiny', bf16Generate: false, bf16Forward: false,
       dataset: '/d.jsonl', datasetFormat: 'auto', datasetLimit: null, task: 'repair',
-      backend: 'embedded', serverUrl: null, servedModelName: null, vllmApiKey: null, weightSync: 'auto', weightSyncBucketMb: 512, weightSyncTimeoutS: 300, temperature: 1, topP: 1, topK: 0, minP: 0,
+      backend: 'embedded', serverUrl: null, servedModelName: null, vllmApiKey: null, weightSync: 'auto', weightSyncBucketMb: 512, weightSyncTimeoutS: 300, kvCacheFraction: 0.9, kvCacheBlocks: null, temperature: 1, topP: 1, topK: 0, minP: 0,
       maxCompletionLength: 48, executorWorkers: null, testTimeout: 3, timeoutMode: 'test', executor: 'local', sandboxUrl: null,
       algo: 'murphy', computeMatched: false, batchSize: 8, numGenerations: 4, numFollowUpGenerations: null, maxTurns: 2,
       credit: 'mars', gamma: 1, scaleRewards: 'group', rewardMode: 'fraction', intraKeep: null, interKeep: null, interDropZeroVariance: false, history: 'full',

@@ -32,6 +32,33 @@ async function run(dir: string, c: TrainConfig, opts: { resume?: boolean; stopAf
 const strip = (ms: Record<string, unknown>[]) => ms.map(({ time: _t, ...rest }) => rest);
 
 describe('train loop', () => {
+  it('a backend holding rollout memory gives it back before each training phase; paged prefill figures go to the metrics', async () => {
+    const dir = join(root, 'paged');
+    const policy = new FakePolicy();
+    const events: string[] = [];
+    const counters = { noRoom: 0, aborted: 0, prefillTokens: 0, prefillSaved: 0, preemptions: 0 };
+    class PagedLike extends FakeBackend {
+      override get counters() { return counters; }
+      override async generate(...a: Parameters<FakeBackend['generate']>) {
+        events.push('generate');
+        counters.prefillTokens += 10;
+        counters.prefillSaved += 3;
+        return super.generate(...a);
+      }
+      async releaseRolloutMemory(): Promise<void> { events.push('release'); }
+    }
+    const accumulate = policy.accumulate.bind(policy);
+    policy.accumulate = (...a: Parameters<FakePolicy['accumulate']>) => { events.push('train'); return accumulate(...a); };
+    await train(cfg({ maxSteps: 2, saveSteps: 2 }), new RunDir(dir), { policy, backend: new PagedLike(policy), executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems }, { handleSignals: false });
+    // per step: every generate, then one release, then training
+    const steps = events.join(' ').split(/(?<=train) (?=generate)/);
+    assert.equal(steps.length, 2);
+    for (const st of steps) assert.match(st, /^(generate )+release (train ?)+$/);
+    const m = readMetrics(join(dir, 'metrics.jsonl')) as unknown as StepMetrics[];
+    const gens = steps.map((st) => st.split(' ').filter((e) => e === 'generate').length);
+    assert.deepEqual(m.map((x) => x.prefill), gens.map((g) => ({ computed: 10 * g, saved: 3 * g, preemptions: 0 })));
+  });
+
   it('writes one metrics line per step, trees, checkpoints, and syncs weights after each step', async () => {
     const dir = join(root, 'plain');
     const { backend, summary } = await run(dir, cfg());
@@ -46,6 +73,7 @@ describe('train loop', () => {
       assert.ok(x.tokensSampled > 0);
       assert.ok(x.time.total >= 0 && x.time.rollout >= 0);
       assert.ok(x.lr > 0);
+      assert.equal(x.prefill, undefined, 'no prefill figures from a backend that reports none');
     }
     const trees = readTreeLines(join(dir, 'trees.jsonl.gz'));
     assert.equal(trees.length, 18);

@@ -13,3 +13,5 @@ export { drain, type StepExecutor } from './drive.js';
 export { ReferenceModel, referenceLogprob, referenceToken, rollKv, runAlone, type ReferenceModelOptions } from './reference-model.js';
 export { TREE_WORKLOAD_DEFAULTS, TreeWorkload, runTreeWorkload, runTurn, type TreeRun, type TreeWorkloadOptions, type TurnResult } from './tree-workload.js';
 export { planArrays, type PlanArrays } from './plan-arrays.js';
+export { DeviceExecutor, deviceSeed, samplingArrays, splitRows, type KvInfo, type PagedDevice, type PagedSampling, type PagedStepResult } from './device-executor.js';
+export { deviceKv, fixedKv, KV_CACHE_DEFAULTS, type KvCacheOptions, type KvGrant, type KvLease } from './device-kv.js';

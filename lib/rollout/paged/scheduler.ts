@@ -19,6 +19,7 @@
 // A request with n > 1 samples is one sequence until its prompt is computed; the step that
 // completes it samples n tokens, and the sequence forks into n that share every block (the
 // last, partial one copied on write by each child that appends to it).
+import { contextBudget } from '../params.js';
 import { RolloutError } from '../types.js';
 import { blocksFor, slotMapping, type BlockCopy } from './block-table.js';
 import type { KvPool } from './kv-pool.js';
@@ -199,7 +200,7 @@ export class Scheduler {
     positiveInt('maxTokens', req.maxTokens);
     const promptLen = req.promptIds.length;
     if (promptLen < 1) throw new RolloutError('promptIds must hold at least one token');
-    const maxTokens = Math.min(req.maxTokens, this.maxModelLen - promptLen);
+    const maxTokens = contextBudget(req.maxTokens, promptLen, this.maxModelLen);
     const bs = this.pool.blockSize;
     // the last sampled token's KV is never computed
     const need = blocksFor(promptLen + Math.max(0, maxTokens) - 1, bs);
@@ -403,6 +404,32 @@ export class Scheduler {
     this.waiting.splice(0, this.waiting.length, ...this.waiting.filter((s) => s.r !== r));
     this.running = this.running.filter((s) => s.r !== r);
     r.left = 0;
+  }
+
+  /**
+   * Ends sample j of request `id` now, as abort() ends a whole request: it keeps the tokens it
+   * has, ends with 'abort' and frees its blocks; the request's other samples go on. Only a
+   * sample that runs as its own sequence can end alone: false (nothing changed) while it is
+   * still part of an n-sample prompt not yet forked. True when it ended (or had already).
+   * Allowed between schedule() and complete(), as abort().
+   */
+  abortSample(id: number, j: number): boolean {
+    const r = this.req(id);
+    if (!(Number.isInteger(j) && j >= 0 && j < r.n)) throw new RolloutError(`request ${id} has no sample ${j} (n = ${r.n})`);
+    if (r.samples[j] !== undefined) return true;
+    const own = (q: Seq) => q.r === r && q.j === j && q.fork === 1;
+    const s = this.running.find(own) ?? this.waiting.find(own);
+    if (s === undefined) return false;
+    r.samples[j] = this.sample(s, 'abort');
+    for (let i = s.table.length - 1; i >= 0; i--) this.pool.release(s.table[i]);
+    s.table = [];
+    s.state = 'done';
+    this.aborted.add(s.id);
+    this.running = this.running.filter((q) => q !== s);
+    const w = this.waiting.indexOf(s);
+    if (w >= 0) this.waiting.splice(w, 1);
+    r.left--;
+    return true;
   }
 
   /** Re-sizes the pool between phases; nothing may be waiting or running. */

@@ -17,6 +17,7 @@
 
 #include "../../cuda/check.cuh"
 #include "../cublaslt.h"
+#include "../decode_kernels_cuda.h"
 #include "../kernels/launch.cuh"
 #include "../lt_gemm.h"
 #include "cuda_engine.h"
@@ -54,6 +55,12 @@ class CudaBackend {
     }
   }
   void free(void* p) noexcept { cuda_free(p); }
+  // free device memory now (cudaMemGetInfo), for sizing the KV pools
+  int64_t free_bytes() const {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return int64_t(free_b);
+  }
   void upload(void* dst, const void* src, size_t bytes) {
     for (size_t o = 0; o < bytes; o += kStageBytes) {
       const size_t n = bytes - o < kStageBytes ? bytes - o : kStageBytes;
@@ -144,6 +151,22 @@ class CudaBackend {
   }
 
 #endif
+
+  // paged generation's decode kernels (decode_kernels.cu's launchers, checked there)
+  template <typename T>
+  void kv_append(const T* k, const T* v, const int64_t* slot, T* k_pool, T* v_pool, int64_t n_new, int64_t row) {
+    kv_append_cuda(k, v, slot, k_pool, v_pool, n_new, row, nullptr);
+  }
+  template <typename T>
+  void paged_attention(const T* q, const T* k_pool, const T* v_pool, const int32_t* table, const int32_t* seq,
+                       const int32_t* pos, float* workspace, T* out, float* lse, const PagedAttentionShape& a) {
+    paged_attention_cuda(q, k_pool, v_pool, table, seq, pos, workspace, out, lse, a, nullptr);
+  }
+  void sample(const float* logits, const float* temperature, const float* top_p, const float* min_p,
+              const int32_t* top_k, const uint64_t* stream, const int64_t* step, int32_t* token, float* logp,
+              int64_t rows, int64_t V) {
+    sample_cuda(logits, temperature, top_p, min_p, top_k, stream, step, token, logp, rows, V, nullptr);
+  }
 
   void logprob_forward(const LogprobForwardArgs& a) { logprob_forward_cuda(a); }
   void logprob_backward(const LogprobBackwardArgs& a) { logprob_backward_cuda(a); }

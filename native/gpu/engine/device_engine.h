@@ -21,6 +21,7 @@
 // recomputes layer l's forward into one activation slot just before its backward.
 #pragma once
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -32,13 +33,18 @@
 #include "../../model/model_internal.h"
 #include "../../model/weights.h"
 #include "../gemm_plan.h"
+#include "../kernels/decode_shape.h"
 #include "../kernels/model_kernels.h"
 #include "engine_kernels.h"
 #include "host_backend.h"
+#include "murphy/sample_rng.h"
 #include "policy_engine.h"
 
 namespace murphy {
 namespace gpu {
+
+// Positions per partition of the paged attention (kernels/paged_attention.h: at most kMaxPartition)
+constexpr int64_t kPagedPartition = kMaxPartition;
 
 // A typed allocation of the backend's memory; grows (reallocates, contents lost) on ensure().
 template <class B, class X>
@@ -335,6 +341,94 @@ class DeviceEngine final : public model::PolicyEngine {
   }
   model::Engine::Bf16Use bf16() const override { return bf16_; }
 
+  // ---------------------------------------------------------------------------------
+  // paged generation (docs/gpu.md, "Generation"): KV pools on the backend, one step over them
+
+  void kv_allocate(int64_t n_blocks, int64_t block_size) override {
+    if (n_blocks < 1 || block_size < 1)
+      throw Error("kvAllocate: blocks and blockSize must be integers >= 1 (got " + std::to_string(n_blocks) + ", " +
+                  std::to_string(block_size) + ")");
+    if (n_blocks * block_size > int64_t(INT32_MAX))
+      throw Error("kvAllocate: blocks x blockSize = " + std::to_string(n_blocks * block_size) +
+                  " slots is more than slotMapping's int32 can address; ask for fewer blocks");
+    if (cfg_.head_dim > kMaxHeadDim)
+      throw Error("kvAllocate: the paged attention holds a head of at most " + std::to_string(kMaxHeadDim) +
+                      " values; this model's head_dim is " + std::to_string(cfg_.head_dim) + "; use generate()",
+                  ErrorCode::NotSup);
+    kv_release();
+    const int64_t n = cfg_.n_layers * n_blocks * block_size * kv_row();
+    try {
+      kv_.k.ensure(b(), n, "the KV cache");
+      kv_.v.ensure(b(), n, "the KV cache");
+    } catch (const Error& e) {
+      kv_release();
+      if (e.code != ErrorCode::NoMem) throw;
+      throw Error("kvAllocate: " + std::to_string(n_blocks) + " blocks of " + std::to_string(block_size) + " tokens (" +
+                      std::to_string(2 * n * int64_t(sizeof(S))) +
+                      " bytes, K and V of every layer) do not fit in free memory; ask for fewer blocks (kvInfo(): "
+                      "freeBytes / bytesPerBlock)",
+                  ErrorCode::NoMem);
+    }
+    kv_.blocks = n_blocks, kv_.block_size = block_size;
+  }
+
+  void kv_release() override {
+    kv_.k.release(), kv_.v.release();
+    kv_.blocks = kv_.block_size = 0;
+    pg_ = PagedBufs();  // the step's activations go too
+  }
+
+  model::KvInfo kv_info() const override {
+    model::KvInfo k;
+    k.blocks = kv_.blocks, k.block_size = kv_.block_size;
+    k.bytes_per_token = 2 * cfg_.n_layers * kv_row() * int64_t(sizeof(S));
+    k.free_bytes = b_->free_bytes();
+    return k;
+  }
+
+  void paged_step(const model::PagedInputs& in, const model::PagedSampling& s, int32_t* tokens, float* logp) override {
+    model::check_paged_inputs(cfg_, kv_.blocks, kv_.block_size, in, &s, "pagedStep");
+    paged_forward(in);
+    const int64_t R = in.n_samples, V = cfg_.vocab;
+    if (R == 0) return;
+    const char* w = "the sampling inputs";
+    // the R rows to sample: a row sampled several times (a fork of n samples) is gathered n times
+    bool identity = R == in.n_logits;
+    for (int64_t r = 0; identity && r < R; ++r) identity = in.sample_rows[r] == r;
+    const float* z = pg_.logits.data();
+    if (!identity) {
+      pg_.srows.ensure(b(), R, w);
+      pg_.slogits.ensure(b(), R * V, "the sampled rows' logits");
+      b_->upload(pg_.srows.data(), in.sample_rows, size_t(R) * 4);
+      b_->launch(GatherRows<float>{pg_.logits.data(), pg_.srows.data(), pg_.slogits.data(), R, V});
+      z = pg_.slogits.data();
+    }
+    std::vector<uint64_t> stream(static_cast<size_t>(R));
+    std::vector<int64_t> step(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) {
+      stream[size_t(r)] = sample_stream(uint64_t(s.seed[r]), uint64_t(in.sample_indices[r]));
+      step[size_t(r)] = s.step[r];
+    }
+    for (Buf<float>* x : {&pg_.temp, &pg_.top_p, &pg_.min_p, &pg_.logp}) x->ensure(b(), R, w);
+    pg_.top_k.ensure(b(), R, w), pg_.token.ensure(b(), R, w), pg_.stream.ensure(b(), R, w), pg_.step.ensure(b(), R, w);
+    b_->upload(pg_.temp.data(), s.temperature, size_t(R) * 4);
+    b_->upload(pg_.top_p.data(), s.top_p, size_t(R) * 4);
+    b_->upload(pg_.min_p.data(), s.min_p, size_t(R) * 4);
+    b_->upload(pg_.top_k.data(), s.top_k, size_t(R) * 4);
+    b_->upload(pg_.stream.data(), stream.data(), size_t(R) * 8);
+    b_->upload(pg_.step.data(), step.data(), size_t(R) * 8);
+    b_->sample(z, pg_.temp.data(), pg_.top_p.data(), pg_.min_p.data(), pg_.top_k.data(), pg_.stream.data(),
+               pg_.step.data(), pg_.token.data(), pg_.logp.data(), R, V);
+    b_->download(tokens, pg_.token.data(), size_t(R) * 4);
+    b_->download(logp, pg_.logp.data(), size_t(R) * 4);
+  }
+
+  void paged_logits(const model::PagedInputs& in, float* logits) override {
+    model::check_paged_inputs(cfg_, kv_.blocks, kv_.block_size, in, nullptr, "pagedLogits");
+    paged_forward(in);
+    b_->download(logits, pg_.logits.data(), size_t(in.n_logits * cfg_.vocab) * 4);
+  }
+
  private:
   B* b() { return b_.get(); }
   const S* wc() const { return kF32 ? reinterpret_cast<const S*>(master_.data()) : wc_own_.data(); }
@@ -499,8 +593,89 @@ class DeviceEngine final : public model::PolicyEngine {
     note_peak(0);
   }
 
-  // One decoder layer (model.h's formulas; model.cc's layer_forward op for op): xin -> xout.
+  int64_t kv_row() const { return cfg_.n_kv * cfg_.head_dim; }
+
+  // The forward of a paged step (inputs checked): the block copies, the T new tokens through
+  // every layer with their K and V appended to the pools at slot_mapping and paged attention
+  // over the pools, then the final norm and the lm-head on the L logits rows -> pg_.logits [L, V].
+  void paged_forward(const model::PagedInputs& in) {
+    const model::ModelConfig& c = cfg_;
+    const int64_t T = in.T, H = c.hidden, L = in.n_logits, V = c.vocab, row = kv_row(), bs = kv_.block_size;
+    const int64_t layer = kv_.blocks * bs * row, blk = bs * row;
+    const S* w = wc();
+    // copy-on-write: whole blocks, every layer's K and V, before this step's writes
+    for (int64_t i = 0; i < in.n_copies; ++i) {
+      const int64_t src = in.copies[2 * i], dst = in.copies[2 * i + 1];
+      for (int64_t l = 0; l < c.n_layers; ++l) {
+        b_->copy(kv_.k.data() + l * layer + dst * blk, kv_.k.data() + l * layer + src * blk, size_t(blk) * sizeof(S));
+        b_->copy(kv_.v.data() + l * layer + dst * blk, kv_.v.data() + l * layer + src * blk, size_t(blk) * sizeof(S));
+      }
+    }
+    // the step's index arrays; seq[t] = the sequence (block-table row) of token t
+    std::vector<int32_t> seq(static_cast<size_t>(T));
+    std::vector<int64_t> slot(static_cast<size_t>(T));
+    int64_t max_len = 0;
+    for (int64_t sq = 0; sq < in.n_seqs; ++sq) {
+      for (int64_t t = in.query_start_loc[sq]; t < in.query_start_loc[sq + 1]; ++t) seq[size_t(t)] = int32_t(sq);
+      max_len = std::max<int64_t>(max_len, in.seq_lens[sq]);
+    }
+    for (int64_t t = 0; t < T; ++t) slot[size_t(t)] = in.slot_mapping[t];
+    const char* wi = "the paged step's inputs";
+    pg_.tok.ensure(b(), T, wi), pg_.pos.ensure(b(), T, wi), pg_.seq.ensure(b(), T, wi), pg_.slot.ensure(b(), T, wi);
+    pg_.table.ensure(b(), in.n_seqs * in.max_blocks, wi);
+    b_->upload(pg_.tok.data(), in.input_ids, size_t(T) * 4);
+    b_->upload(pg_.pos.data(), in.positions, size_t(T) * 4);
+    b_->upload(pg_.seq.data(), seq.data(), size_t(T) * 4);
+    b_->upload(pg_.slot.data(), slot.data(), size_t(T) * 8);
+    b_->upload(pg_.table.data(), in.block_tables, size_t(in.n_seqs * in.max_blocks) * 4);
+    PagedAttentionShape sh;
+    sh.n_new = T, sh.H = c.n_heads, sh.G = c.n_kv, sh.D = c.head_dim, sh.block_size = bs, sh.max_blocks = in.max_blocks;
+    sh.partition = kPagedPartition, sh.n_parts = (max_len - 1) / kPagedPartition + 1;
+    sh.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+    pg_.ws.ensure(b(), paged_attention_workspace_floats(sh), "the paged attention's partials");
+    // the layers, ping-ponging between two residual-stream buffers
+    const char* wa = "the paged step's activations";
+    pg_.x0.ensure(b(), T * H, wa), pg_.x1.ensure(b(), T * H, wa);
+    ensure_layer(pg_.A, T);
+    S* x = pg_.x0.data();
+    S* y = pg_.x1.data();
+    b_->launch(EmbeddingGather<S>{P(w, L_.embed), pg_.tok.data(), x, T, H, kEngineBlock});
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      S* kp = kv_.k.data() + l * layer;
+      S* vp = kv_.v.data() + l * layer;
+      layer_forward_with(w, l, T, pg_.pos.data(), pg_.A, x, y, [&](LayerBufs& A) {
+        b_->kv_append(A.k.data(), A.v.data(), pg_.slot.data(), kp, vp, T, row);
+        b_->paged_attention(A.q.data(), kp, vp, pg_.table.data(), pg_.seq.data(), pg_.pos.data(), pg_.ws.data(),
+                            A.att.data(), A.lse.data(), sh);
+      });
+      std::swap(x, y);
+    }
+    if (L == 0) return;
+    // final norm and lm-head on the L rows only (both per row: the same values as on all T rows)
+    const char* wl = "the paged step's logits rows";
+    pg_.idx.ensure(b(), L, wl), pg_.rows.ensure(b(), L * H, wl), pg_.rows_n.ensure(b(), L * H, wl);
+    pg_.rstd.ensure(b(), L, wl), pg_.logits.ensure(b(), L * V, "the paged step's logits");
+    b_->upload(pg_.idx.data(), in.logits_indices, size_t(L) * 4);
+    b_->launch(GatherRows<S>{x, pg_.idx.data(), pg_.rows.data(), L, H});
+    b_->launch(RmsNormForward<S>{pg_.rows.data(), P(w, L_.final_norm), pg_.rows_n.data(), pg_.rstd.data(), L, H,
+                                 float(c.rms_eps)});
+    b_->linear(LinearProduct::Forward, pg_.rows_n.data(), w + head_param().offset, pg_.logits.data(), true, L, V, H,
+               false);
+  }
+
+  // One decoder layer (model.h's formulas; model.cc's layer_forward op for op): xin -> xout,
+  // with the training's packed causal attention over the batch.
   void layer_forward(const S* w, int64_t l, int64_t T, LayerBufs& A, const S* xin, S* xout) {
+    layer_forward_with(w, l, T, pos_.data(), A, xin, xout, [&](LayerBufs& a) {
+      b_->attention_forward(attn_shape(T), a.q.data(), a.k.data(), a.v.data(), a.att.data(), a.lse.data());
+    });
+  }
+
+  // The layer with its attention given: attend(A) reads A.q, A.k, A.v (roped at `pos`) and
+  // writes A.att [T, n_heads x head_dim] and A.lse [T, n_heads].
+  template <class Attend>
+  void layer_forward_with(const S* w, int64_t l, int64_t T, const int32_t* pos, LayerBufs& A, const S* xin, S* xout,
+                          Attend&& attend) {
     const model::ModelConfig& c = cfg_;
     const model::LayerParams& lp = L_.layers[size_t(l)];
     const int64_t H = c.hidden, HD = c.head_dim, qd = c.n_heads * HD, kd = c.n_kv * HD, I = c.intermediate;
@@ -521,9 +696,9 @@ class DeviceEngine final : public model::PolicyEngine {
       b_->launch(RmsNormForward<S>{A.qraw.data(), P(w, lp.q_norm), A.q.data(), A.rq.data(), T, qd, eps});
       b_->launch(RmsNormForward<S>{A.kraw.data(), P(w, lp.k_norm), A.k.data(), A.rk.data(), T, kd, eps});
     }
-    b_->launch(Rope<S>{A.q.data(), pos_.data(), cos_.data(), sin_.data(), T, c.n_heads, HD, false, kEngineBlock});
-    b_->launch(Rope<S>{A.k.data(), pos_.data(), cos_.data(), sin_.data(), T, c.n_kv, HD, false, kEngineBlock});
-    b_->attention_forward(attn_shape(T), A.q.data(), A.k.data(), A.v.data(), A.att.data(), A.lse.data());
+    b_->launch(Rope<S>{A.q.data(), pos, cos_.data(), sin_.data(), T, c.n_heads, HD, false, kEngineBlock});
+    b_->launch(Rope<S>{A.k.data(), pos, cos_.data(), sin_.data(), T, c.n_kv, HD, false, kEngineBlock});
+    attend(A);
     b_->linear(LinearProduct::Forward, A.att.data(), P(w, lp.o), A.a.data(), false, T, H, qd, false);
     const S* min = A.h.data();
     if (qwen) {  // h = x + a; n2 = norm(h): one fused pass
@@ -686,6 +861,20 @@ class DeviceEngine final : public model::PolicyEngine {
   } loss_;
   std::unique_ptr<model::Engine> shadow_;
   model::Engine::Bf16Use bf16_;
+  // paged generation: the pools [n_layers][blocks, block_size, n_kv, head_dim] (storage S) and
+  // the step's buffers (freed with the pools)
+  struct {
+    Buf<S> k, v;
+    int64_t blocks = 0, block_size = 0;
+  } kv_;
+  struct PagedBufs {
+    Buf<int32_t> tok, pos, seq, table, idx, srows, top_k, token;
+    Buf<int64_t> slot, step;
+    Buf<uint64_t> stream;
+    Buf<S> x0, x1, rows, rows_n;
+    Buf<float> ws, rstd, logits, slogits, temp, top_p, min_p, logp;
+    LayerBufs A;
+  } pg_;
 };
 
 }  // namespace gpu

@@ -59,8 +59,19 @@ class CpuPolicyEngine final : public PolicyEngine {
   void set_gradient_checkpointing(bool) override {}
   void set_bf16(const Engine::Bf16Use& u) override { e_->set_bf16(u); }
   Engine::Bf16Use bf16() const override { return e_->bf16(); }
+  void kv_allocate(int64_t, int64_t) override { no_paged(); }
+  void kv_release() override { no_paged(); }
+  KvInfo kv_info() const override { no_paged(); }
+  void paged_step(const PagedInputs&, const PagedSampling&, int32_t*, float*) override { no_paged(); }
+  void paged_logits(const PagedInputs&, float*) override { no_paged(); }
 
  private:
+  [[noreturn]] static void no_paged() {
+    throw Error(
+        "paged generation (kvAllocate / pagedStep / pagedLogits) runs on the device engine only; load the model with "
+        "--device emulate|cuda (PolicyModel { device: 'emulate' | 'cuda' }), or use generate() on the CPU engine",
+        ErrorCode::NotSup);
+  }
   std::unique_ptr<Engine> e_;
 };
 

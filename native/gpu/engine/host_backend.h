@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "../gemm_plan.h"
+#include "../kernels/decode_shape.h"
 #include "../kernels/harness.h"
+#include "../kernels/paged_attention.h"
+#include "../kernels/sampling.h"
 #include "engine_kernels.h"
 #include "murphy/adamw.h"
 #include "murphy/grpo_loss.h"
@@ -192,6 +195,33 @@ struct HostBackend {
     round_into(gq_, dq), round_into(gk_, dk), round_into(gv_, dv);
   }
 #endif
+
+  // The decode kernels of paged generation (kernels/paged_attention.h, kernels/sampling.h), with
+  // the block sizes the GPU launchers use (decode_kernels.cu).
+  template <typename T>
+  void kv_append(const T* k, const T* v, const int64_t* slot, T* k_pool, T* v_pool, int64_t n_new, int64_t row) {
+    const KvAppend<T> kern{k, v, slot, k_pool, v_pool, n_new, row, kAppendBlock};
+    run_on_host(kern, kern.grid(), kAppendBlock, order_);
+  }
+  template <typename T>
+  void paged_attention(const T* q, const T* k_pool, const T* v_pool, const int32_t* table, const int32_t* seq,
+                       const int32_t* pos, float* workspace, T* out, float* lse, const PagedAttentionShape& a) {
+    float* o_part = workspace;
+    float* m_part = o_part + a.n_new * a.H * a.n_parts * a.D;
+    float* l_part = m_part + a.n_new * a.H * a.n_parts;
+    const PagedAttentionPartial<T> k1{q, k_pool, v_pool, table, seq, pos, o_part, m_part, l_part, a.n_new, a.H, a.G,
+                                      a.D, a.block_size, a.max_blocks, a.partition, a.n_parts, a.scale};
+    run_on_host(k1, k1.grid(), kPagedAttnBlock, order_);
+    const PagedAttentionReduce<T> k2{o_part, m_part, l_part, pos, out, lse, a.n_new, a.H, a.D, a.partition, a.n_parts};
+    run_on_host(k2, k2.grid(), kPagedAttnBlock, order_);
+  }
+  void sample(const float* logits, const float* temperature, const float* top_p, const float* min_p,
+              const int32_t* top_k, const uint64_t* stream, const int64_t* step, int32_t* token, float* logp,
+              int64_t rows, int64_t V) {
+    const SampleRows<float> k{logits, temperature, top_p, min_p, top_k, stream, step, token, logp, rows, V,
+                              id_bisection_steps(V)};
+    run_on_host(k, k.grid(), kSampleBlock, order_);
+  }
 
   void logprob_forward(const LogprobForwardArgs& a) { logprob_forward_cpu(a); }
   void logprob_backward(const LogprobBackwardArgs& a) { logprob_backward_cpu(a); }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "murphy/model/model.h"
+#include "paged_inputs.h"
 
 namespace murphy {
 namespace model {
@@ -47,6 +48,20 @@ class PolicyEngine {
   // Per-layer activation checkpointing (recompute one layer at a time in backward). The CPU
   // engine keeps every layer's activations and ignores it.
   virtual void set_gradient_checkpointing(bool on) = 0;
+
+  // Paged generation (docs/gpu.md, "Generation"): device engines only; the CPU engine throws
+  // ENOTSUP naming the device engines. kv_allocate: K and V pools of n_blocks x block_size
+  // slots for every layer, in the storage dtype (replaces any pools; contents undefined);
+  // kv_release frees them (the training phase gets the memory back).
+  virtual void kv_allocate(int64_t n_blocks, int64_t block_size) = 0;
+  virtual void kv_release() = 0;
+  virtual KvInfo kv_info() const = 0;
+  // One step: block copies, the forward of the T new tokens over the paged cache (their K and
+  // V written at slot_mapping), logits of the L rows, then one draw per sample row R:
+  // tokens[R], logp[R] (the log-prob under the distribution sampled from).
+  virtual void paged_step(const PagedInputs& in, const PagedSampling& s, int32_t* tokens, float* logp) = 0;
+  // The same step without sampling: the fp32 logits of the L rows, [L, vocab].
+  virtual void paged_logits(const PagedInputs& in, float* logits) = 0;
 };
 
 // The CPU engine behind the interface.

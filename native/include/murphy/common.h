@@ -25,7 +25,7 @@ enum class Device : int32_t { Host = 0, Cuda = 1 };
 // What went wrong, as the `code` of the JavaScript MurphyNativeError (lib/native/errors.ts):
 // EINVAL bad argument, ENOMEM allocation failed, ECUDA a CUDA call failed, ENOLIB a library
 // or backend is not built in, EBUSY the engine runs another call, EIO a file read/write failed.
-enum class ErrorCode : int32_t { Inval = 0, NoMem, Cuda, NoLib, Busy, Io };
+enum class ErrorCode : int32_t { Inval = 0, NoMem, Cuda, NoLib, Busy, Io, NotSup };
 
 inline const char* error_code_name(ErrorCode c) {
   switch (c) {
@@ -34,6 +34,7 @@ inline const char* error_code_name(ErrorCode c) {
     case ErrorCode::NoLib: return "ENOLIB";
     case ErrorCode::Busy: return "EBUSY";
     case ErrorCode::Io: return "EIO";
+    case ErrorCode::NotSup: return "ENOTSUP";
     default: return "EINVAL";
   }
 }

@@ -52,7 +52,7 @@ function workload(rng: Rng): Workload {
 }
 
 /**
- * Runs a workload; with `chaos`, also aborts random requests (some while a step is in flight)
+ * Runs a workload; with `chaos`, also aborts random requests or single samples of them (some while a step is in flight)
  * and releases the prefix cache at random points (returned: the aborted request indices).
  */
 async function run(w: Workload, prefixSharing: boolean, chaos?: Rng): Promise<{ results: SampleResult[][]; s: Scheduler; pool: KvPool; aborted: Set<number> }> {
@@ -66,7 +66,9 @@ async function run(w: Workload, prefixSharing: boolean, chaos?: Rng): Promise<{ 
     if (chaos === undefined || ids.length === 0 || chaos.next() > 0.04) return;
     const k = chaos.int(ids.length);
     if (!s.isDone(ids[k])) aborted.add(k);
-    s.abort(ids[k]);
+    // one sample alone (when it runs as its own sequence) or the whole request
+    if (chaos.next() < 0.5) s.abortSample(ids[k], chaos.int(w.arrivals[k].req.n ?? 1));
+    else s.abort(ids[k]);
   };
   for (let stepNo = 0; next < w.arrivals.length || s.hasWork; stepNo++) {
     while (next < w.arrivals.length && w.arrivals[next].at <= stepNo) ids.push(s.submit(w.arrivals[next++].req));

@@ -196,6 +196,36 @@ describe('Scheduler.abort and releaseCached while running', () => {
     assert.equal(pool.alloc.free, 64);
   });
 
+  it('abortSample ends one forked sample (mid-step too), frees its blocks, and leaves the request\'s others unchanged', async () => {
+    const { s, model } = setup(64, 4, { maxModelLen: 200, tokenBudget: 64 });
+    const req = { promptIds: range(0, 10), n: 3, maxTokens: 20, seed: 4 };
+    const id = s.submit(req);
+    assert.equal(s.abortSample(id, 1), false, 'not forked yet: cannot end alone');
+    step(s, model); // prompt computed, 3 samples forked
+    step(s, model);
+    const held = s.pool.alloc.used;
+    assert.equal(s.abortSample(id, 1), true);
+    s.audit();
+    assert.ok(s.pool.alloc.used < held, 'its blocks went back');
+    const plan = s.schedule();
+    assert.equal(s.abortSample(id, 2), true); // in flight
+    s.audit();
+    s.complete(plan, model.execute(plan));
+    await drain(s, model, () => s.audit());
+    const alone = runAlone(req, VOCAB, 200);
+    const r = s.result(id);
+    assert.deepEqual(r[0], alone[0]);
+    for (const j of [1, 2]) {
+      assert.equal(r[j].finishReason, 'abort');
+      assert.deepEqual(r[j].tokenIds, alone[j].tokenIds.slice(0, r[j].tokenIds.length));
+    }
+    // (the in-flight step's token of sample 2 is dropped, as abort() drops a request's)
+    assert.deepEqual([r[1].tokenIds.length, r[2].tokenIds.length], [2, 2]);
+    assert.equal(s.abortSample(id, 0), true, 'finished: nothing changes');
+    assert.deepEqual(s.result(id)[0], alone[0]);
+    assert.throws(() => s.abortSample(id, 3), /request \d+ has no sample 3 \(n = 3\)/);
+  });
+
   it('after releaseCached, running sequences stop caching (their KV may predate new weights); new ones cache again', async () => {
     const { s, model, pool } = setup(64, 4, { maxModelLen: 200, tokenBudget: 64 });
     const a = s.submit({ promptIds: range(0, 9), maxTokens: 20, seed: 1 });
