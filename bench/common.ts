@@ -35,3 +35,17 @@ export function machineInfo(): Record<string, unknown> {
     load_average_1_5_15: os.loadavg().map((x) => Math.round(x * 100) / 100),
   };
 }
+
+/** Median wall time (ms) of fn after 3 warm-up calls: at least minRuns runs and ~minMs ms, at most 200 runs. */
+export function medianMs(fn: () => void, minRuns = 10, minMs = 1000): number {
+  for (let i = 0; i < 3; i++) fn();
+  const t: number[] = [];
+  const start = performance.now();
+  while ((t.length < minRuns || performance.now() - start < minMs) && t.length < 200) {
+    const a = performance.now();
+    fn();
+    t.push(performance.now() - a);
+  }
+  t.sort((x, y) => x - y);
+  return t[t.length >> 1]!;
+}

@@ -13,9 +13,10 @@
 // Without a usable CUDA device it prints why and exits 0. --dry-run runs the same code on
 // host arrays at tiny sizes (the CPU path): it checks the script, not the GPU.
 import '../test/gpu/binary.js'; // first: selects the CUDA build
-import { cliArgs, writeJsonAtomic } from './common.js';
+import { cliArgs, medianMs as median, writeJsonAtomic } from './common.js';
+import { copyBandwidth } from './device-copy.js';
 import {
-  adamw, copyBuffer, cuda, DeviceArray, grpoLoss, logprobBackward, logprobForward, toBf16,
+  adamw, cuda, DeviceArray, grpoLoss, logprobBackward, logprobForward, toBf16,
   type AdamWTensor, type HostArray, type Tensor,
 } from '../lib/native.js';
 
@@ -73,20 +74,6 @@ function filled(n: number, scale: number, seed = 1, offset = 0): Float32Array {
   return a;
 }
 
-/** Median wall time (ms) of fn, after warm-up; at least 10 runs and ~1 s, at most 200 runs. */
-function median(fn: () => void, minRuns = 10, minMs = 1000): number {
-  for (let i = 0; i < 3; i++) fn();
-  const t: number[] = [];
-  const start = performance.now();
-  while ((t.length < minRuns || performance.now() - start < minMs) && t.length < 200) {
-    const a = performance.now();
-    fn();
-    t.push(performance.now() - a);
-  }
-  t.sort((x, y) => x - y);
-  return t[t.length >> 1];
-}
-
 const rows: Row[] = [];
 let copyGbps = 0;
 
@@ -103,14 +90,9 @@ log(dryRun ? 'gpu.bench: DRY RUN on host arrays (CPU path), tiny sizes: checks t
 
 // ---- copy bandwidth (the floor)
 {
-  const n = SIZES.copy;
-  const src = up(filled(n, 1)) as Tensor<'f32'>;
-  const dst = empty('f32', n) as Tensor<'f32'>;
-  const ms = median(() => copyBuffer(src, dst));
-  const bytes = 2 * 4 * n;
-  copyGbps = bytes / (ms * 1e-3) / 1e9;
-  report('copy (bandwidth floor)', `${n} f32`, ms, bytes, 'copyBuffer on device arrays: read + write');
-  free(src, dst);
+  const c = copyBandwidth(SIZES.copy, { dryRun });
+  copyGbps = c.gbps;
+  report('copy (bandwidth floor)', `${c.n} f32`, c.median_ms, c.bytes, 'copyBuffer on device arrays: read + write');
 }
 
 // ---- log-probs: N x V, fp32 and bf16, forward and backward

@@ -37,13 +37,16 @@ if (flag('--gemm')) {
   process.exit(r.status ?? 1);
 }
 if (flag('--gpu')) {
-  // the kernels, then the policy engine's training step (bench/gpu-model.bench.ts; --json FILE gets a .model.json sibling)
+  // the kernels, then the policy engine's training step (bench/gpu-model.bench.ts; --json FILE gets a .model.json sibling), then generation
   const rest = argv.filter((a) => a !== '--gpu');
   const r = spawnSync(process.execPath, ['--import', 'tsx', new URL('./gpu.bench.ts', import.meta.url).pathname, ...rest], { stdio: 'inherit' });
   const j = rest.indexOf('--json');
   const modelArgs = j >= 0 && rest[j + 1] ? [...rest.slice(0, j + 1), rest[j + 1]!.replace(/(\.json)?$/, '.model.json'), ...rest.slice(j + 2)] : rest;
   const m = spawnSync(process.execPath, ['--import', 'tsx', new URL('./gpu-model.bench.ts', import.meta.url).pathname, ...modelArgs], { stdio: 'inherit' });
-  process.exit((r.status ?? 1) || (m.status ?? 1));
+  // then generation through the paged step (bench/gpu-generate.bench.ts --device; --json FILE gets a .generate.json sibling)
+  const genArgs = j >= 0 && rest[j + 1] ? [...rest.slice(0, j + 1), rest[j + 1]!.replace(/(\.json)?$/, '.generate.json'), ...rest.slice(j + 2)] : rest;
+  const g = spawnSync(process.execPath, ['--import', 'tsx', new URL('./gpu-generate.bench.ts', import.meta.url).pathname, '--device', ...genArgs], { stdio: 'inherit' });
+  process.exit((r.status ?? 1) || (m.status ?? 1) || (g.status ?? 1));
 }
 
 const quick = flag('--quick');
