@@ -10,6 +10,9 @@ import { ChatPromptBuilder } from '../../lib/prompt/chat.js';
 import { DATASETS, REPO } from '../exec/helpers.js';
 
 const cli = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'lib/cli.ts', 'init-model', ...args], { cwd: REPO, encoding: 'utf8' });
+// `init-model --help`, run once for the two tests that read it (a CLI start costs ~0.8 s of CPU)
+let helpRun: ReturnType<typeof cli> | undefined;
+const help = () => (helpRun ??= cli('--help'));
 
 describe('init-model usage', () => {
   it('without --out: one line naming --out, exit status 2, nothing on stdout', () => {
@@ -27,7 +30,7 @@ describe('init-model usage', () => {
     assert.match(r.stderr, /^murphy-native init-model: .*\/proc\/.*\n$/);
   });
   it('--help gives the presets\' contexts against the shipped datasets\' prompt lengths', () => {
-    const r = cli('--help');
+    const r = help();
     assert.equal(r.status, 0);
     const text = r.stdout.replace(/\s+/g, ' ');
     assert.match(text, /2048 \(tiny\), 4096 \(small\) and 40960 \(qwen3-0\.6b\)/);
@@ -41,7 +44,7 @@ describe('init-model usage', () => {
       for (const f of files) for (const p of await loadDataset(join(DATASETS, f))) m = Math.max(m, pb.initial(p).length);
       return m.toLocaleString('en-US');
     };
-    const text = cli('--help').stdout.replace(/\s+/g, ' ');
+    const text = help().stdout.replace(/\s+/g, ' ');
     assert.ok(text.includes(`${await longest('HumanEval.jsonl.gz')} tokens (HumanEval)`));
     assert.ok(text.includes(`${await longest('mbpp.jsonl.gz')} (MBPP)`));
     assert.ok(text.includes(`${await longest('sanitized-mbpp.json.gz')} (sanitized MBPP)`));
