@@ -8,11 +8,10 @@ import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { grpoLoss, type GrpoLossInput, type LossType, type Tensor } from '../../lib/native.js';
-import { Rng, testSeed } from '../helpers/random.js';
-import { announce, freeAll, gpuOnly, host, onDevice, skipReason, up, worst } from './common.js';
+import { Rng } from '../helpers/random.js';
+import { announceSeed, freeAll, gpuOnly, host, onDevice, up, worst } from './common.js';
 
-announce('gpu/grpo_loss');
-const rng = new Rng(skipReason ? 1 : testSeed('gpu/grpo_loss'));
+const rng = new Rng(announceSeed('gpu/grpo_loss'));
 
 interface Case {
   input: GrpoLossInput;
