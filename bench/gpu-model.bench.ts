@@ -19,7 +19,7 @@
 import '../test/gpu/binary.js'; // first: selects the CUDA build
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { cliArgs, writeJsonAtomic } from './common.js';
+import { cliArgs, noDeviceReason, writeJsonAtomic } from './common.js';
 import { PolicyModel, type ModelSizes } from '../lib/model/index.js';
 import { cuda, deviceGemmTflops } from '../lib/native.js';
 
@@ -29,9 +29,9 @@ const quick = flag('--quick');
 const jsonPath = opt('--json');
 
 const status = cuda.status();
-if (!status.available && !dryRun) {
-  const reason = status.built || /^no CUDA device/.test(status.reason) ? status.reason : `no CUDA device: this binary was built without CUDA (${status.reason})`;
-  console.log(`gpu-model.bench: ${reason} — GPU model benchmark not run`);
+const noDevice = noDeviceReason(status, dryRun);
+if (noDevice) {
+  console.log(`gpu-model.bench: ${noDevice} — GPU model benchmark not run`);
   process.exit(0);
 }
 
