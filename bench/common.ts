@@ -71,3 +71,18 @@ export function noDeviceReason(status: CudaStatus, dryRun: boolean): string | un
   if (status.available || dryRun) return undefined;
   return status.built || /^no CUDA device/.test(status.reason) ? status.reason : `no CUDA device: this binary was built without CUDA (${status.reason})`;
 }
+
+/**
+ * The start of a GPU benchmark script: its options (--dry-run, --quick, --json FILE) and, without
+ * a usable device (and no --dry-run), one line `<label>: <reason> — <what> not run` and exit 0.
+ */
+export function gpuBenchStart(label: string, what: string, status: CudaStatus): { dryRun: boolean; quick: boolean; jsonPath: string | undefined } {
+  const { flag, opt } = cliArgs();
+  const dryRun = flag('--dry-run');
+  const noDevice = noDeviceReason(status, dryRun);
+  if (noDevice) {
+    console.log(`${label}: ${noDevice} — ${what} not run`);
+    process.exit(0);
+  }
+  return { dryRun, quick: flag('--quick'), jsonPath: opt('--json') };
+}

@@ -19,21 +19,12 @@
 import '../test/gpu/binary.js'; // first: selects the CUDA build
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { cliArgs, noDeviceReason, writeJsonAtomic } from './common.js';
+import { gpuBenchStart, writeJsonAtomic } from './common.js';
 import { PolicyModel, type ModelSizes } from '../lib/model/index.js';
 import { cuda, deviceGemmTflops } from '../lib/native.js';
 
-const { flag, opt } = cliArgs();
-const dryRun = flag('--dry-run');
-const quick = flag('--quick');
-const jsonPath = opt('--json');
-
 const status = cuda.status();
-const noDevice = noDeviceReason(status, dryRun);
-if (noDevice) {
-  console.log(`gpu-model.bench: ${noDevice} — GPU model benchmark not run`);
-  process.exit(0);
-}
+const { dryRun, quick, jsonPath } = gpuBenchStart('gpu-model.bench', 'GPU model benchmark', status);
 
 const log = (m: string) => process.stderr.write(`${m}\n`);
 

@@ -13,7 +13,7 @@
 // Without a usable CUDA device it prints why and exits 0. --dry-run runs the same code on
 // host arrays at tiny sizes (the CPU path): it checks the script, not the GPU.
 import '../test/gpu/binary.js'; // first: selects the CUDA build
-import { cliArgs, medianMs as median, noDeviceReason, writeJsonAtomic, type KernelRow } from './common.js';
+import { gpuBenchStart, medianMs as median, writeJsonAtomic, type KernelRow } from './common.js';
 import { copyBandwidth } from './device-copy.js';
 import {
   adamw, cuda, DeviceArray, grpoLoss, logprobBackward, logprobForward, toBf16,
@@ -22,17 +22,8 @@ import {
 
 type Row = KernelRow;
 
-const { argv, flag, opt } = cliArgs();
-const dryRun = flag('--dry-run');
-const quick = flag('--quick');
-const jsonPath = opt('--json');
-
 const status = cuda.status();
-const noDevice = noDeviceReason(status, dryRun);
-if (noDevice) {
-  console.log(`gpu.bench: ${noDevice} — GPU benchmarks not run`);
-  process.exit(0);
-}
+const { dryRun, quick, jsonPath } = gpuBenchStart('gpu.bench', 'GPU benchmarks', status);
 
 const SIZES = dryRun
   ? { n: 4, v: 151936, tokens: 1 << 14, params: 1 << 16, copy: 1 << 20 }
