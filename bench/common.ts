@@ -1,7 +1,8 @@
-// Helpers shared by the kernel benchmarks (bench/run.ts, bench/gpu.bench.ts).
+// Helpers shared by the benchmarks (bench/run.ts, bench/gpu*.ts and the others).
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import os from 'node:os';
+import type { CudaStatus } from '../lib/native.js';
 
 /** `--flag` and `--option VALUE` from this process's command line. */
 export function cliArgs(argv: string[] = process.argv.slice(2)): { flag(f: string): boolean; opt(f: string): string | undefined; argv: string[] } {
@@ -48,4 +49,40 @@ export function medianMs(fn: () => void, minRuns = 10, minMs = 1000): number {
   }
   t.sort((x, y) => x - y);
   return t[t.length >> 1]!;
+}
+
+/** One kernel's figures in a benchmark table (bench/run.ts adds its CPU floor and peers' ratios). */
+export interface KernelRow {
+  name: string;
+  shape: string;
+  median_ms: number;
+  /** The bytes the kernel must move at the least (its physical floor). */
+  bytes: number;
+  gbps: number;
+  floor_ratio: number;
+  note?: string;
+}
+
+/**
+ * Why a GPU benchmark cannot measure here (`cuda.status()` says no usable device), or undefined
+ * when it can or when dryRun (the CPU stands in, checking the script only).
+ */
+export function noDeviceReason(status: CudaStatus, dryRun: boolean): string | undefined {
+  if (status.available || dryRun) return undefined;
+  return status.built || /^no CUDA device/.test(status.reason) ? status.reason : `no CUDA device: this binary was built without CUDA (${status.reason})`;
+}
+
+/**
+ * The start of a GPU benchmark script: its options (--dry-run, --quick, --json FILE) and, without
+ * a usable device (and no --dry-run), one line `<label>: <reason> — <what> not run` and exit 0.
+ */
+export function gpuBenchStart(label: string, what: string, status: CudaStatus): { dryRun: boolean; quick: boolean; jsonPath: string | undefined } {
+  const { flag, opt } = cliArgs();
+  const dryRun = flag('--dry-run');
+  const noDevice = noDeviceReason(status, dryRun);
+  if (noDevice) {
+    console.log(`${label}: ${noDevice} — ${what} not run`);
+    process.exit(0);
+  }
+  return { dryRun, quick: flag('--quick'), jsonPath: opt('--json') };
 }

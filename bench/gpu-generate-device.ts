@@ -3,7 +3,7 @@
 // MURPHY tree workload with and without prefix sharing, through the device engine's paged step.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { machineInfo, writeJsonAtomic } from './common.js';
+import { machineInfo, noDeviceReason, writeJsonAtomic } from './common.js';
 import { copyBandwidth, type CopyBandwidth } from './device-copy.js';
 import { boundFraction, decodeStepBytes } from './generate-bound.js';
 import { PolicyModel, type ModelSizes } from '../lib/model/index.js';
@@ -231,9 +231,9 @@ const goal = (value: number | null, min: number) => ({ value, met: value === nul
 
 export async function deviceBench(o: DeviceBenchOptions): Promise<void> {
   const status = cuda.status();
-  if (!status.available && !o.dryRun) {
-    const reason = status.built || /^no CUDA device/.test(status.reason) ? status.reason : `no CUDA device: this binary was built without CUDA (${status.reason})`;
-    console.log(`gpu-generate.bench --device: ${reason} — device generation benchmark not run`);
+  const noDevice = noDeviceReason(status, o.dryRun);
+  if (noDevice) {
+    console.log(`gpu-generate.bench --device: ${noDevice} — device generation benchmark not run`);
     return;
   }
   const kvGib = o.kvGib === undefined ? 16 : Number(o.kvGib);

@@ -19,21 +19,12 @@
 import '../test/gpu/binary.js'; // first: selects the CUDA build
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { cliArgs, writeJsonAtomic } from './common.js';
+import { gpuBenchStart, writeJsonAtomic } from './common.js';
 import { PolicyModel, type ModelSizes } from '../lib/model/index.js';
 import { cuda, deviceGemmTflops } from '../lib/native.js';
 
-const { flag, opt } = cliArgs();
-const dryRun = flag('--dry-run');
-const quick = flag('--quick');
-const jsonPath = opt('--json');
-
 const status = cuda.status();
-if (!status.available && !dryRun) {
-  const reason = status.built || /^no CUDA device/.test(status.reason) ? status.reason : `no CUDA device: this binary was built without CUDA (${status.reason})`;
-  console.log(`gpu-model.bench: ${reason} — GPU model benchmark not run`);
-  process.exit(0);
-}
+const { dryRun, quick, jsonPath } = gpuBenchStart('gpu-model.bench', 'GPU model benchmark', status);
 
 const log = (m: string) => process.stderr.write(`${m}\n`);
 

@@ -13,34 +13,17 @@
 // Without a usable CUDA device it prints why and exits 0. --dry-run runs the same code on
 // host arrays at tiny sizes (the CPU path): it checks the script, not the GPU.
 import '../test/gpu/binary.js'; // first: selects the CUDA build
-import { cliArgs, medianMs as median, writeJsonAtomic } from './common.js';
+import { gpuBenchStart, medianMs as median, writeJsonAtomic, type KernelRow } from './common.js';
 import { copyBandwidth } from './device-copy.js';
 import {
   adamw, cuda, DeviceArray, grpoLoss, logprobBackward, logprobForward, toBf16,
   type AdamWTensor, type HostArray, type Tensor,
 } from '../lib/native.js';
 
-interface Row {
-  name: string;
-  shape: string;
-  median_ms: number;
-  bytes: number;
-  gbps: number;
-  floor_ratio: number;
-  note?: string;
-}
-
-const { argv, flag, opt } = cliArgs();
-const dryRun = flag('--dry-run');
-const quick = flag('--quick');
-const jsonPath = opt('--json');
+type Row = KernelRow;
 
 const status = cuda.status();
-if (!status.available && !dryRun) {
-  const reason = status.built || /^no CUDA device/.test(status.reason) ? status.reason : `no CUDA device: this binary was built without CUDA (${status.reason})`;
-  console.log(`gpu.bench: ${reason} — GPU benchmarks not run`);
-  process.exit(0);
-}
+const { dryRun, quick, jsonPath } = gpuBenchStart('gpu.bench', 'GPU benchmarks', status);
 
 const SIZES = dryRun
   ? { n: 4, v: 151936, tokens: 1 << 14, params: 1 << 16, copy: 1 << 20 }

@@ -10,24 +10,17 @@
 // python3-torch is installed).
 import { spawnSync } from 'node:child_process';
 import { Bench } from 'tinybench';
-import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
+import { cliArgs, machineInfo, writeJsonAtomic, type KernelRow } from './common.js';
 import { measureStreamFloor, mergeFloors } from './stream.js';
 import { describePeer, type TorchPeer } from './peer.js';
 import {
   adamw, copyBuffer, cpuInfo, grpoLoss, logprobBackward, logprobForward, setNumThreads, toBf16, type AdamWTensor,
 } from '../lib/native.js';
 
-interface Row {
-  name: string;
-  shape: string;
-  median_ms: number;
-  bytes: number;
-  gbps: number;
+interface Row extends KernelRow {
   floor_ms: number;
-  floor_ratio: number;
   baseline_ratio: number | null;
   torch_ratio: number | null;
-  note?: string;
 }
 
 const { argv, flag, opt } = cliArgs();

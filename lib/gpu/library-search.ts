@@ -6,7 +6,10 @@
 //   3. The library's Python wheels under every site-packages folder (nvidia/<x>/lib).
 //   4. The dynamic loader (LD_LIBRARY_PATH, ld.so.cache): the bare sonames.
 // In each place the sonames are tried in the order given.
-import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { existsSync, realpathSync, statSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import type { CublasLtLoadResult as RawLibraryLoad } from '../native.js';
 
 export interface LibrarySpec {
   /** The variable that forces a file or folder, e.g. 'MURPHY_NCCL'. */
@@ -28,7 +31,7 @@ export interface LibraryCandidate {
 
 export interface CandidateInputs {
   env: Record<string, string | undefined>;
-  /** site-packages folders of the Python interpreters found (lib/gpu/cublaslt.ts pythonSitePackages). */
+  /** site-packages folders of the Python interpreters found (pythonSitePackages). */
   sitePackages: string[];
   /** Whether a file exists (injected so that tests need no real files). */
   exists: (path: string) => boolean;
@@ -104,4 +107,105 @@ export function notFoundReason(name: string, spec: LibrarySpec, list: CandidateL
   return `${name} not found: looked in ${list.searched.join(', ')}` +
     (failedFiles.length ? `; unusable: ${failedFiles.join('; ')}` : '') +
     (loaderErr.length ? ` (${loaderErr.join('; ')})` : '') + `; ${fix}`;
+}
+
+/** What a search for one library found, for doctor and the engines. */
+export interface LibraryReport {
+  found: boolean;
+  /** The file that was opened (resolved by the loader). */
+  path?: string;
+  origin?: string;
+  /** The library's version number: major * 10000 + minor * 100 + patch. */
+  version?: number;
+  /** e.g. "13.1.0". */
+  versionText?: string;
+  /** When not found: one line naming each place and why it failed, and the fix. */
+  reason?: string;
+  searched: string[];
+  attempts: LoadAttempt[];
+}
+
+/** How a library's "not found" line reads: its name and the fixes (see notFoundReason). */
+export interface LibraryNaming {
+  /** e.g. 'NCCL'. */
+  name: string;
+  fix: string;
+  /** The fix when the variable is set, e.g. 'point it at a libnccl.so.2 file'. */
+  forcedFix: string;
+}
+
+/**
+ * The report from the addon's loader result (cublasLtLoad and ncclLoad answer alike); `load` undefined: the loaded native binary has
+ * no loader for this library (it predates it).
+ */
+export function libraryReport(spec: LibrarySpec, naming: LibraryNaming, list: CandidateList, load: RawLibraryLoad | undefined): LibraryReport {
+  if (load === undefined) {
+    return {
+      found: false, searched: list.searched, attempts: [],
+      reason: `${naming.name} not checked: the loaded native binary has no ${naming.name} loader (it predates it); rebuild it (npm run build:native or build:cuda)`,
+    };
+  }
+  if (load.ok) {
+    return { found: true, path: load.path, origin: load.origin, version: load.version, versionText: load.versionText, searched: list.searched, attempts: load.attempts };
+  }
+  const reason = notFoundReason(naming.name, spec, list, load.attempts, naming.fix, naming.forcedFix);
+  return { found: false, reason, searched: list.searched, attempts: load.attempts };
+}
+
+const SITE_SCRIPT =
+  'import json, site, sys\n' +
+  'p = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []\n' +
+  'p.append(site.getusersitepackages())\n' +
+  'p += [x for x in sys.path if x.endswith("-packages")]\n' +
+  'print(json.dumps(p))\n';
+
+/**
+ * site-packages folders of every distinct python3 on PATH (each asked once, 10 s at most).
+ * Interpreters that fail are skipped: finding no wheel is not an error here.
+ */
+export function pythonSitePackages(pathVar: string | undefined = process.env.PATH): string[] {
+  const out: string[] = [];
+  const seenExe = new Set<string>();
+  for (const dir of (pathVar ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const exe = join(dir, 'python3');
+    let real: string;
+    try {
+      if (!statSync(exe).isFile()) continue;
+      real = realpathSync(exe);
+    } catch {
+      continue;
+    }
+    // pyenv-style shims are scripts that pick an interpreter: key them by their own path.
+    if (seenExe.has(real)) continue;
+    seenExe.add(real);
+    try {
+      const text = execFileSync(exe, ['-c', SITE_SCRIPT], { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'ignore'] });
+      for (const p of JSON.parse(text.trim().split('\n').pop() ?? '[]') as unknown[]) {
+        if (typeof p === 'string' && !out.includes(p)) out.push(p);
+      }
+    } catch {
+      // not a working interpreter
+    }
+  }
+  return out;
+}
+
+/**
+ * The candidates on this machine: this process's environment, the site-packages of its
+ * python3s (not asked when the library's variable is set) and the real file system.
+ */
+export function machineCandidates(spec: LibrarySpec): CandidateList {
+  return libraryCandidates(spec, {
+    env: process.env,
+    sitePackages: process.env[spec.envVar] ? [] : pythonSitePackages(),
+    exists: (p) => existsSync(p),
+    isDirectory: (p) => {
+      try {
+        return statSync(p).isDirectory();
+      } catch {
+        return false;
+      }
+    },
+  });
 }

@@ -7,10 +7,8 @@
 //   4. The dynamic loader: libnccl.so.2.
 // Every call that waits on NCCL runs off the JS thread, with a deadline; past it the
 // communicator is aborted, so a dead peer is an error, never a hang.
-import { existsSync, statSync } from 'node:fs';
 import { DeviceArray, ncclNative, type HostArray, type NcclBuffer, type NcclDType, type NcclRedOp, type RawNccl, type RawNcclComm } from '../native.js';
-import { pythonSitePackages } from './cublaslt.js';
-import { libraryCandidates, notFoundReason, type CandidateInputs, type CandidateList, type LoadAttempt, type LibrarySpec } from './library-search.js';
+import { libraryCandidates, libraryReport, machineCandidates, type CandidateInputs, type CandidateList, type LibraryNaming, type LibraryReport, type LibrarySpec } from './library-search.js';
 
 export type { NcclDType, NcclRedOp };
 /** What the collectives read and write: device arrays (host typed arrays reach only a fake library). */
@@ -29,34 +27,19 @@ export function ncclCandidates(inp: CandidateInputs): CandidateList {
   return libraryCandidates(NCCL_SPEC, inp);
 }
 
-export interface NcclReport {
-  found: boolean;
-  path?: string;
-  origin?: string;
-  /** ncclGetVersion(): major * 10000 + minor * 100 + patch. */
-  version?: number;
-  /** e.g. "2.23.4". */
-  versionText?: string;
-  /** When not found: one line naming each place and why it failed, and the fix. */
-  reason?: string;
-  searched: string[];
-  attempts: LoadAttempt[];
-}
+/** What the search found (found, path, origin, version, versionText, reason, searched, attempts). */
+export type NcclReport = LibraryReport;
 
-const FIX = 'install the nvidia-nccl Python wheel (pip install nvidia-nccl-cu12, or the one vLLM/torch already installed) or set MURPHY_NCCL to the libnccl.so.2 file';
+const NAMING: LibraryNaming = {
+  name: 'NCCL',
+  fix: 'install the nvidia-nccl Python wheel (pip install nvidia-nccl-cu12, or the one vLLM/torch already installed) or set MURPHY_NCCL to the libnccl.so.2 file',
+  forcedFix: 'point it at a libnccl.so.2 file',
+};
 
 /** Opens the candidates in order through the addon; install keeps the first that works for the communicators. */
 export function loadNccl(list: CandidateList, opts: { install?: boolean; native?: RawNccl } = {}): NcclReport {
   const nat = opts.native ?? ncclNative();
-  if (nat === undefined) {
-    return {
-      found: false, searched: list.searched, attempts: [],
-      reason: 'NCCL not checked: the loaded native binary has no NCCL loader (it predates it); rebuild it (npm run build:native or build:cuda)',
-    };
-  }
-  const r = nat.ncclLoad(list.candidates, opts.install ?? false);
-  if (r.ok) return { found: true, path: r.path, origin: r.origin, version: r.version, versionText: r.versionText, searched: list.searched, attempts: r.attempts };
-  return { found: false, reason: notFoundReason('NCCL', NCCL_SPEC, list, r.attempts, FIX, 'point it at a libnccl.so.2 file'), searched: list.searched, attempts: r.attempts };
+  return libraryReport(NCCL_SPEC, NAMING, list, nat?.ncclLoad(list.candidates, opts.install ?? false));
 }
 
 let cached: NcclReport | undefined;
@@ -71,19 +54,7 @@ let installed: NcclReport | undefined;
 export function findNccl(opts: { refresh?: boolean; install?: boolean } = {}): NcclReport {
   if (opts.install && installed) return installed;
   if (cached && !opts.refresh && !opts.install) return cached;
-  const list = ncclCandidates({
-    env: process.env,
-    sitePackages: process.env.MURPHY_NCCL ? [] : pythonSitePackages(),
-    exists: (p) => existsSync(p),
-    isDirectory: (p) => {
-      try {
-        return statSync(p).isDirectory();
-      } catch {
-        return false;
-      }
-    },
-  });
-  cached = loadNccl(list, { install: opts.install });
+  cached = loadNccl(machineCandidates(NCCL_SPEC), { install: opts.install });
   if (opts.install && cached.found) installed = cached;
   return cached;
 }

@@ -20,7 +20,7 @@ namespace {
 
 Napi::Value CublasLtLoad(const Napi::CallbackInfo& info) {
   return addon::guarded(info, [&]() -> Napi::Value {
-    const auto f = cublaslt_load(library_candidates<CublasLtCandidate>(info, "cublasLtLoad"), info[1].As<Napi::Boolean>());
+    const auto f = cublaslt_load(library_candidates(info, "cublasLtLoad"), info[1].As<Napi::Boolean>());
     return library_report(info.Env(), f, cublaslt_version_text(f.version));
   });
 }

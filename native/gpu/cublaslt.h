@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "dl_library.h"
+
 namespace murphy {
 namespace gpu {
 
@@ -83,26 +85,11 @@ struct CublasLtApi {
 extern const char* const kCublasLtSymbols[];
 extern const size_t kCublasLtSymbolCount;
 
-// One place to look: a path (contains '/') or a bare soname for the dynamic loader.
-struct CublasLtCandidate {
-  std::string path;
-  std::string origin;  // where the candidate came from, e.g. "MURPHY_CUBLASLT", "CUDA_HOME"
-};
-
-// What happened to one candidate.
-struct CublasLtAttempt {
-  CublasLtCandidate candidate;
-  std::string error;  // empty: this one loaded
-};
-
-struct CublasLtFound {
-  bool ok = false;
-  std::string path;    // the file the loader actually opened (resolved through dladdr)
-  std::string origin;
-  size_t version = 0;  // cublasLtGetVersion(): major * 10000 + minor * 100 + patch
-  std::vector<CublasLtAttempt> attempts;
-  std::string reason;  // when !ok: one line naming every candidate and why it failed
-};
+// One place to look, what happened to it, and what a search found (dl_library.h).
+// CublasLtFound::version: cublasLtGetVersion(), major * 10000 + minor * 100 + patch.
+using CublasLtCandidate = DlCandidate;
+using CublasLtAttempt = DlAttempt;
+using CublasLtFound = DlFound<size_t>;
 
 // Version number -> "13.1.0".
 std::string cublaslt_version_text(size_t v);

@@ -28,6 +28,18 @@ void* dl_open_entry_points(const std::string& path, const char* const* names, si
   return h;
 }
 
+void dl_close(void* handle) { dlclose(handle); }
+
+std::string dl_not_found_reason(const char* what, const std::vector<DlAttempt>& attempts) {
+  if (attempts.empty()) return std::string(what) + " not found: no place to look";
+  std::string reason = std::string(what) + " not found: ";
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    if (i) reason += "; ";
+    reason += attempts[i].candidate.path + " (" + attempts[i].candidate.origin + "): " + attempts[i].error;
+  }
+  return reason;
+}
+
 std::string dl_file_of(void* symbol, const std::string& fallback) {
   Dl_info info{};
   if (symbol && dladdr(symbol, &info) != 0 && info.dli_fname) return info.dli_fname;

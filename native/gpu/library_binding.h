@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dl_library.h"
 #include "murphy/common.h"
 
 namespace murphy {
@@ -14,26 +15,25 @@ namespace gpu {
 
 // The arguments (candidates: {path, origin}[], install: boolean) of the JS function `call`;
 // returns the candidates (install is info[1]).
-template <class Candidate>
-std::vector<Candidate> library_candidates(const Napi::CallbackInfo& info, const std::string& call) {
+inline std::vector<DlCandidate> library_candidates(const Napi::CallbackInfo& info, const std::string& call) {
   if (info.Length() < 2 || !info[0].IsArray() || !info[1].IsBoolean())
     throw Error(call + "(candidates, install): expected an array of {path, origin} and a boolean");
   Napi::Array arr = info[0].As<Napi::Array>();
-  std::vector<Candidate> cands;
+  std::vector<DlCandidate> cands;
   for (uint32_t i = 0; i < arr.Length(); ++i) {
     Napi::Value v = arr.Get(i);
     if (!v.IsObject()) throw Error(call + ": candidate " + std::to_string(i) + " is not an object");
     Napi::Object o = v.As<Napi::Object>();
     if (!o.Get("path").IsString() || !o.Get("origin").IsString())
       throw Error(call + ": candidate " + std::to_string(i) + " needs string fields path and origin");
-    cands.push_back(Candidate{o.Get("path").As<Napi::String>(), o.Get("origin").As<Napi::String>()});
+    cands.push_back(DlCandidate{o.Get("path").As<Napi::String>(), o.Get("origin").As<Napi::String>()});
   }
   return cands;
 }
 
 // { ok, path, origin, version, versionText, reason, attempts: {path, origin, error}[] }
-template <class Found>
-Napi::Object library_report(Napi::Env env, const Found& f, const std::string& version_text) {
+template <class Version>
+Napi::Object library_report(Napi::Env env, const DlFound<Version>& f, const std::string& version_text) {
   Napi::Object r = Napi::Object::New(env);
   r.Set("ok", f.ok);
   r.Set("path", f.path);

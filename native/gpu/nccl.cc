@@ -2,13 +2,10 @@
 // No CUDA needed to compile this file; the CUDA build adds the stream (nccl_stream.cu).
 #include "nccl.h"
 
-#include <dlfcn.h>
-
 #include <chrono>
 #include <cstring>
 #include <thread>
 
-#include "dl_library.h"
 #include "murphy/common.h"
 
 namespace murphy {
@@ -26,33 +23,18 @@ static_assert(sizeof(kNcclSymbols) / sizeof(kNcclSymbols[0]) * sizeof(void*) == 
 
 namespace {
 
-std::mutex g_mu;
-bool g_installed = false;
-NcclApi g_api{};
-NcclFound g_found;
-
 constexpr int kMinVersion = 21400;  // 2.14: ncclCommInitRankConfig with blocking = 0, ncclCommFinalize
 
-void* try_open(const NcclCandidate& c, NcclApi* api, std::string* path, int* version, std::string* err) {
-  void* h = dl_open_entry_points(c.path, kNcclSymbols, kNcclSymbolCount, reinterpret_cast<void**>(api), "NCCL", err);
-  if (!h) return nullptr;
-  *path = dl_file_of(reinterpret_cast<void*>(api->GetVersion), c.path);
-  int v = 0;
-  const ncclResult_t st = api->GetVersion(&v);
-  if (st != ncclSuccess) {
-    *err = "ncclGetVersion() failed with status " + std::to_string(st);
-    dlclose(h);
-    return nullptr;
-  }
-  *version = v;
-  if (v < kMinVersion) {
-    *err = "ncclGetVersion() reports " + nccl_version_text(v) + " (raw " + std::to_string(v) +
-           "); murphy-native needs NCCL 2.14 or newer (non-blocking communicators)";
-    dlclose(h);
-    return nullptr;
-  }
-  return h;
+// Accepts NCCL 2.14 or newer (ncclGetVersion() = major * 10000 + minor * 100 + patch).
+std::string check_version(const NcclApi& api, int* version) {
+  const ncclResult_t st = api.GetVersion(version);
+  if (st != ncclSuccess) return "ncclGetVersion() failed with status " + std::to_string(st);
+  if (*version >= kMinVersion) return "";
+  return "ncclGetVersion() reports " + nccl_version_text(*version) + " (raw " + std::to_string(*version) +
+         "); murphy-native needs NCCL 2.14 or newer (non-blocking communicators)";
 }
+
+DlLibrary<NcclApi, int> g_lib("NCCL", kNcclSymbols, kNcclSymbolCount, check_version);
 
 double now_ms() {
   using namespace std::chrono;
@@ -71,50 +53,12 @@ std::string nccl_version_text(int v) {
 }
 
 NcclFound nccl_load(const std::vector<NcclCandidate>& candidates, bool install) {
-  std::lock_guard<std::mutex> lk(g_mu);
-  if (g_installed) return g_found;
-  NcclFound r;
-  for (const NcclCandidate& c : candidates) {
-    NcclApi api{};
-    std::string path, err;
-    int version = 0;
-    void* h = try_open(c, &api, &path, &version, &err);
-    r.attempts.push_back(NcclAttempt{c, err});
-    if (!h) continue;
-    r.ok = true;
-    r.path = path;
-    r.origin = c.origin;
-    r.version = version;
-    if (install) {
-      g_api = api;
-      g_installed = true;
-      g_found = r;
-    } else {
-      dlclose(h);
-    }
-    return r;
-  }
-  if (candidates.empty()) {
-    r.reason = "NCCL not found: no place to look";
-  } else {
-    r.reason = "NCCL not found: ";
-    for (size_t i = 0; i < r.attempts.size(); ++i) {
-      if (i) r.reason += "; ";
-      r.reason += r.attempts[i].candidate.path + " (" + r.attempts[i].candidate.origin + "): " + r.attempts[i].error;
-    }
-  }
-  return r;
+  return g_lib.load(candidates, install);
 }
 
-const NcclApi* nccl() {
-  std::lock_guard<std::mutex> lk(g_mu);
-  return g_installed ? &g_api : nullptr;
-}
+const NcclApi* nccl() { return g_lib.api(); }
 
-const NcclFound& nccl_found() {
-  std::lock_guard<std::mutex> lk(g_mu);
-  return g_found;
-}
+const NcclFound& nccl_found() { return g_lib.found(); }
 
 namespace {
 const NcclApi* installed(const char* what) {

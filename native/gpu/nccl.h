@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "dl_library.h"
+
 namespace murphy {
 namespace gpu {
 
@@ -88,22 +90,11 @@ struct NcclApi {
 extern const char* const kNcclSymbols[];
 extern const size_t kNcclSymbolCount;
 
-struct NcclCandidate {
-  std::string path;    // a file path, or a bare soname for the dynamic loader
-  std::string origin;  // "MURPHY_NCCL", "CUDA_HOME", "python wheel", "dynamic loader", ...
-};
-struct NcclAttempt {
-  NcclCandidate candidate;
-  std::string error;  // empty: this one loaded
-};
-struct NcclFound {
-  bool ok = false;
-  std::string path;  // the file actually opened (dladdr)
-  std::string origin;
-  int version = 0;  // ncclGetVersion(): major * 10000 + minor * 100 + patch
-  std::vector<NcclAttempt> attempts;
-  std::string reason;  // when !ok: one line naming every candidate and why it failed
-};
+// One place to look, what happened to it, and what a search found (dl_library.h).
+// NcclFound::version: ncclGetVersion(), major * 10000 + minor * 100 + patch.
+using NcclCandidate = DlCandidate;
+using NcclAttempt = DlAttempt;
+using NcclFound = DlFound<int>;
 
 // 22304 -> "2.23.4" (also the pre-2.9 encoding major * 1000 + minor * 100 + patch).
 std::string nccl_version_text(int v);

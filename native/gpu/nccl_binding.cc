@@ -134,7 +134,7 @@ double timeout_arg(const Napi::Value& v) {
 
 Napi::Value NcclLoad(const Napi::CallbackInfo& info) {
   return addon::guarded(info, [&]() -> Napi::Value {
-    const auto f = nccl_load(library_candidates<NcclCandidate>(info, "ncclLoad"), info[1].As<Napi::Boolean>());
+    const auto f = nccl_load(library_candidates(info, "ncclLoad"), info[1].As<Napi::Boolean>());
     return library_report(info.Env(), f, nccl_version_text(f.version));
   });
 }

@@ -97,9 +97,24 @@ export async function compareEngines(cpu: PolicyModel, dev: PolicyModel, batch: 
     assert.ok(Math.abs(od.gradNorm - oc.gradNorm) <= Math.min(tol.grad, 1 - tol.gradCos + 1e-4) * Math.max(1e-6, oc.gradNorm) * 10, `${at}grad norm ${od.gradNorm} vs ${oc.gradNorm}`);
   }
   for (const p of cpu.params()) {
-    const e = relError(dev.getParam(p.name), cpu.getParam(p.name));
+    const wd = dev.getParam(p.name), wc = cpu.getParam(p.name);
+    const e = relError(wd, wc);
     r.weights = Math.max(r.weights, e);
-    assert.ok(e <= tol.weights, `${at}weights of ${p.name} after AdamW: rel err ${e} > ${tol.weights}`);
+    if (e <= tol.weights) continue;
+    // Adam divides by sqrt(v): an element whose gradient is at rounding-noise level may step by
+    // up to lr either way on each engine. Such elements (|difference| <= 2 lr per step) may pass
+    // the relative bound, if they are rare (<= 0.1% of the tensor); anything else fails.
+    let maxW = 0;
+    for (let i = 0; i < wc.length; i++) maxW = Math.max(maxW, Math.abs(wc[i]));
+    const flip = 2 * ADAM.lr * steps * (1 + 1e-3);
+    let noise = 0;
+    for (let i = 0; i < wc.length; i++) {
+      const d = Math.abs(wd[i] - wc[i]);
+      if (d <= tol.weights * maxW) continue;
+      assert.ok(d <= flip, `${at}weights of ${p.name}[${i}] after AdamW: ${wd[i]} vs ${wc[i]}, more than 2 lr per step apart (rel err ${e} > ${tol.weights})`);
+      noise++;
+    }
+    assert.ok(noise <= Math.max(1, wc.length * 1e-3), `${at}weights of ${p.name} after AdamW: ${noise} of ${wc.length} elements beyond rel err ${tol.weights} (an Adam step on a noise-level gradient explains a few, not this many)`);
   }
   return r;
 }

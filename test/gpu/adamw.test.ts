@@ -12,12 +12,11 @@ import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { adamw, toBf16, type AdamWOptions, type AdamWTensor, type Tensor } from '../../lib/native.js';
-import { Rng, testSeed } from '../helpers/random.js';
+import { Rng } from '../helpers/random.js';
 import { numberToBf16Bits } from '../helpers/reference.js';
-import { announce, bf16Stochastic, f32Bits, freeAll, gpuOnly, hashU32, host, skipReason, tensorSeed, up, worst } from './common.js';
+import { announceSeed, bf16Stochastic, f32Bits, freeAll, gpuOnly, hashU32, host, tensorSeed, up, worst } from './common.js';
 
-announce('gpu/adamw');
-const rng = new Rng(skipReason ? 1 : testSeed('gpu/adamw'));
+const rng = new Rng(announceSeed('gpu/adamw'));
 
 interface HostT {
   param: Float32Array;

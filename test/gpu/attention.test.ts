@@ -7,26 +7,12 @@
 import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { kernelCudaRunner, kernelHarness } from '../../lib/native.js';
-import { Rng, testSeed } from '../helpers/random.js';
-import { announce, dryRun, gpuOnly, skipReason, worst } from './common.js';
+import { Rng } from '../helpers/random.js';
+import { announceSeed, dryRun, gpuOnly, onGpu, worst, type KernelCaseInput as Case, type KernelOutputs as Out } from './common.js';
 
-announce('gpu/attention');
-const seed = skipReason ? 1 : testSeed('gpu/attention');
+const seed = announceSeed('gpu/attention');
 const rng = new Rng(seed);
 
-type Out = Record<string, Float32Array>;
-type Case = Record<string, unknown> & { op: string };
-const raw = { kernelHarness, kernelCuda: kernelCudaRunner() };
-/** The GPU run of a case (the harness itself in a dry run). */
-function onGpu(c: Case): { kernel: Out; reference: Out; harness: Out } {
-  if (dryRun) {
-    const h = raw.kernelHarness(c);
-    return { kernel: h.kernel, reference: h.reference, harness: h.kernel };
-  }
-  if (!raw.kernelCuda) throw new Error('the loaded CUDA binary predates kernelCuda: rebuild it (bash .ci/cuda-build.sh)');
-  return raw.kernelCuda(c);
-}
 
 // Longer sequences than in npm test, so the fp32 sums are longer: f32 relative and absolute
 // 1e-4 against both. bf16: against the CPU op (unrounded) relative 2^-8 + 1e-4; against the

@@ -3,7 +3,8 @@
 //
 // Without a usable device every GPU test is *skipped* (node:test's skip, so the summary
 // says "skipped", never "pass"), after one line saying why.
-import { cuda, DeviceArray, type HostArray, type Tensor } from '../../lib/native.js';
+import { cuda, DeviceArray, kernelCudaRunner, kernelHarness, type HostArray, type Tensor } from '../../lib/native.js';
+import { testSeed } from '../helpers/random.js';
 
 const st = cuda.status();
 
@@ -35,8 +36,36 @@ export function announce(file: string): void {
   }
 }
 
+/**
+ * announce(file), then the file's random seed: testSeed(file) (fresh, printed for replay), or 1
+ * when the tests are skipped.
+ */
+export function announceSeed(file: string): number {
+  announce(file);
+  return skipReason ? 1 : testSeed(file);
+}
+
 /** node:test options for a test that needs a GPU: skipped (and counted as skipped) without one. */
 export const gpuOnly = { skip: skipReason };
+
+/** Named f32 outputs of a kernel harness case. */
+export type KernelOutputs = Record<string, Float32Array>;
+/** A kernel harness case (native/gpu/harness_*.h): op, sizes, dtype, inputs. */
+export type KernelCaseInput = Record<string, unknown> & { op: string };
+
+/**
+ * The GPU run of a harness case: the CUDA kernel's outputs, the CPU op's (reference) and the
+ * CPU harness run of the same kernel code. In a dry run the harness stands in for the GPU.
+ */
+export function onGpu(c: KernelCaseInput): { kernel: KernelOutputs; reference: KernelOutputs; harness: KernelOutputs } {
+  if (dryRun) {
+    const h = kernelHarness(c);
+    return { kernel: h.kernel, reference: h.reference, harness: h.kernel };
+  }
+  const kernelCuda = kernelCudaRunner();
+  if (!kernelCuda) throw new Error('the loaded CUDA binary predates kernelCuda: rebuild it (bash .ci/cuda-build.sh)');
+  return kernelCuda(c);
+}
 
 /** Uploads every array; returns the device arrays (free them with freeAll). */
 export function up<T extends HostArray>(a: T): DeviceArray | T {

@@ -3,11 +3,10 @@ import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { copyBuffer, fromBf16, toBf16, type Tensor } from '../../lib/native.js';
-import { Rng, testSeed } from '../helpers/random.js';
-import { announce, empty, freeAll, gpuOnly, host, skipReason, up } from './common.js';
+import { Rng } from '../helpers/random.js';
+import { announceSeed, empty, freeAll, gpuOnly, host, up } from './common.js';
 
-announce('gpu/convert');
-const rng = new Rng(skipReason ? 1 : testSeed('gpu/convert'));
+const rng = new Rng(announceSeed('gpu/convert'));
 
 function bits(a: Float32Array): Uint32Array {
   return new Uint32Array(a.buffer, a.byteOffset, a.length);

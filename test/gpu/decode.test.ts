@@ -8,28 +8,14 @@
 import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { kernelCudaRunner, kernelHarness } from '../../lib/native.js';
-import { Rng, testSeed } from '../helpers/random.js';
-import { announce, dryRun, gpuOnly, skipReason, worst } from './common.js';
+import { Rng } from '../helpers/random.js';
+import { announceSeed, dryRun, gpuOnly, onGpu, worst, type KernelCaseInput as Case, type KernelOutputs as Out } from './common.js';
 
-announce('gpu/decode');
-const seed = skipReason ? 1 : testSeed('gpu/decode');
+const seed = announceSeed('gpu/decode');
 const rng = new Rng(seed);
 
-type Out = Record<string, Float32Array>;
-type Case = Record<string, unknown> & { op: string };
-const raw = { kernelHarness, kernelCuda: kernelCudaRunner() };
 /** Small sizes: in a dry run, and under compute-sanitizer (MURPHY_GPU_SMALL=1, scripts/gpu-check.sh). */
 const small = dryRun || process.env.MURPHY_GPU_SMALL === '1';
-/** The GPU run of a case (the harness itself in a dry run). */
-function onGpu(c: Case): { kernel: Out; reference: Out; harness: Out } {
-  if (dryRun) {
-    const h = raw.kernelHarness(c);
-    return { kernel: h.kernel, reference: h.reference, harness: h.kernel };
-  }
-  if (!raw.kernelCuda) throw new Error('the loaded CUDA binary predates kernelCuda: rebuild it (bash .ci/cuda-build.sh)');
-  return raw.kernelCuda(c);
-}
 
 // Block sizes as the launchers (decode_kernels_cuda.h), so the harness run sums in the GPU's order.
 type Tol = Record<string, { f32: [number, number]; bf16: [number, number] }>;

@@ -33,12 +33,11 @@ import { PagedEngine } from '../../lib/rollout/paged-engine.js';
 import { TreeWorkload, type PagedRequest, type SampleResult } from '../../lib/rollout/paged/index.js';
 import type { EngineRequest, EngineSample } from '../../lib/rollout/types.js';
 import { BF16_TOL, F32_TOL, fixtureRoot, fixtures } from '../gpu-engine/engine-compare.js';
-import { Rng, testSeed } from '../helpers/random.js';
-import { announce, dryRun, gpuOnly, skipReason } from './common.js';
+import { Rng } from '../helpers/random.js';
+import { announceSeed, dryRun, gpuOnly } from './common.js';
 
-announce('gpu/generate');
+const seed = announceSeed('gpu/generate');
 const device = dryRun ? 'emulate' : 'cuda';
-const seed = skipReason ? 1 : testSeed('gpu/generate');
 const rng = new Rng(seed);
 /** MURPHY_GPU_SMALL=1 (compute-sanitizer in scripts/gpu-check.sh): the small preset's case and three of the chi-square's four option sets are left out. */
 const small = process.env.MURPHY_GPU_SMALL === '1';

@@ -8,11 +8,10 @@ import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { logprobBackward, logprobForward, toBf16, type Tensor } from '../../lib/native.js';
-import { Rng, testSeed } from '../helpers/random.js';
-import { announce, empty, freeAll, gpuOnly, host, onDevice, dryRun, skipReason, up, worst } from './common.js';
+import { Rng } from '../helpers/random.js';
+import { announceSeed, empty, freeAll, gpuOnly, host, onDevice, dryRun, up, worst } from './common.js';
 
-announce('gpu/logprob');
-const rng = new Rng(skipReason ? 1 : testSeed('gpu/logprob'));
+const rng = new Rng(announceSeed('gpu/logprob'));
 
 interface Case {
   logits: Float32Array | Uint16Array;

@@ -7,25 +7,12 @@ import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { findCublasLt } from '../../lib/gpu/cublaslt.js';
-import { kernelCudaRunner, kernelHarness } from '../../lib/native.js';
-import { Rng, testSeed } from '../helpers/random.js';
-import { announce, dryRun, gpuOnly, skipReason, worst } from './common.js';
+import { kernelHarness } from '../../lib/native.js';
+import { Rng } from '../helpers/random.js';
+import { announceSeed, dryRun, gpuOnly, onGpu, skipReason, worst, type KernelCaseInput as Case, type KernelOutputs as Out } from './common.js';
 
-announce('gpu/model-kernels');
-const rng = new Rng(skipReason ? 1 : testSeed('gpu/model-kernels'));
+const rng = new Rng(announceSeed('gpu/model-kernels'));
 
-type Out = Record<string, Float32Array>;
-type Case = Record<string, unknown> & { op: string };
-const raw = { kernelHarness, kernelCuda: kernelCudaRunner() };
-/** The GPU run of a case (the harness itself in a dry run). */
-function onGpu(c: Case): { kernel: Out; reference: Out; harness: Out } {
-  if (dryRun) {
-    const h = raw.kernelHarness(c);
-    return { kernel: h.kernel, reference: h.reference, harness: h.kernel };
-  }
-  if (!raw.kernelCuda) throw new Error('the loaded CUDA binary predates kernelCuda: rebuild it (bash .ci/cuda-build.sh)');
-  return raw.kernelCuda(c);
-}
 
 const BF16_RTOL = 2 ** -8;
 const TOL = { f32: [1e-5, 1e-4] as [number, number], bf16: [1e-5, BF16_RTOL + 1e-4] as [number, number] };
@@ -50,7 +37,7 @@ describe('GPU decoder kernels vs the CPU ops and the CPU harness', () => {
     const rows = 64 + rng.int(64), n = 2048 + rng.int(2048);
     const x = rng.normals(rows * n, 2), w = rng.normals(n, 1), dy = rng.normals(rows * n, 1);
     check({ op: 'rmsnorm_forward', rows, n, eps: 1e-6, inputs: { x, w } });
-    const rstd = raw.kernelHarness({ op: 'rmsnorm_forward', rows, n, eps: 1e-6, inputs: { x, w } }).reference.rstd!;
+    const rstd = kernelHarness({ op: 'rmsnorm_forward', rows, n, eps: 1e-6, inputs: { x, w } }).reference.rstd!;
     check({ op: 'rmsnorm_backward', rows, n, inputs: { x, w, dy, rstd } });
   });
   it('residual + RMSNorm fused both ways', gpuOnly, () => {

@@ -20,11 +20,10 @@ import { findNccl } from '../../lib/gpu/nccl.js';
 import { PolicyModel } from '../../lib/model/index.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { buildFakeNccl } from '../helpers/fake-nccl.js';
-import { Rng, testSeed } from '../helpers/random.js';
-import { announce, dryRun, skipReason } from './common.js';
+import { Rng } from '../helpers/random.js';
+import { announceSeed, dryRun, skipReason } from './common.js';
 
-announce('gpu/nccl-collective');
-const rng = new Rng(skipReason ? 1 : testSeed('gpu/nccl-collective'));
+const rng = new Rng(announceSeed('gpu/nccl-collective'));
 let fakeDir: string | undefined;
 if (dryRun && !skipReason) {
   fakeDir = mkdtempSync(join(tmpdir(), 'murphy-gpu-nccl-coll-'));

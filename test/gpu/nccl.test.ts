@@ -13,12 +13,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { findNccl, NcclCommunicator, ncclUniqueId, type NcclDType } from '../../lib/gpu/nccl.js';
-import { Rng, testSeed } from '../helpers/random.js';
+import { Rng } from '../helpers/random.js';
 import { buildFakeNccl } from '../helpers/fake-nccl.js';
-import { announce, dryRun, empty, freeAll, host, skipReason, up } from './common.js';
+import { announceSeed, dryRun, empty, freeAll, host, skipReason, up } from './common.js';
 
-announce('gpu/nccl');
-const rng = new Rng(skipReason ? 1 : testSeed('gpu/nccl'));
+const rng = new Rng(announceSeed('gpu/nccl'));
 let fakeDir: string | undefined;
 if (dryRun && !skipReason) {
   fakeDir = mkdtempSync(join(tmpdir(), 'murphy-gpu-nccl-'));
