@@ -1,5 +1,6 @@
 // The addon's raw surface, exactly as the C++ bindings (native/addon/) export it. Internal:
 // only lib/native.ts calls it, after resolving every option (lib/native/options.ts).
+import type { PlanArrays } from '../rollout/paged/plan-arrays.js';
 import type { NativeErrorCode } from './errors.js';
 import type {
   ResolvedAdamWKernelOptions, ResolvedAdamWOptions, ResolvedGenerateOptions, ResolvedGrpoLossOptions, ResolvedTrainOptions,
@@ -124,20 +125,8 @@ export interface RawKvInfo {
   freeBytes: number | null;
 }
 
-/** lib/rollout/paged/plan-arrays.ts's PlanArrays, as the binding reads them (lengths checked in lib/native.ts). */
-export interface RawPlanArrays {
-  inputIds: Int32Array;
-  positions: Int32Array;
-  slotMapping: Int32Array;
-  queryStartLoc: Int32Array;
-  seqLens: Int32Array;
-  blockTables: Int32Array;
-  maxBlocks: number;
-  logitsIndices: Int32Array;
-  sampleRows: Int32Array;
-  sampleIndices: Int32Array;
-  copies: Int32Array;
-}
+/** lib/rollout/paged/plan-arrays.ts's PlanArrays: the binding reads them as they are (lengths checked in lib/native/paged.ts). */
+export type RawPlanArrays = PlanArrays;
 
 /** Per sample row; seed is the Uint32Array's bits as an Int32Array view. */
 export interface RawPagedSampling {
