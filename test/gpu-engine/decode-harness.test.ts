@@ -11,6 +11,7 @@ import { packSequences, PolicyModel, type ModelSizes } from '../../lib/model/ind
 import { kernelHarness } from '../../lib/native.js';
 import { drain, KvPool, planArrays, Scheduler, type StepPlan } from '../../lib/rollout/paged/index.js';
 import { Rng, testSeed, worstRatio } from '../helpers/random.js';
+import { assertChiSquare, processedDistribution } from '../helpers/sampling-reference.js';
 
 type Out = Record<string, Float32Array>;
 type Case = Record<string, unknown> & { op: string };
@@ -251,35 +252,15 @@ describe('device decode kernels through the CPU harness, against their CPU spec'
     // distribution is computed here in float64 from the formula in docs/kernels.md.
     const V = 8, N = 2000;
     const row = Float32Array.of(1.2, -0.3, 0.8, 2.0, 0.8, -1.5, 0.1, 1.9);
-    const CRIT = [0, 10.828, 13.816, 16.266, 18.467, 20.515, 22.458, 24.322]; // chi-square 0.999 quantiles by degrees of freedom
     for (const o of [{ T: 1, topK: 0, topP: 1, minP: 0 }, { T: 0.7, topK: 5, topP: 1, minP: 0 }, { T: 1.3, topK: 0, topP: 0.8, minP: 0 }, { T: 1, topK: 0, topP: 1, minP: 0.2 }]) {
       const logits = new Float32Array(N * V);
       for (let r = 0; r < N; r++) logits.set(row, r * V);
       const c = sampleCase(logits, V, () => o, (r) => [1000 + r, r % 4, r % 7]);
       const run = harness({ ...c, dtype: 'f32', block: 32 });
       assert.deepEqual(run.kernel.token, run.reference.token, 'kernel and CPU sampler differ');
-      // expected: the processed distribution
-      const m = Math.max(...row);
-      const order = [...row.keys()].sort((a, b) => row[b]! - row[a]! || a - b);
-      const p = order.map((i) => Math.exp((row[i]! - m) / o.T));
-      let keep = o.minP > 0 ? order.filter((i) => (row[i]! - m) / o.T >= Math.log(o.minP)).length : V;
-      if (o.topK > 0) keep = Math.min(keep, o.topK);
-      if (o.topP < 1) {
-        const s = p.slice(0, keep).reduce((a, b) => a + b, 0);
-        let acc = 0, k2 = keep;
-        for (let i = 0; i < keep; i++) if ((acc += p[i]! / s) >= o.topP) { k2 = i + 1; break; }
-        keep = k2;
-      }
-      const S = p.slice(0, keep).reduce((a, b) => a + b, 0);
       const counts = new Array<number>(V).fill(0);
       for (const t of run.kernel.token) counts[t]!++;
-      let chi = 0;
-      order.forEach((tok, i) => {
-        if (i >= keep) assert.equal(counts[tok], 0, `token ${tok} is outside the kept set but was drawn`);
-        else chi += (counts[tok]! - N * p[i]! / S) ** 2 / (N * p[i]! / S);
-      });
-      assert.ok(keep >= 2, 'the case keeps at least two tokens');
-      assert.ok(chi < CRIT[keep - 1]!, `chi-square ${chi.toFixed(2)} >= ${CRIT[keep - 1]} with ${keep - 1} degrees of freedom (options ${JSON.stringify(o)}, counts ${counts})`);
+      assertChiSquare(counts, processedDistribution(row, { temperature: o.T, topK: o.topK, topP: o.topP, minP: o.minP }), `options ${JSON.stringify(o)}`);
     }
   });
 

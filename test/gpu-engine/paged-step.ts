@@ -11,6 +11,7 @@ import { relError } from '../model/helpers.js';
 import type { Rng } from '../helpers/random.js';
 import { planArrays, type PlanArrays } from '../../lib/rollout/paged/plan-arrays.js';
 import type { PlannedSeq, StepPlan } from '../../lib/rollout/paged/scheduler.js';
+import { processedLogp } from '../helpers/sampling-reference.js';
 
 /** One sequence of a step, the way the scheduler plans it. */
 export interface StepSeq {
@@ -231,24 +232,6 @@ export async function checkSharedPrefix(m: PolicyModel, rng: Rng, what: string):
   return worst;
 }
 
-/** log p(token) under softmax(z / T) restricted to the kept set of min-p, then top-k, then top-p (renormalised), in fp64. */
-export function processedLogp(z: Float32Array, token: number, o: { temperature: number; topK: number; topP: number; minP: number }): { logp: number; kept: boolean } {
-  const V = z.length;
-  let m = -Infinity;
-  for (const v of z) m = Math.max(m, v);
-  const x = Array.from(z, (v) => (v - m) / o.temperature);
-  let order = Array.from({ length: V }, (_, i) => i).sort((i, j) => z[j] - z[i] || i - j);
-  if (o.minP > 0) order = order.filter((i) => x[i] >= Math.log(o.minP));
-  if (o.topK > 0) order = order.slice(0, o.topK);
-  if (o.topP < 1) {
-    const total = order.reduce((s, i) => s + Math.exp(x[i]), 0);
-    let acc = 0, n = 0;
-    while (n < order.length && acc < o.topP * total) acc += Math.exp(x[order[n++]]);
-    order = order.slice(0, n);
-  }
-  const S = order.reduce((s, i) => s + Math.exp(x[i]), 0);
-  return { logp: x[token] - Math.log(S), kept: order.includes(token) };
-}
 
 /**
  * One step drawing 6 samples of one row (a fork) and 3 of another, each with other options

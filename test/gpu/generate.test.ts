@@ -34,6 +34,7 @@ import { TreeWorkload, type PagedRequest, type SampleResult } from '../../lib/ro
 import type { EngineRequest, EngineSample } from '../../lib/rollout/types.js';
 import { BF16_TOL, F32_TOL, fixtureRoot, fixtures } from '../gpu-engine/engine-compare.js';
 import { Rng } from '../helpers/random.js';
+import { assertChiSquare, processedDistribution } from '../helpers/sampling-reference.js';
 import { announceSeed, dryRun, gpuOnly } from './common.js';
 
 const seed = announceSeed('gpu/generate');
@@ -236,37 +237,22 @@ describe(`generation on the device (${device}) vs the CPU engine`, () => {
     const prompt = [1, 5, 2, 7, 3];
     const V = sizes.vocabSize;
     const z = Array.from((await cpuLogits(cpu, prompt)).subarray((prompt.length - 1) * V, prompt.length * V));
-    const CRIT = [0, 10.828, 13.816, 16.266, 18.467, 20.515, 22.458, 24.322]; // chi-square 0.999 quantiles by degrees of freedom
     const REQS = 4, N_PER = 250, N = REQS * N_PER; // 4 seeds x 250 sample streams (seed, j) each; the rarest token expects ~10 draws
     const options = [{ temperature: 1, topK: 0, topP: 1, minP: 0 }, { temperature: 0.7, topK: 5, topP: 1, minP: 0 }, { temperature: 1.3, topK: 0, topP: 0.8, minP: 0 }, { temperature: 1, topK: 0, topP: 1, minP: 0.2 }];
     for (const o of small ? options.slice(0, 1) : options) {
       const { out } = await run(dev, Array.from({ length: REQS }, (_, r) => req(prompt, { ...o, n: N_PER, maxTokens: 1, seed: 1000 + r })), { blockSize: 4 });
-      // the processed distribution (docs/kernels.md, "Device decode kernels"), in float64
-      const m = Math.max(...z);
-      const order = [...z.keys()].sort((a, b) => z[b]! - z[a]! || a - b);
-      const p = order.map((i) => Math.exp((z[i]! - m) / o.temperature));
-      let keep = o.minP > 0 ? order.filter((i) => (z[i]! - m) / o.temperature >= Math.log(o.minP)).length : V;
-      if (o.topK > 0) keep = Math.min(keep, o.topK);
-      if (o.topP < 1) {
-        const s = p.slice(0, keep).reduce((a, b) => a + b, 0);
-        let acc = 0, k2 = keep;
-        for (let i = 0; i < keep; i++) if ((acc += p[i]! / s) >= o.topP) { k2 = i + 1; break; }
-        keep = k2;
-      }
-      const S = p.slice(0, keep).reduce((a, b) => a + b, 0);
+      const d = processedDistribution(z, o);
       const counts = new Array<number>(V).fill(0);
       for (const samples of out) for (const x of samples) {
         const tok = x.tokenIds[0]!;
         counts[tok]!++;
-        const rank = order.indexOf(tok);
-        assert.ok(rank < keep, `token ${tok} is outside the kept set but was drawn (options ${JSON.stringify(o)})`);
-        assert.ok(Math.abs(x.logprobs[0]! - Math.log(p[rank]! / S)) <= 1e-4, `token ${tok}: log-prob ${x.logprobs[0]} vs processed ${Math.log(p[rank]! / S)} (options ${JSON.stringify(o)})`);
+        const rank = d.order.indexOf(tok);
+        const lp = d.x[tok]! - d.logS;
+        assert.ok(rank < d.keep, `token ${tok} is outside the kept set but was drawn (options ${JSON.stringify(o)})`);
+        assert.ok(Math.abs(x.logprobs[0]! - lp) <= 1e-4, `token ${tok}: log-prob ${x.logprobs[0]} vs processed ${lp} (options ${JSON.stringify(o)})`);
       }
       assert.equal(counts.reduce((a, b) => a + b, 0), N);
-      let chi = 0;
-      for (let i = 0; i < keep; i++) chi += (counts[order[i]!]! - N * p[i]! / S) ** 2 / (N * p[i]! / S);
-      assert.ok(keep >= 2, 'the case keeps at least two tokens');
-      assert.ok(chi < CRIT[keep - 1]!, `chi-square ${chi.toFixed(2)} >= ${CRIT[keep - 1]} with ${keep - 1} degrees of freedom (options ${JSON.stringify(o)}, counts ${counts})`);
+      assertChiSquare(counts, d, `options ${JSON.stringify(o)}`);
     }
   });
 
