@@ -44,6 +44,35 @@ const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
 
 after(closeWorlds);
 
+/**
+ * `steps` steps of one model (ref) on a whole batch (aSeqs + 2 sequences) and of two ZeRO-1
+ * ranks with one half each: the ranks' gradient norms are equal and within 1e-5 of ref's, the
+ * global-norm clip acts, and both ranks hold identical weights. Returns max |w_rank - w_ref|.
+ */
+async function stepLikeOne(rng: Rng, ref: PolicyModel, models: PolicyModel[], dps: DistributedPolicy[], steps: number, aSeqs: number): Promise<number> {
+  const V = ref.info.vocabSize;
+  const names = ref.params().map((p) => p.name);
+  let worst = 0;
+  for (let step = 0; step < steps; step++) {
+    const a = batch(rng, aSeqs, V), b = batch(rng, 2, V);
+    await ref.accumulate(a, loss, 0.5);
+    await ref.accumulate(b, loss, 0.5);
+    const r1 = await ref.optimizerStep(hyper);
+    await models[0]!.accumulate(a, loss, 0.5);
+    await models[1]!.accumulate(b, loss, 0.5);
+    const rs = await Promise.all(dps.map((d) => d.optimizerStep(hyper)));
+    assert.equal(rs[0]!.gradNorm, rs[1]!.gradNorm);
+    assert.ok(Math.abs(rs[0]!.gradNorm - r1.gradNorm) <= 1e-5 * r1.gradNorm, `grad norm ${rs[0]!.gradNorm} vs ${r1.gradNorm}`);
+    assert.ok(rs[0]!.clipCoef < 1);
+    for (const n of names) {
+      const w0 = models[0]!.getParam(n), w1 = models[1]!.getParam(n), wr = ref.getParam(n);
+      assert.deepEqual(w0, w1, `${n}: ranks differ`);
+      for (let i = 0; i < wr.length; i++) worst = Math.max(worst, Math.abs(w0[i]! - wr[i]!));
+    }
+  }
+  return worst;
+}
+
 describe('ZeRO-1 on the CPU engine', () => {
   it('two ranks with half a batch each step like one process with the whole batch; checkpoints re-shard', async () => {
     const rng = new Rng(seed);
@@ -53,26 +82,8 @@ describe('ZeRO-1 on the CPU engine', () => {
     // rank 1 starts from other weights: create() broadcasts rank 0's
     const dps = await Promise.all(world.map((c, r) => DistributedPolicy.create(c, new NativePolicy(models[r]!), models[r]!, { bucketBytes: 8192 })));
     assert.ok(dps[0]!.buckets.length > 3);
-    const V = ref.info.vocabSize;
     const names = ref.params().map((p) => p.name);
-    let worst = 0;
-    for (let step = 0; step < 2; step++) {
-      const a = batch(rng, 3, V), b = batch(rng, 2, V);
-      await ref.accumulate(a, loss, 0.5);
-      await ref.accumulate(b, loss, 0.5);
-      const r1 = await ref.optimizerStep(hyper);
-      await models[0]!.accumulate(a, loss, 0.5);
-      await models[1]!.accumulate(b, loss, 0.5);
-      const rs = await Promise.all(dps.map((d) => d.optimizerStep(hyper)));
-      assert.equal(rs[0]!.gradNorm, rs[1]!.gradNorm);
-      assert.ok(Math.abs(rs[0]!.gradNorm - r1.gradNorm) <= 1e-5 * r1.gradNorm, `grad norm ${rs[0]!.gradNorm} vs ${r1.gradNorm}`);
-      assert.ok(rs[0]!.clipCoef < 1);
-      for (const n of names) {
-        const w0 = models[0]!.getParam(n), w1 = models[1]!.getParam(n), wr = ref.getParam(n);
-        assert.deepEqual(w0, w1, `${n}: ranks differ`);
-        for (let i = 0; i < wr.length; i++) worst = Math.max(worst, Math.abs(w0[i]! - wr[i]!));
-      }
-    }
+    const worst = await stepLikeOne(rng, ref, models, dps, 2, 3);
     // Adam's update is at most ~lr per element per step; summation order moves it far less.
     assert.ok(worst <= 1e-4, `max |w - w_ref| = ${worst}`);
 
@@ -126,25 +137,7 @@ describe('ZeRO-1 on the device engine (emulate)', () => {
       const world = await localWorld(2);
       const dps = await Promise.all(world.map((c, r) => DistributedPolicy.create(c, new NativePolicy(models[r]!), models[r]!, { bucketBytes: 8192 })));
       const V = ref.info.vocabSize;
-      const names = ref.params().map((p) => p.name);
-      let worst = 0;
-      for (let step = 0; step < steps; step++) {
-        const a = batch(rng, 2, V), b = batch(rng, 2, V);
-        await ref.accumulate(a, loss, 0.5);
-        await ref.accumulate(b, loss, 0.5);
-        const r1 = await ref.optimizerStep(hyper);
-        await models[0]!.accumulate(a, loss, 0.5);
-        await models[1]!.accumulate(b, loss, 0.5);
-        const rs = await Promise.all(dps.map((d) => d.optimizerStep(hyper)));
-        assert.equal(rs[0]!.gradNorm, rs[1]!.gradNorm);
-        assert.ok(Math.abs(rs[0]!.gradNorm - r1.gradNorm) <= 1e-5 * r1.gradNorm, `grad norm ${rs[0]!.gradNorm} vs ${r1.gradNorm}`);
-        assert.ok(rs[0]!.clipCoef < 1);
-        for (const n of names) {
-          const w0 = models[0]!.getParam(n), w1 = models[1]!.getParam(n), wr = ref.getParam(n);
-          assert.deepEqual(w0, w1, `${n}: ranks differ`);
-          for (let i = 0; i < wr.length; i++) worst = Math.max(worst, Math.abs(w0[i]! - wr[i]!));
-        }
-      }
+      const worst = await stepLikeOne(rng, ref, models, dps, steps, 2);
       assert.ok(worst <= (storage === 'f32' ? 1e-5 : 1e-6), `max |w - w_ref| = ${worst}`);
       // the compute copies (bf16: refreshed from the gathered master weights) score alike on both ranks
       const probe = batch(rng, 2, V);
