@@ -31,15 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SHAPES = {
-    # from the Qwen3 model cards' config.json (vocab 151936, tied embeddings, rope theta 1e6), as bench/torch_gpu_model.py
-    "0.6B": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
-                 num_key_value_heads=8, head_dim=128),
-    "1.7B": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
-                 num_key_value_heads=8, head_dim=128),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=16, vocab_size=512),
-}
+from torch_gpu_model import SHAPES  # noqa: E402  (the Qwen3 0.6B / 1.7B shapes and tiny, one table for both torch peers)
 
 
 def args_of(argv):

@@ -6,15 +6,22 @@
 import { MurphyNativeError } from './errors.js';
 import type { RawPagedSampling, RawPlanArrays } from './raw.js';
 
-/** Per sample row: the sampler's options (temperature 0 = greedy), its seed and the draw's step. */
+/** Per sample row (planArrays' sampleRows / sampleIndices): the request's sampler options, its seed and the draw's step. */
 export interface PagedSampling {
+  /** 0 = greedy. */
   temperature: Float32Array;
   topP: Float32Array;
+  /** 0 = off. */
   topK: Int32Array;
+  /** 0 = off. */
   minP: Float32Array;
-  /** The stream of sample row r is (seed[r], sampleIndices[r]) (murphy/sample_rng.h). */
+  /** The request's seed (32 bits): sample row r draws from the stream (seed[r], sampleIndices[r]) (murphy/sample_rng.h). */
   seed: Uint32Array;
-  /** Which draw of the stream: the position being sampled. */
+  /**
+   * Which draw of the stream: the index of the token in its completion (0 for the first), as
+   * the CPU engine's generate() numbers its draws, so a seeded request draws the same tokens on
+   * both engines (up to the logits' rounding).
+   */
   step: Int32Array;
 }
 

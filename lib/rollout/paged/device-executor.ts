@@ -5,27 +5,11 @@
 import { mix32 } from '../../murphy/rng.js';
 import { RolloutError } from '../types.js';
 import type { StepExecutor } from './drive.js';
+import type { PagedSampling } from '../../native/paged.js';
 import { planArrays, type PlanArrays } from './plan-arrays.js';
 import type { StepOutput, StepPlan } from './scheduler.js';
 
-/** Per sample row (planArrays' sampleRows / sampleIndices): the request's options. */
-export interface PagedSampling {
-  /** 0 = greedy. */
-  temperature: Float32Array;
-  topP: Float32Array;
-  /** 0 = off. */
-  topK: Int32Array;
-  /** 0 = off. */
-  minP: Float32Array;
-  /** The request's seed (32 bits): sample j draws from the stream (seed, j) (murphy/sample_rng.h). */
-  seed: Uint32Array;
-  /**
-   * Which draw of the stream: the index of the token in its completion (0 for the first), as
-   * the CPU engine's generate() numbers its draws, so a seeded request draws the same tokens on
-   * both engines (up to the logits' rounding).
-   */
-  step: Int32Array;
-}
+export type { PagedSampling };
 
 export interface PagedStepResult {
   /** [R] one token per sample row. */
