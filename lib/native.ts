@@ -20,7 +20,8 @@ import {
   resolveTrainOptions,
 } from './native/options.js';
 import type {
-  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawPlanArrays, RawTensor,
+  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawNcclComm, RawPlanArrays, RawTensor,
+  RawZeroPlan, RawZeroShard,
 } from './native/raw.js';
 
 export { MurphyNativeError, NATIVE_ERROR_CODES, type NativeErrorCode } from './native/errors.js';
@@ -526,6 +527,7 @@ export const cuda = {
 
 export type { RawBatch as EngineBatch, RawModelConfig as EngineConfig, RawParamMeta as EngineParam, RawEngineChoice as EngineChoice } from './native/raw.js';
 export type { RawKvInfo as EngineKvInfo, RawPlanArrays as EnginePlanArrays } from './native/raw.js';
+export type { RawZeroPlan as ZeroPlan, RawZeroShard as ZeroShard } from './native/raw.js';
 export type { PagedSampling } from './native/paged.js';
 export type { RawTrainStats as EngineTrainStats, RawGeneration as EngineGeneration, RawMemoryReport as EngineMemory } from './native/raw.js';
 
@@ -562,6 +564,27 @@ export class ModelEngine {
     this.e.setBf16(use);
   }
   bf16(): { generate: boolean; forward: boolean } { return this.e.bf16?.() ?? { generate: false, forward: false }; }
+
+  private zero(op: string): Required<Pick<RawEngine, 'zeroInit' | 'zeroStep' | 'zeroShard' | 'zeroSetShard'>> {
+    const e = this.e;
+    if (!e.zeroInit || !e.zeroStep || !e.zeroShard || !e.zeroSetShard) {
+      throw new MurphyNativeError(`${op}: the loaded native binary predates ZeRO-1 on the device engine; rebuild it (npm run build:native)`, 'ENOLIB');
+    }
+    return { zeroInit: e.zeroInit.bind(e), zeroStep: e.zeroStep.bind(e), zeroShard: e.zeroShard.bind(e), zeroSetShard: e.zeroSetShard.bind(e) };
+  }
+  /** ZeRO-1 on the engine's memory (device engines): takes over the weights as this rank's shard of `plan`, zero moments. */
+  zeroInit(plan: RawZeroPlan): void { this.zero('zeroInit').zeroInit(plan); }
+  /** The ZeRO-1 step over `comm` (collective; ADAMW_OPTIONS resolved here). */
+  zeroStep(comm: RawNcclComm, h: AdamWHyper, timeoutMs: number): Promise<AdamWResult & { step: number }> {
+    const site = callSite(this.zeroStep);
+    try {
+      return withCallerStack(this.zero('zeroStep').zeroStep(comm, resolveAdamWOptions('zeroStep', h), timeoutMs), site);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+  zeroShard(): RawZeroShard { return this.zero('zeroShard').zeroShard(); }
+  zeroSetShard(master: Float32Array, m: Float32Array, v: Float32Array, step: number): void { this.zero('zeroSetShard').zeroSetShard(master, m, v, step); }
 
   save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<void> {
     return withCallerStack(this.e.save(dir, dtype, maxShardBytes), callSite(this.save));

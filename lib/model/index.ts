@@ -6,7 +6,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, 
 import { basename, dirname, join, resolve } from 'node:path';
 import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
 import { findCublasLt } from '../gpu/cublaslt.js';
-import { checkModelConfigText, cuda, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling } from '../native.js';
+import { checkModelConfigText, cuda, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling, type RawNcclComm, type ZeroPlan, type ZeroShard } from '../native.js';
 import { DEFAULT_BLOCK_SIZE } from '../rollout/paged/kv-pool.js';
 import type { PlanArrays } from '../rollout/paged/plan-arrays.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
@@ -431,6 +431,23 @@ export class PolicyModel {
 
   /** Which calls use bf16 weights now. */
   bf16(): { generate: boolean; forward: boolean } { return this.e.bf16(); }
+
+  // ---- ZeRO-1 on the engine's own memory (docs/distributed.md, "ZeRO-1 on the device engine"):
+  // device engines ('emulate' | 'cuda') only; lib/dist/zero-device.ts drives these.
+
+  /**
+   * Takes over the current weights as this rank's shard of `plan` (fp32 master, zero moments);
+   * from then on the engine's own optimizerStep and Adam state calls are refused. bf16 storage:
+   * the model's weights (getParam) are the bf16 compute weights widened; the fp32 master lives in
+   * the shards.
+   */
+  zeroInit(plan: ZeroPlan): void { this.e.zeroInit(plan); }
+  /** The ZeRO-1 step on the device over an NCCL communicator (every rank calls it). */
+  async zeroStep(comm: RawNcclComm, h: AdamWHyper, timeoutMs: number): Promise<OptimizerResult> { return this.e.zeroStep(comm, h, timeoutMs); }
+  /** Host copies of this rank's shard: fp32 master weights, moments, step. */
+  zeroShard(): ZeroShard { return this.e.zeroShard(); }
+  /** Sets the shard's master weights, moments and the step count. */
+  zeroSetShard(s: ZeroShard): void { this.e.zeroSetShard(s.master, s.m, s.v, s.step); }
 }
 
 /** Checks config.json text the way the loader does; throws naming the field. */

@@ -166,6 +166,29 @@ export interface RawEngine {
   /** Which calls use the bf16 copy of the weights; absent from binaries that predate it. */
   setBf16?: (use: { generate: boolean; forward: boolean }) => void;
   bf16?: () => { generate: boolean; forward: boolean };
+  /** ZeRO-1 on the engine's memory (device engines; the CPU engine throws ENOTSUP); absent from binaries that predate it. */
+  zeroInit?: (plan: RawZeroPlan) => void;
+  zeroStep?: (comm: RawNcclComm, h: ResolvedAdamWOptions, timeoutMs: number) => Promise<RawAdamWResult & { step: number }>;
+  zeroShard?: () => RawZeroShard;
+  zeroSetShard?: (master: Float32Array, m: Float32Array, v: Float32Array, step: number) => void;
+}
+
+/** ZeRO-1's plan for a device engine (native/gpu/engine/zero_plan.h): shard and bucket bounds of the flat parameter vector. */
+export interface RawZeroPlan {
+  rank: number;
+  worldSize: number;
+  /** worldSize + 1 bounds: rank r owns [shards[r], shards[r + 1]). */
+  shards: number[];
+  /** Bucket k is [buckets[k], buckets[k + 1]). */
+  buckets: number[];
+}
+
+/** Host copies of a device engine's ZeRO-1 shard. */
+export interface RawZeroShard {
+  master: Float32Array;
+  m: Float32Array;
+  v: Float32Array;
+  step: number;
 }
 
 export interface RawCpuInfo {

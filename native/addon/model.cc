@@ -14,6 +14,7 @@
 #include "register.h"
 #include "../gpu/engine/cuda_engine.h"
 #include "../gpu/engine/policy_engine.h"
+#include "../gpu/nccl_binding.h"
 #include "murphy/model/model.h"
 #include "murphy/model/ops.h"
 
@@ -161,7 +162,10 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
          InstanceMethod("engine", &ModelEngine::EngineInfo), InstanceMethod("kvAllocate", &ModelEngine::KvAllocate),
          InstanceMethod("kvRelease", &ModelEngine::KvRelease), InstanceMethod("kvInfo", &ModelEngine::KvInfo),
          InstanceMethod("pagedStep", &ModelEngine::PagedStep),
-         InstanceMethod("pagedLogits", &ModelEngine::PagedLogits)});
+         InstanceMethod("pagedLogits", &ModelEngine::PagedLogits),
+         InstanceMethod("zeroInit", &ModelEngine::ZeroInit), InstanceMethod("zeroStep", &ModelEngine::ZeroStep),
+         InstanceMethod("zeroShard", &ModelEngine::ZeroShard),
+         InstanceMethod("zeroSetShard", &ModelEngine::ZeroSetShard)});
     addon_data(env).model_engine = Napi::Persistent(f);
     return f;
   }
@@ -738,6 +742,94 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
                      if (!out->empty()) std::memcpy(a.Data(), out->data(), out->size() * 4);
                      return a;
                    });
+    });
+  }
+
+  // ---- ZeRO-1 on the engine's memory (device engines; policy_engine.h, zero_shard.h)
+
+  static std::vector<int64_t> bounds_of(const Napi::Object& o, const char* key) {
+    const Napi::Value v = o.Get(key);
+    if (!v.IsArray()) throw Error(std::string("zeroInit: '") + key + "' must be an array of integers");
+    Napi::Array a = v.As<Napi::Array>();
+    std::vector<int64_t> out;
+    for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(to_int(a.Get(i), key, 0, int64_t(1) << 50));
+    return out;
+  }
+
+  // zeroInit({ rank, worldSize, shards: number[] (worldSize + 1 bounds), buckets: number[] (bounds) })
+  Napi::Value ZeroInit(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsObject()) throw Error("zeroInit: pass the plan { rank, worldSize, shards, buckets }");
+      Napi::Object o = info[0].As<Napi::Object>();
+      gpu::ZeroPlan p;
+      p.world = int(req_int(o, "worldSize", 1, 1 << 20));
+      p.rank = int(req_int(o, "rank", 0, p.world - 1));
+      p.shards = bounds_of(o, "shards");
+      p.buckets = bounds_of(o, "buckets");
+      auto lk = busy_guard();
+      eng_->zero_init(p);
+      return info.Env().Undefined();
+    });
+  }
+
+  // zeroStep(communicator, { lr, beta1, beta2, eps, weightDecay, maxGradNorm }, timeoutMs)
+  //   -> Promise<{ gradNorm, clipCoef, skipped, step }>  (collective; waits on NCCL off the JS thread)
+  Napi::Value ZeroStep(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      std::shared_ptr<gpu::NcclComm> comm = gpu::nccl_comm_of(info[0], "zeroStep");
+      if (!info[1].IsObject()) throw Error("zeroStep: pass the hyper-parameters object");
+      Napi::Object h = info[1].As<Napi::Object>();
+      gpu::ZeroStepOptions o;
+      o.lr = req_number(h, "lr");
+      o.beta1 = req_number(h, "beta1");
+      o.beta2 = req_number(h, "beta2");
+      o.eps = req_number(h, "eps");
+      o.weight_decay = req_number(h, "weightDecay");
+      o.max_grad_norm = req_number(h, "maxGradNorm");
+      o.timeout_ms = to_number(info[2], "timeoutMs");
+      if (!(o.timeout_ms > 0)) throw Error("zeroStep: timeoutMs must be > 0");
+      auto r = std::make_shared<AdamWResult>();
+      PolicyEngine* e = eng_.get();
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *r = e->zero_step(*comm, o); },
+                   [=](Napi::Env env) -> Napi::Value {
+                     Napi::Object out = Napi::Object::New(env);
+                     out.Set("gradNorm", r->grad_norm);
+                     out.Set("clipCoef", r->clip_coef);
+                     out.Set("skipped", r->skipped);
+                     out.Set("step", double(e->step()));
+                     return out;
+                   });
+    });
+  }
+
+  // zeroShard() -> { master, m, v: Float32Array (the shard's), step }
+  Napi::Value ZeroShard(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      const size_t n = size_t(eng_->zero_shard_size());
+      Napi::Float32Array master = Napi::Float32Array::New(info.Env(), n), m = Napi::Float32Array::New(info.Env(), n),
+                         v = Napi::Float32Array::New(info.Env(), n);
+      eng_->zero_get_shard(master.Data(), m.Data(), v.Data());
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("master", master);
+      o.Set("m", m);
+      o.Set("v", v);
+      o.Set("step", double(eng_->step()));
+      return o;
+    });
+  }
+
+  // zeroSetShard(master, m, v, step): the shard's master weights and moments, and the step count
+  Napi::Value ZeroSetShard(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      const int64_t n = eng_->zero_shard_size();
+      Buf master = host(info[0], "master", Kind::F32, n), m = host(info[1], "m", Kind::F32, n),
+          v = host(info[2], "v", Kind::F32, n);
+      const int64_t step = to_int(info[3], "step", 0, int64_t(1) << 50);
+      eng_->zero_set_shard(static_cast<const float*>(master.ptr), static_cast<const float*>(m.ptr),
+                           static_cast<const float*>(v.ptr), step);
+      return info.Env().Undefined();
     });
   }
 

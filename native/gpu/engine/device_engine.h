@@ -39,6 +39,7 @@
 #include "host_backend.h"
 #include "murphy/sample_rng.h"
 #include "policy_engine.h"
+#include "zero_shard.h"
 
 namespace murphy {
 namespace gpu {
@@ -120,17 +121,20 @@ class DeviceEngine final : public model::PolicyEngine {
   void set_param(const model::ParamInfo& p, const float* in) override {
     upload_chunked(master_.data() + p.offset, in, p.numel);
     if (!kF32) refresh_compute(p.offset, p.numel);
+    if (zero_) zero_->adopt(zero_target(), p.offset, p.numel);
     shadow_.reset();
   }
   void get_grad(const model::ParamInfo& p, float* out) override {
     b_->download(out, grads_.data() + p.offset, size_t(p.numel) * 4);
   }
   void get_adam(const model::ParamInfo& p, float* m, float* v) override {
+    refuse_if_sharded("getAdamState");
     ensure_moments();
     b_->download(m, m_.data() + p.offset, size_t(p.numel) * 4);
     b_->download(v, v_.data() + p.offset, size_t(p.numel) * 4);
   }
   void set_adam(const model::ParamInfo& p, const float* m, const float* v) override {
+    refuse_if_sharded("setAdamState");
     ensure_moments();
     upload_chunked(m_.data() + p.offset, m, p.numel);
     upload_chunked(v_.data() + p.offset, v, p.numel);
@@ -156,7 +160,7 @@ class DeviceEngine final : public model::PolicyEngine {
     model::Engine::Memory m;
     m.weights = master_.bytes() + wc_own_.bytes();
     m.grads = grads_.bytes();
-    m.optimizer = m_.bytes() + v_.bytes();
+    m.optimizer = m_.bytes() + v_.bytes() + (zero_ ? zero_->bytes() : 0);
     m.reference = ref_.bytes();
     m.activations_peak = act_peak_;
     return m;
@@ -253,6 +257,7 @@ class DeviceEngine final : public model::PolicyEngine {
   }
 
   AdamWResult optimizer_step(const model::AdamWOptions& o) override {
+    refuse_if_sharded("optimizerStep");
     ensure_moments();
     std::vector<AdamWTensor> ts;
     for (const model::ParamInfo& p : L_.params) {
@@ -340,6 +345,37 @@ class DeviceEngine final : public model::PolicyEngine {
     if (shadow_) shadow_->set_bf16(u);
   }
   model::Engine::Bf16Use bf16() const override { return bf16_; }
+
+  // ---------------------------------------------------------------------------------
+  // ZeRO-1 on the engine's own memory (zero_shard.h)
+
+  void zero_init(const ZeroPlan& plan) override {
+    zero_.reset();
+    zero_.reset(new ZeroShard<B, S>(b(), L_, plan, zero_target()));
+    m_.release(), v_.release();  // the shard's moments replace the engine's
+    shadow_.reset();
+  }
+  AdamWResult zero_step(NcclComm& comm, const ZeroStepOptions& o) override {
+    need_zero("zeroStep");
+    AdamWResult r = zero_->step(comm, o, zero_target(), step_);
+    if (!r.skipped) ++step_;
+    shadow_.reset();
+    return r;
+  }
+  int64_t zero_shard_size() const override {
+    if (!zero_) throw Error("zeroShard: ZeRO-1 is not set up on this engine (zeroInit first)");
+    return zero_->size();
+  }
+  void zero_get_shard(float* master, float* m, float* v) override {
+    need_zero("zeroShard");
+    zero_->get(zero_target(), master, m, v);
+  }
+  void zero_set_shard(const float* master, const float* m, const float* v, int64_t step) override {
+    need_zero("zeroSetShard");
+    zero_->set(zero_target(), master, m, v);
+    step_ = step;
+    shadow_.reset();
+  }
 
   // ---------------------------------------------------------------------------------
   // paged generation (docs/gpu.md, "Generation"): KV pools on the backend, one step over them
@@ -431,6 +467,18 @@ class DeviceEngine final : public model::PolicyEngine {
 
  private:
   B* b() { return b_.get(); }
+  ZeroTarget<S> zero_target() {
+    S* wcm = kF32 ? reinterpret_cast<S*>(master_.data()) : wc_own_.data();
+    return ZeroTarget<S>{master_.data(), wcm, grads_.data(), L_.total};
+  }
+  void need_zero(const char* what) const {
+    if (!zero_) throw Error(std::string(what) + ": ZeRO-1 is not set up on this engine (zeroInit first)");
+  }
+  void refuse_if_sharded(const char* what) const {
+    if (zero_)
+      throw Error(std::string(what) + ": this engine's optimizer state is sharded (ZeRO-1, zeroInit): step with zeroStep "
+                  "and read the shard with zeroShard");
+  }
   const S* wc() const { return kF32 ? reinterpret_cast<const S*>(master_.data()) : wc_own_.data(); }
   const model::ParamInfo& head_param() const { return L_.params[size_t(L_.lm_head >= 0 ? L_.lm_head : L_.embed)]; }
   void note_peak(int64_t extra) { act_peak_ = std::max(act_peak_, acts_bytes() + extra); }
@@ -861,6 +909,7 @@ class DeviceEngine final : public model::PolicyEngine {
   } loss_;
   std::unique_ptr<model::Engine> shadow_;
   model::Engine::Bf16Use bf16_;
+  std::unique_ptr<ZeroShard<B, S>> zero_;  // ZeRO-1's shard, after zero_init
   // paged generation: the pools [n_layers][blocks, block_size, n_kv, head_dim] (storage S) and
   // the step's buffers (freed with the pools)
   struct {

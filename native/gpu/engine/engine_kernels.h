@@ -95,5 +95,39 @@ struct ToStorage {
   }
 };
 
+// ---- x_i = c * x_i  (the ZeRO-1 shard's gradient scaled by the global clip coefficient; fp32
+// product, rounded once: the host path's Math.fround(coef) * g)
+struct ScaleF32 {
+  float* x;
+  float c;
+  int64_t n;
+  static constexpr int kPhases = 1;
+  static size_t shared_floats(int) { return 0; }
+  int64_t grid() const { return blocks_for(n, kEngineBlock); }
+  MURPHY_HD void operator()(int, const Thread& t, float*) const {
+    const int64_t i = t.block * t.block_dim + t.thread;
+    if (i < n) x[i] = c * x[i];
+  }
+};
+
+// ---- partial[k] = sum over i = k, k + K, k + 2K, ... < n of double(x_i)^2, K = blocks x
+// kEngineBlock threads (each thread its own partial, no shared memory); the caller adds the K
+// partials in index order in double. Squares of fp32 values are exact in double.
+struct SumSquaresPartials {
+  const float* x;
+  int64_t n;
+  double* partial;  // [blocks * kEngineBlock]
+  int64_t blocks;
+  static constexpr int kPhases = 1;
+  static size_t shared_floats(int) { return 0; }
+  int64_t grid() const { return blocks; }
+  MURPHY_HD void operator()(int, const Thread& t, float*) const {
+    const int64_t k = t.block * t.block_dim + t.thread, K = t.grid_dim * t.block_dim;
+    double s = 0.0;
+    for (int64_t i = k; i < n; i += K) s += double(x[i]) * double(x[i]);
+    partial[k] = s;
+  }
+};
+
 }  // namespace gpu
 }  // namespace murphy

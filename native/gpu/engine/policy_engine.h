@@ -10,6 +10,13 @@
 
 #include "murphy/model/model.h"
 #include "paged_inputs.h"
+#include "zero_plan.h"
+
+namespace murphy {
+namespace gpu {
+class NcclComm;
+}
+}  // namespace murphy
 
 namespace murphy {
 namespace model {
@@ -62,6 +69,25 @@ class PolicyEngine {
   virtual void paged_step(const PagedInputs& in, const PagedSampling& s, int32_t* tokens, float* logp) = 0;
   // The same step without sampling: the fp32 logits of the L rows, [L, vocab].
   virtual void paged_logits(const PagedInputs& in, float* logits) = 0;
+
+  // ZeRO-1 on the engine's own memory (device engines; zero_shard.h, docs/distributed.md). The
+  // CPU engine throws ENOTSUP (lib/dist/zero.ts steps it on the host). zero_init takes over the
+  // current weights as the shard's master with zero moments (the engine's own moments are
+  // released; its optimizer_step and Adam state calls are refused from then on); zero_step is
+  // collective (every rank of the communicator calls it) and blocks on NCCL with the deadline;
+  // zero_get/set_shard: host copies of the shard's master weights and moments [size].
+  virtual void zero_init(const gpu::ZeroPlan&) { no_zero(); }
+  virtual AdamWResult zero_step(gpu::NcclComm&, const gpu::ZeroStepOptions&) { no_zero(); }
+  virtual int64_t zero_shard_size() const { no_zero(); }
+  virtual void zero_get_shard(float*, float*, float*) { no_zero(); }
+  virtual void zero_set_shard(const float*, const float*, const float*, int64_t) { no_zero(); }
+
+ private:
+  [[noreturn]] static void no_zero() {
+    throw Error("ZeRO-1 on the engine's memory runs on the device engines (--device cuda|emulate); the CPU engine "
+                "steps its shard on the host (lib/dist/zero.ts)",
+                ErrorCode::NotSup);
+  }
 };
 
 // The CPU engine behind the interface.
