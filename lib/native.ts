@@ -584,6 +584,11 @@ export class ModelEngine {
     }
   }
   zeroShard(): RawZeroShard { return this.zero('zeroShard').zeroShard(); }
+  /** Each parameter's bf16 weights at its byte offset of `out` (where the engine's memory is: a Uint8Array for emulate, a u8 DeviceArray for cuda). */
+  packBf16(entries: { name: string; offset: number }[], out: Tensor<'u8'>): void {
+    if (!this.e.packBf16) throw new MurphyNativeError('packBf16: the loaded native binary predates it; rebuild it (npm run build:native)', 'ENOLIB');
+    this.e.packBf16(entries, raw(out)!);
+  }
   zeroSetShard(master: Float32Array, m: Float32Array, v: Float32Array, step: number): void { this.zero('zeroSetShard').zeroSetShard(master, m, v, step); }
 
   save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<void> {

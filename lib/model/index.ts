@@ -6,7 +6,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, 
 import { basename, dirname, join, resolve } from 'node:path';
 import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
 import { findCublasLt } from '../gpu/cublaslt.js';
-import { checkModelConfigText, cuda, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling, type RawNcclComm, type ZeroPlan, type ZeroShard } from '../native.js';
+import { checkModelConfigText, cuda, type DeviceArray, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling, type RawNcclComm, type ZeroPlan, type ZeroShard } from '../native.js';
 import { DEFAULT_BLOCK_SIZE } from '../rollout/paged/kv-pool.js';
 import type { PlanArrays } from '../rollout/paged/plan-arrays.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
@@ -448,6 +448,14 @@ export class PolicyModel {
   zeroShard(): ZeroShard { return this.e.zeroShard(); }
   /** Sets the shard's master weights, moments and the step count. */
   zeroSetShard(s: ZeroShard): void { this.e.zeroSetShard(s.master, s.m, s.v, s.step); }
+
+  /**
+   * A bf16 weight-sync bucket packed where the engine's weights live (device engines): each
+   * parameter's compute weights (bf16 storage: copied; f32: rounded to nearest even, as toBf16)
+   * at its byte offset of `out`, a u8 DeviceArray for 'cuda' (no host round trip) or a Uint8Array
+   * for 'emulate'. The CPU engine throws ENOTSUP (pack on the host: lib/rollout/weight-sync-plan.ts).
+   */
+  packBf16(entries: { name: string; offset: number }[], out: Uint8Array | DeviceArray<'u8'>): void { this.e.packBf16(entries, out); }
 }
 
 /** Checks config.json text the way the loader does; throws naming the field. */

@@ -171,6 +171,8 @@ export interface RawEngine {
   zeroStep?: (comm: RawNcclComm, h: ResolvedAdamWOptions, timeoutMs: number) => Promise<RawAdamWResult & { step: number }>;
   zeroShard?: () => RawZeroShard;
   zeroSetShard?: (master: Float32Array, m: Float32Array, v: Float32Array, step: number) => void;
+  /** bf16 weight-sync buckets packed in the engine's memory (device engines); absent from binaries that predate it. */
+  packBf16?: (entries: { name: string; offset: number }[], out: RawTensor) => void;
 }
 
 /** ZeRO-1's plan for a device engine (native/gpu/engine/zero_plan.h): shard and bucket bounds of the flat parameter vector. */

@@ -165,7 +165,8 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
          InstanceMethod("pagedLogits", &ModelEngine::PagedLogits),
          InstanceMethod("zeroInit", &ModelEngine::ZeroInit), InstanceMethod("zeroStep", &ModelEngine::ZeroStep),
          InstanceMethod("zeroShard", &ModelEngine::ZeroShard),
-         InstanceMethod("zeroSetShard", &ModelEngine::ZeroSetShard)});
+         InstanceMethod("zeroSetShard", &ModelEngine::ZeroSetShard),
+         InstanceMethod("packBf16", &ModelEngine::PackBf16)});
     addon_data(env).model_engine = Napi::Persistent(f);
     return f;
   }
@@ -829,6 +830,28 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       const int64_t step = to_int(info[3], "step", 0, int64_t(1) << 50);
       eng_->zero_set_shard(static_cast<const float*>(master.ptr), static_cast<const float*>(m.ptr),
                            static_cast<const float*>(v.ptr), step);
+      return info.Env().Undefined();
+    });
+  }
+
+  // packBf16([{ name, offset }], out: Uint8Array (emulate) | u8 DeviceArray (cuda)): each parameter's
+  // bf16 weights at its byte offset of `out` (a weight-sync bucket)
+  Napi::Value PackBf16(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsArray()) throw Error("packBf16(entries, out): entries must be an array of { name, offset }");
+      Napi::Array a = info[0].As<Napi::Array>();
+      std::vector<PolicyEngine::PackEntry> es;
+      for (uint32_t i = 0; i < a.Length(); ++i) {
+        if (!a.Get(i).IsObject()) throw Error("packBf16: entries must be objects { name, offset }");
+        Napi::Object o = a.Get(i).As<Napi::Object>();
+        const model::ParamInfo& p = find(o.Get("name"));
+        PolicyEngine::PackEntry e;
+        e.offset = p.offset, e.numel = p.numel, e.byte_offset = req_int(o, "offset", 0, int64_t(1) << 50);
+        es.push_back(e);
+      }
+      Buf out = tensor(info[1], "out", Kind::U8, -1);
+      auto lk = busy_guard();
+      eng_->pack_bf16(es, out.ptr, int64_t(out.count), out.device != Device::Host);
       return info.Env().Undefined();
     });
   }

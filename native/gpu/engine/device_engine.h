@@ -377,6 +377,24 @@ class DeviceEngine final : public model::PolicyEngine {
     shadow_.reset();
   }
 
+  // bf16 weight-sync buckets from the compute copy (bf16: a copy; f32: rounded to nearest even)
+  void pack_bf16(const std::vector<PackEntry>& es, void* out, int64_t out_bytes, bool out_on_device) override {
+    const bool host = std::strcmp(B::name(), "emulate") == 0;
+    if (out_on_device == host)
+      throw Error(std::string("packBf16: the bucket must live where the engine's memory does (") +
+                  (host ? "a host Uint8Array for the emulated engine" : "a u8 DeviceArray for the CUDA engine") + ")");
+    for (const PackEntry& e : es)
+      if (e.numel < 0 || e.offset < 0 || e.offset + e.numel > L_.total || e.byte_offset < 0 || e.byte_offset % 2 ||
+          e.byte_offset + 2 * e.numel > out_bytes)
+        throw Error("packBf16: an entry at byte " + std::to_string(e.byte_offset) + " (" + std::to_string(e.numel) +
+                    " elements) lies outside the bucket of " + std::to_string(out_bytes) + " bytes or the model");
+    for (const PackEntry& e : es) {
+      uint16_t* dst = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(out) + e.byte_offset);
+      if (kF32) b_->launch(ToStorage<uint16_t>{master_.data() + e.offset, dst, e.numel});
+      else b_->copy(dst, wc_own_.data() + e.offset, size_t(e.numel) * 2);
+    }
+  }
+
   // ---------------------------------------------------------------------------------
   // paged generation (docs/gpu.md, "Generation"): KV pools on the backend, one step over them
 

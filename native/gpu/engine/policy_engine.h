@@ -82,6 +82,18 @@ class PolicyEngine {
   virtual void zero_get_shard(float*, float*, float*) { no_zero(); }
   virtual void zero_set_shard(const float*, const float*, const float*, int64_t) { no_zero(); }
 
+  // Weight-sync buckets packed from the engine's compute weights where they live (device
+  // engines): out[byte_offset .. + 2 numel) = the bf16 weights of [offset, offset + numel) of the
+  // flat vector, for each entry; `out` (out_bytes) must be device memory for "cuda" and host
+  // memory for "emulate" (out_on_device says which it is). The CPU engine throws ENOTSUP.
+  struct PackEntry {
+    int64_t offset = 0, numel = 0, byte_offset = 0;
+  };
+  virtual void pack_bf16(const std::vector<PackEntry>&, void*, int64_t, bool) {
+    throw Error("packing bf16 weights in the engine's memory runs on the device engines; pack on the host (toBf16)",
+                ErrorCode::NotSup);
+  }
+
  private:
   [[noreturn]] static void no_zero() {
     throw Error("ZeRO-1 on the engine's memory runs on the device engines (--device cuda|emulate); the CPU engine "
