@@ -20,7 +20,7 @@ import { loadChatTokenizer, type HfChatTokenizer } from '../prompt/tokenizer.js'
 import { EmbeddedBackend } from '../rollout/embedded.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
-import { weightSyncFor } from '../rollout/weight-sync.js';
+import { weightSyncFor } from '../rollout/weight-sync-channel.js';
 import { embeddedEngine } from './rollout-engine.js';
 import { writeReport } from '../report/html.js';
 import { engineWithStorage, policyEngine, selectTrainingDevice } from '../gpu/device.js';
@@ -182,6 +182,19 @@ export function checkRanksDevice(c: TrainConfig, worldSize: number): void {
 }
 
 /**
+ * Several ranks with backend vllm: rank r of N talks to (and syncs weights to) the servers at
+ * positions r, r + N, r + 2N, ... of the --server-url list; N ranks need at least N servers
+ * (checked by the launcher before any rank starts, and by each rank).
+ */
+export function serversOfRank(c: Pick<TrainConfig, 'serverUrl'>, rank: number, worldSize: number): string[] {
+  const servers = (c.serverUrl ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (worldSize > 1 && servers.length < worldSize) {
+    throw new ConfigError(`config key "serverUrl" (--server-url): ${worldSize} ranks need at least ${worldSize} vLLM servers (server i goes to rank i mod ${worldSize}), got ${servers.length}: start more servers or use fewer ranks`);
+  }
+  return servers.filter((_, i) => i % worldSize === rank);
+}
+
+/**
  * The policy for a run (on `engine`): the checkpoint's weights when resuming (`checkpointPolicy`),
  * else config key "model", else the demo's random model; with the config's bf16 keys applied
  * (docs/model.md, "bf16 weights").
@@ -283,12 +296,8 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   if (engineNote) log(engineNote);
   const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
   if (c.backend === 'vllm') {
-    let servers = c.serverUrl!.split(',').map((s) => s.trim());
-    if (coll && coll.worldSize > 1) {
-      // Each rank talks to its own share of the servers (and syncs weights to them).
-      if (servers.length < coll.worldSize) throw new ConfigError(`config key "serverUrl" (--server-url): ${coll.worldSize} ranks need at least ${coll.worldSize} vLLM servers (one or more per rank), got ${servers.length}`);
-      servers = servers.filter((_, i) => i % coll.worldSize === coll.rank);
-    }
+    // Each rank talks to its own share of the servers (and syncs weights to them).
+    const servers = serversOfRank(c, coll?.rank ?? 0, coll?.worldSize ?? 1);
     backend = await VllmBackend.connect({
       servers,
       model: c.servedModelName ?? undefined,
@@ -439,7 +448,8 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   let summary: TrainSummary;
   try {
     // With several ranks only rank 0 warms up: its weights and AdamW state are broadcast below.
-    if (parts.demo && !o.resume && c.sftSteps > 0 && writer) {
+    const warmUp = parts.demo && !o.resume && c.sftSteps > 0;
+    if (warmUp && writer) {
       progress.start('warm-up', c.sftSteps);
       const losses = await supervisedWarmup(policy, parts.problems, prompts as ChatPromptBuilder<Problem>, tok, {
         steps: c.sftSteps,
@@ -454,11 +464,12 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       progress.update(c.sftSteps, `loss ${losses[0]?.toFixed(3)} -> ${losses[losses.length - 1]?.toFixed(3)}`);
       progress.end();
       if (o.verbose) log(`supervised warm-up: ${c.sftSteps} steps, loss ${losses[0]?.toFixed(3)} -> ${losses[losses.length - 1]?.toFixed(3)}`);
-      await backend.syncWeights(policy, 0);
     }
     firstStep = point ? point.state.step : 0;
     // Data parallel: ZeRO-1 around the policy (rank 0's weights broadcast to all); only rank 0 evaluates.
     const dp = coll ? await DistributedPolicy.create(coll, policy, model) : null;
+    // The warmed-up weights reach every rank's servers (each rank syncs its own share, after the broadcast).
+    if (warmUp) await backend.syncWeights(dp ?? policy, 0);
     summary = await train(c, run, { policy: dp ?? policy, backend, executor, prompts, problems: parts.problems, extractCode: extract, stopTokenIds: stop, evaluate: writer ? evaluate : undefined, progress: loopProgress, onStep }, {
       resume: Boolean(o.resume),
       resumeFrom: point ?? undefined,
