@@ -468,8 +468,10 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     firstStep = point ? point.state.step : 0;
     // Data parallel: ZeRO-1 around the policy (rank 0's weights broadcast to all); only rank 0 evaluates.
     const dp = coll ? await DistributedPolicy.create(coll, policy, model) : null;
-    // The warmed-up weights reach every rank's servers (each rank syncs its own share, after the broadcast).
-    if (warmUp) await backend.syncWeights(dp ?? policy, 0);
+    // The servers generate with the policy from the first step on: the warmed-up weights, or on
+    // resume the checkpoint's (servers started from --model, or holding a step after the
+    // checkpoint, would serve others). Every rank syncs its own servers, after the broadcast.
+    if (warmUp || point) await backend.syncWeights(dp ?? policy, firstStep);
     summary = await train(c, run, { policy: dp ?? policy, backend, executor, prompts, problems: parts.problems, extractCode: extract, stopTokenIds: stop, evaluate: writer ? evaluate : undefined, progress: loopProgress, onStep }, {
       resume: Boolean(o.resume),
       resumeFrom: point ?? undefined,
