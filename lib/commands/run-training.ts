@@ -44,6 +44,8 @@ export interface RunTrainingOptions {
   progress?: ProgressSink;
   /** Human-readable lines (config, evaluation tables, where things are). */
   log?: (line: string) => void;
+  /** Lines every rank reports, also where `log` is silent (ranks other than 0): weight-sync set-up and fallbacks. Default: `log`. */
+  warn?: (line: string) => void;
   handleSignals?: boolean;
   /** Tests: stop as if interrupted after this step. */
   stopAfterStep?: number;
@@ -304,7 +306,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       apiKey: c.vllmApiKey ?? undefined,
       tokenizer: tok,
       syncDir: join(resolve(run.root), coll && coll.worldSize > 1 ? `sync-rank${coll.rank}` : 'sync'),
-      weightSync: weightSyncFor(c.weightSync, { bucketBytes: c.weightSyncBucketMb * 2 ** 20, timeoutMs: c.weightSyncTimeoutS * 1000, log }),
+      weightSync: weightSyncFor(c.weightSync, { bucketBytes: c.weightSyncBucketMb * 2 ** 20, timeoutMs: c.weightSyncTimeoutS * 1000, log: o.warn ?? log }),
       maxRetries: 2,
     });
   }

@@ -73,6 +73,8 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
           progress.clear();
           process.stdout.write(l + '\n');
         },
+        // ranks other than 0 still say when their weight sync falls back (the launcher prefixes [rank N])
+        ...(quiet ? { warn: (l: string) => process.stderr.write(l + '\n') } : {}),
         dist: collective ? { collective } : undefined,
       });
     } finally {

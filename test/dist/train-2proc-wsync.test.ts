@@ -8,7 +8,8 @@
 // bf16 of the trainer's last checkpoint; the metrics give each rank's method. Rank 1's receive
 // at step 1 never reaches its worker (the proxy holds it): that rank's broadcast times out, it
 // aborts its group and syncs that step through the disk while rank 0's NCCL sync works, and
-// step 2 forms rank 1's group again. Fewer servers than ranks: one line before any rank starts.
+// step 2 forms rank 1's group again; rank 1 says so in its log. Fewer servers than ranks: one
+// line before any rank starts.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -103,7 +104,10 @@ describe('train --nproc-per-node 2 --backend vllm --weight-sync nccl against ser
     servers[1]!.hold = (rpc, args) => rpc === 'murphy_nccl_recv' && meta({ rpc, args }).step === 1;
     const r = await runTrain([...ARGS, '--model', dir, '--server-url', servers.map((s) => s.url).join(','), '--out', out, '--nproc-per-node', '2']);
     assert.equal(r.code, 0, r.out);
-    assert.match(r.out, /weight sync: loopback group of 3 ranks formed \(trainer \+ 2 vLLM worker\(s\) on 2 server\(s\)\)/);
+    assert.match(r.out, /^weight sync: loopback group of 3 ranks formed \(trainer \+ 2 vLLM worker\(s\) on 2 server\(s\)\)/m);
+    assert.match(r.out, /^\[rank 1\] weight sync: loopback group of 2 ranks formed \(trainer \+ 1 vLLM worker\(s\) on 1 server\(s\)\)/m);
+    assert.match(r.out, /^\[rank 1\] weight sync: the NCCL sync of step 1 failed \(.*timed out.*\); the group was aborted, this step syncs through the disk/m);
+    assert.doesNotMatch(r.out, /^weight sync: the NCCL sync/m, 'rank 0 fell back');
 
     // the groups: servers 0 and 2 in rank 0's (one id, world 3, offsets 1 and 2); server 1 alone in rank 1's
     const inits = servers.map((s) => s.seen.filter((x) => x.rpc === 'murphy_nccl_init'));
