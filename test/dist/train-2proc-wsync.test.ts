@@ -92,7 +92,7 @@ after(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-const ARGS = ['--backend', 'vllm', '--weight-sync', 'nccl', '--weight-sync-timeout-s', '2', '--max-steps', '2', '--save-steps', '2', '--batch-size', '2',
+const ARGS = ['--backend', 'vllm', '--weight-sync', 'nccl', '--weight-sync-timeout-s', '3', '--max-steps', '2', '--save-steps', '2', '--batch-size', '2',
   '--num-generations', '2', '--max-completion-length', '16', '--sft-steps', '1', '--eval-problems', '1', '--eval-iterations', '1', '--eval-samples', '1', '--device', 'cpu'];
 
 const meta = (s: Seen) => JSON.parse(s.args[0] as string) as { step: number; buckets: { bytes: number; tensors: unknown[] }[] };
