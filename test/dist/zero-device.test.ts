@@ -9,9 +9,10 @@
 //     same compute weights (scores), and, like the host path, matches one engine stepping on
 //     the summed gradients within test/dist/zero.test.ts's tolerances. World size 1 runs the
 //     in-place collectives (equal parts).
-//   - The calls the fake sees: reduce-scatters in reverse bucket order with the padded part m
-//     computed here from the shard and bucket plans, one f64 all-reduce, then all-gathers of
-//     bf16 (or f32) parts in bucket order.
+//   - The calls the fake sees, computed here from the shard and bucket plans: in reverse bucket
+//     order a reduce-scatter of each bucket with equal parts, an all-reduce of any other; one f64
+//     all-reduce (the norm); then in bucket order an all-gather of each bucket with equal parts,
+//     a bf16 broadcast from each owning rank of any other.
 //   - Checkpoints: a device-path checkpoint equals the host path's (master.safetensors, shards),
 //     and loads on 2 ranks (device path, exact) and on 1 (host path, re-sharded).
 //   - Refusals, one line each: the CPU engine, a step before zeroInit, a plan that does not
@@ -129,6 +130,13 @@ describe('ZeRO-1 on the device engine\'s memory (emulate + fake NCCL)', () => {
           assert.ok(worst <= (storage === 'f32' ? 1e-5 : 1e-6), `max |w - w_ref| = ${worst}`);
         }
       }
+      // memory: each rank keeps its shard's moments only; with bf16 storage the full fp32 master
+      // is released (the compute copy's 2 bytes a parameter remain) and the shard's master is kept
+      const total = dev.dps[0]!.total, shard = dev.dps[0]!.range.end - dev.dps[0]!.range.begin;
+      const md = dev.models[0]!.memory(), mh = host.models[0]!.memory();
+      assert.equal(md.weights, storage === 'bf16' ? 2 * total : 4 * total);
+      assert.equal(mh.weights, storage === 'bf16' ? 6 * total : 4 * total);
+      assert.equal(md.optimizer, (storage === 'bf16' ? 12 : 8) * shard, `optimizer memory (shard ${shard} of ${total})`);
       if (storage === 'bf16') {
         // the model's weights are the gathered bf16 ones (widened): every value is a bf16
         const w = dev.models[0]!.getParam(dev.models[0]!.params()[0]!.name);
@@ -156,7 +164,7 @@ describe('ZeRO-1 on the device engine\'s memory (emulate + fake NCCL)', () => {
     await closeWorlds();
   });
 
-  it('the calls NCCL sees: padded reduce-scatters in reverse bucket order, the f64 norm, bf16 all-gathers in order', async () => {
+  it('the calls NCCL sees: reduce-scatters or all-reduces in reverse bucket order, the f64 norm, all-gathers or broadcasts in order', async () => {
     const rng = new Rng(seed + 3);
     const world = await ncclLocalWorld(2);
     const x = await ranks(world, 'bf16', true);
@@ -173,12 +181,19 @@ describe('ZeRO-1 on the device engine\'s memory (emulate + fake NCCL)', () => {
     const shards = planShards(total, 2);
     const buckets = planBuckets(params, BUCKET, 4);
     assert.ok(buckets.length > 3);
-    const m = buckets.map((b) => Math.max(...rangeCounts(shards, b.begin, b.end)));
-    assert.ok(buckets.some((b) => new Set(rangeCounts(shards, b.begin, b.end)).size > 1), 'some bucket has unequal parts (padding)');
+    const parts = buckets.map((b) => rangeCounts(shards, b.begin, b.end));
+    const equal = (c: number[]) => c.every((x) => x === c[0]);
+    assert.ok(parts.some((c) => c.filter((x) => x > 0).length > 1), 'some bucket straddles two shards');
+    const reduce = (c: number[], k: number) => equal(c)
+      ? [`reduceScatter count=${c[0]} dtype=7 op=0 root=-1`]
+      : [`allReduce count=${buckets[k]!.end - buckets[k]!.begin} dtype=7 op=0 root=-1`];
+    const gather = (c: number[]) => equal(c)
+      ? [`allGather count=${c[0]} dtype=9 op=-1 root=-1`]
+      : c.flatMap((n, r) => (n > 0 ? [`broadcast count=${n} dtype=9 op=-1 root=${r}`] : []));
     const want = [
-      ...[...m].reverse().map((n) => `reduceScatter count=${n} dtype=7 op=0 root=-1`),
+      ...parts.map(reduce).reverse().flat(),
       'allReduce count=1 dtype=8 op=0 root=-1',
-      ...m.map((n) => `allGather count=${n} dtype=9 op=-1 root=-1`),
+      ...parts.flatMap(gather),
     ];
     const lines = readFileSync(log, 'utf8').trim().split('\n');
     for (let r = 0; r < 2; r++) {
@@ -255,7 +270,7 @@ describe('ZeRO-1 on the device engine: refusals and the deadline', () => {
     const world = await ncclLocalWorld(2, { timeoutMs: 2000 });
     const x = await ranks(world, 'f32', true);
     await x.models[0]!.accumulate(batch(new Rng(seed + 5), 2, x.models[0]!.info.vocabSize), loss);
-    await assert.rejects(x.dps[0]!.optimizerStep(hyper), /zeroStep #\d+ on rank 0: NCCL ncclReduceScatter did not complete within 2 s on rank 0 of 2: the communicator was aborted/);
+    await assert.rejects(x.dps[0]!.optimizerStep(hyper), /zeroStep #\d+ on rank 0: NCCL ncclAllReduce did not complete within 2 s on rank 0 of 2: the communicator was aborted/);
     await closeWorlds();
   });
 });

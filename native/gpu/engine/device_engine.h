@@ -115,13 +115,19 @@ class DeviceEngine final : public model::PolicyEngine {
   std::string storage() const override { return kF32 ? "f32" : "bf16"; }
   void set_gradient_checkpointing(bool on) override { ckpt_ = on; }
 
-  void get_param(const model::ParamInfo& p, float* out) override {
-    b_->download(out, master_.data() + p.offset, size_t(p.numel) * 4);
-  }
+  void get_param(const model::ParamInfo& p, float* out) override { download_weights(out, p.offset, p.numel); }
   void set_param(const model::ParamInfo& p, const float* in) override {
-    upload_chunked(master_.data() + p.offset, in, p.numel);
-    if (!kF32) refresh_compute(p.offset, p.numel);
-    if (zero_) zero_->adopt(zero_target(), p.offset, p.numel);
+    if (master_released()) {  // ZeRO-1, bf16: round into the compute copy; the shard's part into its master
+      Buf<float> tmp;
+      tmp.ensure(b(), p.numel, "the parameter being set");
+      upload_chunked(tmp.data(), in, p.numel);
+      b_->launch(ToStorage<S>{tmp.data(), wc_own_.data() + p.offset, p.numel});
+      zero_->adopt(zero_target(), tmp.data(), p.offset, p.numel);
+    } else {
+      upload_chunked(master_.data() + p.offset, in, p.numel);
+      if (!kF32) refresh_compute(p.offset, p.numel);
+      if (zero_) zero_->adopt(zero_target(), master_.data() + p.offset, p.offset, p.numel);
+    }
     shadow_.reset();
   }
   void get_grad(const model::ParamInfo& p, float* out) override {
@@ -145,7 +151,7 @@ class DeviceEngine final : public model::PolicyEngine {
   void save(const std::string& dir, model::FileDType dtype, int64_t max_shard_bytes) override {
     Vec w;
     model::checked_resize(w, L_.total, "the host copy of the weights (save)");
-    b_->download(w.data(), master_.data(), size_t(L_.total) * 4);
+    download_weights(w.data(), 0, L_.total);
     model::save_weights(dir, L_, w.data(), dtype, max_shard_bytes);
   }
 
@@ -331,7 +337,7 @@ class DeviceEngine final : public model::PolicyEngine {
                                          const model::SampleOptions& o) override {
     if (!shadow_) {
       shadow_ = model::Engine::random(cfg_, 0, 0.0f);
-      b_->download(shadow_->weights(), master_.data(), size_t(L_.total) * 4);
+      download_weights(shadow_->weights(), 0, L_.total);
       shadow_->set_bf16(bf16_);
     }
     return shadow_->generate(prompts, o);
@@ -350,9 +356,10 @@ class DeviceEngine final : public model::PolicyEngine {
   // ZeRO-1 on the engine's own memory (zero_shard.h)
 
   void zero_init(const ZeroPlan& plan) override {
-    zero_.reset();
+    if (zero_) throw Error("zeroInit: ZeRO-1 is set up on this engine already (zeroSetShard sets the shard)");
     zero_.reset(new ZeroShard<B, S>(b(), L_, plan, zero_target()));
     m_.release(), v_.release();  // the shard's moments replace the engine's
+    if (!kF32) master_.release();  // bf16: the shard's fp32 master replaces the full one
     shadow_.reset();
   }
   AdamWResult zero_step(NcclComm& comm, const ZeroStepOptions& o) override {
@@ -487,7 +494,23 @@ class DeviceEngine final : public model::PolicyEngine {
   B* b() { return b_.get(); }
   ZeroTarget<S> zero_target() {
     S* wcm = kF32 ? reinterpret_cast<S*>(master_.data()) : wc_own_.data();
-    return ZeroTarget<S>{master_.data(), wcm, grads_.data(), L_.total};
+    return ZeroTarget<S>{master_.empty() ? nullptr : master_.data(), wcm, grads_.data(), L_.total};
+  }
+  // ZeRO-1 with bf16 storage keeps no full fp32 master: the weights are the compute copy.
+  bool master_released() const { return !kF32 && master_.empty(); }
+  // fp32 weights [off, off + n) to the host: the master, or the bf16 compute copy widened
+  void download_weights(float* out, int64_t off, int64_t n) {
+    if (!master_released()) {
+      b_->download(out, master_.data() + off, size_t(n) * 4);
+      return;
+    }
+    const int64_t chunk = int64_t(1) << 22;
+    std::vector<uint16_t> h(size_t(std::min(chunk, std::max<int64_t>(n, 1))));
+    for (int64_t i = 0; i < n; i += chunk) {
+      const int64_t c = std::min(chunk, n - i);
+      b_->download(h.data(), wc_own_.data() + off + i, size_t(c) * 2);
+      for (int64_t j = 0; j < c; ++j) out[i + j] = bf16_to_f32(h[size_t(j)]);
+    }
   }
   void need_zero(const char* what) const {
     if (!zero_) throw Error(std::string(what) + ": ZeRO-1 is not set up on this engine (zeroInit first)");

@@ -6,10 +6,9 @@
 //
 // A bucket [b0, b1) meets rank r's shard [s_r, s_r+1) in counts[r] = max(0, min(b1, s_r+1) -
 // max(b0, s_r)) elements starting at start[r] = clamp(s_r, b0, b1); the parts are contiguous in
-// rank order. NCCL's reduce-scatter and all-gather take equal parts, so each part is padded to
-// m = max_r counts[r] (rank r's part at r x m of a W x m staging buffer, zeros after it), as
-// lib/dist/nccl-collective.ts does with host arrays; when every count is m the collectives run
-// in place on the engine's buffers (part r starts at b0 + r x m).
+// rank order. NCCL's reduce-scatter and all-gather take equal parts: when every count is
+// m = max_r counts[r] they run in place on the engine's buffers (part r starts at b0 + r x m);
+// other buckets take an all-reduce and one broadcast per owning rank (zero_shard.h).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -56,13 +55,6 @@ inline BucketParts bucket_parts(const ZeroPlan& p, int64_t k) {
   }
   for (int64_t c : b.counts) b.equal = b.equal && c == b.m;
   return b;
-}
-
-// The largest padded part of any bucket (staging buffers hold world x this).
-inline int64_t max_part(const ZeroPlan& p) {
-  int64_t m = 0;
-  for (int64_t k = 0; k < p.n_buckets(); ++k) m = std::max(m, bucket_parts(p, k).m);
-  return m;
 }
 
 // One line naming what is wrong with a plan for a model of `total` parameters.

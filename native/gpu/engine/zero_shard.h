@@ -9,21 +9,24 @@
 //
 // State of the shard [s0, s1) of the flat vector:
 //   fp32 master weights   f32 storage: the engine's master [s0, s1) itself (it is the compute
-//                         copy); bf16 storage: a shard-sized buffer here, and the engine's full
-//                         master holds the gathered bf16 weights widened to fp32 (so every
-//                         rank's model is the same; the fp32 master exists only as shards)
+//                         copy); bf16 storage: a shard-sized buffer here, and the engine
+//                         releases its full master (its weights are then the bf16 compute copy,
+//                         the same on every rank; the fp32 master exists only as shards)
 //   AdamW moments         m, v [s1 - s0] here (the engine's full-size moments are released)
 //
 // The step (the host path's formulas, lib/dist/zero.ts):
-//   1. reduce-scatter of the gradient, bucket by bucket in reverse order (zero_plan.h's padded
-//      parts, or in place when equal): the engine's gradient [s0, s1) = sum over ranks
+//   1. the gradient summed over ranks, bucket by bucket in reverse order (zero_plan.h): a
+//      bucket whose parts are equal is reduce-scattered in place; any other (most lie inside one
+//      shard) is all-reduced in place, twice a reduce-scatter's traffic where padding its parts
+//      to NCCL's equal ones would cost up to W times it; then the engine's gradient [s0, s1) is
+//      the sum over ranks
 //   2. sq = sum of the shard's squares (SumSquaresPartials, added in double), all-reduced
 //      (f64); norm = sqrt(sq); with max_grad_norm > 0 a non-finite norm skips the step on every
 //      rank, else coef = min(1, max_grad_norm / (norm + 1e-6)) and g = fround(coef) * g
 //   3. AdamW (the backend's kernel, no clipping) over the shard's slice of each parameter,
 //      weight decay on matrices only; bf16: the compute copy of the shard written in its pass
-//   4. all-gather of the compute copy (bf16, or the f32 master), bucket by bucket in order;
-//      bf16: the engine's master = widen(compute copy)
+//   4. the compute copy (bf16, or the f32 master) gathered, bucket by bucket in order: equal
+//      parts all-gathered in place, else each owning rank's part broadcast from it (in rank order)
 //   5. the gradients zeroed, the step counted.
 #pragma once
 #include <algorithm>
@@ -48,7 +51,7 @@ class DBuf;  // device_engine.h
 // Where the engine keeps the full buffers the step reads and writes.
 template <typename S>
 struct ZeroTarget {
-  float* master;  // [P] fp32 (f32 storage: also the compute copy)
+  float* master;  // [P] fp32 (f32 storage: also the compute copy); null once released (bf16)
   S* compute;     // [P] the compute copy (== master for f32)
   float* grads;   // [P]
   int64_t total;
@@ -60,35 +63,33 @@ class ZeroShard {
 
  public:
   // Takes over the engine's current weights: the shard's fp32 master from `t.master` (bf16:
-  // then the engine's master becomes the widened compute copy); zero moments.
+  // the engine releases its full master afterwards); zero moments.
   ZeroShard(B* b, const model::Layout& L, ZeroPlan plan, const ZeroTarget<S>& t) : b_(b), L_(L), plan_(std::move(plan)) {
     check_zero_plan(plan_, L_.total);
-    const int64_t n = size(), m = max_part(plan_), w = plan_.world;
+    const int64_t n = size();
     const char* what = "the ZeRO-1 shard";
     if (!kF32) master_.ensure(b_, n, what);
     m_.ensure(b_, n, what), v_.ensure(b_, n, what);
     b_->zero(m_.data(), size_t(n) * 4);
     b_->zero(v_.data(), size_t(n) * 4);
-    send_.ensure(b_, w * m, "the ZeRO-1 staging buffers"), recv_.ensure(b_, w * m, "the ZeRO-1 staging buffers");
     parts_.ensure(b_, kNormBlocks * kEngineBlock, "the ZeRO-1 norm partials");
     one_.ensure(b_, 1, "the ZeRO-1 norm");
-    adopt(t);
+    adopt(t, t.master, 0, t.total);
   }
 
   int64_t begin() const { return plan_.begin(); }
   int64_t end() const { return plan_.end(); }
   int64_t size() const { return end() - begin(); }
   const ZeroPlan& plan() const { return plan_; }
-  int64_t bytes() const { return master_.bytes() + m_.bytes() + v_.bytes() + send_.bytes() + recv_.bytes(); }
+  int64_t bytes() const { return master_.bytes() + m_.bytes() + v_.bytes(); }
 
-  // The engine's master [s0, s1) is the truth (after a load or set_param): bf16 copies it into
-  // the shard's master, then the engine's master = widen(compute copy) over [off, off + n).
-  void adopt(const ZeroTarget<S>& t, int64_t off = 0, int64_t n = -1) {
-    if (n < 0) n = t.total;
+  // New fp32 values `src` of [off, off + n) (a load or set_param; the engine has rounded them
+  // into its compute copy): bf16 copies the part in the shard into the shard's master. f32: the
+  // engine's master is the shard's already.
+  void adopt(const ZeroTarget<S>&, const float* src, int64_t off, int64_t n) {
     if (kF32) return;
     const int64_t a = std::max(off, begin()), e = std::min(off + n, end());
-    if (e > a) b_->copy(master_.data() + (a - begin()), t.master + a, size_t(e - a) * 4);
-    widen(t, off, n);
+    if (e > a) b_->copy(master_.data() + (a - begin()), src + (a - off), size_t(e - a) * 4);
   }
 
   // Host copies of the shard's fp32 master weights and moments ([size()] each).
@@ -100,17 +101,14 @@ class ZeroShard {
   }
 
   // Sets the shard's master weights and moments; bf16: the compute copy of the shard is
-  // rounded from them and the engine's master widened from the compute copy.
+  // rounded from them.
   void set(const ZeroTarget<S>& t, const float* master, const float* m, const float* v) {
     const size_t n = size_t(size()) * 4;
     float* dst = kF32 ? t.master + begin() : master_.data();
     b_->upload(dst, master, n);
     b_->upload(m_.data(), m, n);
     b_->upload(v_.data(), v, n);
-    if (!kF32) {
-      b_->launch(ToStorage<S>{master_.data(), t.compute + begin(), size()});
-      widen(t, 0, t.total);
-    }
+    if (!kF32) b_->launch(ToStorage<S>{master_.data(), t.compute + begin(), size()});
   }
 
   // The optimizer step (the file comment's 1-5). `step` is the engine's step count (t - 1).
@@ -122,16 +120,10 @@ class ZeroShard {
     for (int64_t k = plan_.n_buckets() - 1; k >= 0; --k) {
       const BucketParts p = bucket_parts(plan_, k);
       if (p.m == 0) continue;
-      if (p.equal) {
+      if (p.equal)
         comm.reduce_scatter(t.grads + p.begin, t.grads + p.start[size_t(R)], size_t(p.m), ncclFloat32, ncclSum, ms);
-        continue;
-      }
-      float* send = send_.data();
-      b_->zero(send, size_t(W * p.m) * 4);
-      for (int r = 0; r < W; ++r)
-        if (p.counts[size_t(r)]) b_->copy(send + r * p.m, t.grads + p.start[size_t(r)], size_t(p.counts[size_t(r)]) * 4);
-      comm.reduce_scatter(send, recv_.data(), size_t(p.m), ncclFloat32, ncclSum, ms);
-      if (p.counts[size_t(R)]) b_->copy(t.grads + p.start[size_t(R)], recv_.data(), size_t(p.counts[size_t(R)]) * 4);
+      else
+        comm.all_reduce(t.grads + p.begin, t.grads + p.begin, size_t(p.end - p.begin), ncclFloat32, ncclSum, ms);
     }
     // 2. the global norm and the clip coefficient
     const int64_t n = size();
@@ -191,16 +183,10 @@ class ZeroShard {
         comm.all_gather(t.compute + p.start[size_t(R)], t.compute + p.begin, size_t(p.m), dt, ms);
         continue;
       }
-      S* send = reinterpret_cast<S*>(send_.data());
-      S* recv = reinterpret_cast<S*>(recv_.data());
-      b_->zero(send, size_t(p.m) * sizeof(S));
-      if (p.counts[size_t(R)]) b_->copy(send, t.compute + p.start[size_t(R)], size_t(p.counts[size_t(R)]) * sizeof(S));
-      comm.all_gather(send, recv, size_t(p.m), dt, ms);
       for (int q = 0; q < W; ++q)
-        if (q != R && p.counts[size_t(q)])
-          b_->copy(t.compute + p.start[size_t(q)], recv + q * p.m, size_t(p.counts[size_t(q)]) * sizeof(S));
+        if (p.counts[size_t(q)])
+          comm.broadcast(t.compute + p.start[size_t(q)], t.compute + p.start[size_t(q)], size_t(p.counts[size_t(q)]), dt, q, ms);
     }
-    if (!kF32) widen(t, 0, t.total);
     // 5.
     b_->zero(t.grads, size_t(t.total) * 4);
     return r;
@@ -208,11 +194,6 @@ class ZeroShard {
 
  private:
   static constexpr int64_t kNormBlocks = 64;
-
-  // master [off, off + n) = widen(compute [off, off + n))
-  void widen(const ZeroTarget<S>& t, int64_t off, int64_t n) {
-    if (!kF32 && n > 0) b_->launch(AccumulateF32<S>{t.master + off, t.compute + off, n, true});
-  }
 
   // The communicator must be this plan's rank and world, and live where the engine's memory
   // does: a CUDA device for "cuda", none (-1, a fake library's host pointers) for "emulate".
@@ -233,7 +214,7 @@ class ZeroShard {
   B* b_;
   const model::Layout& L_;
   ZeroPlan plan_;
-  Buf<float> master_, m_, v_, send_, recv_;
+  Buf<float> master_, m_, v_;
   Buf<double> parts_, one_;
 };
 
