@@ -122,11 +122,11 @@ class DeviceEngine final : public model::PolicyEngine {
       tmp.ensure(b(), p.numel, "the parameter being set");
       upload_chunked(tmp.data(), in, p.numel);
       b_->launch(ToStorage<S>{tmp.data(), wc_own_.data() + p.offset, p.numel});
-      zero_->adopt(zero_target(), tmp.data(), p.offset, p.numel);
+      zero_->adopt(tmp.data(), p.offset, p.numel);
     } else {
       upload_chunked(master_.data() + p.offset, in, p.numel);
       if (!kF32) refresh_compute(p.offset, p.numel);
-      if (zero_) zero_->adopt(zero_target(), master_.data() + p.offset, p.offset, p.numel);
+      if (zero_) zero_->adopt(master_.data() + p.offset, p.offset, p.numel);
     }
     shadow_.reset();
   }

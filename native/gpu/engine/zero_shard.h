@@ -1,8 +1,7 @@
 // ZeRO-1 on the device engine's own memory (docs/distributed.md, "ZeRO-1 on the device
 // engine"): one rank's shard of the optimizer state and the optimizer step that never leaves
 // the device. The engine (device_engine.h) owns the full buffers (fp32 master weights, the
-// compute copy, the fp32 gradients); this class owns the shard's state and the staging buffers,
-// and drives the collectives on the engine's device pointers through an NCCL communicator
+// compute copy, the fp32 gradients); this class owns the shard's state and drives the collectives on the engine's device pointers through an NCCL communicator
 // (nccl.h: every call checked, bounded by the deadline, aborted past it). Over HostBackend
 // ("emulate") the pointers are host memory and only a fake NCCL library accepts them (the
 // tests': test/helpers/fake-nccl.ts).
@@ -74,7 +73,7 @@ class ZeroShard {
     b_->zero(v_.data(), size_t(n) * 4);
     parts_.ensure(b_, kNormBlocks * kEngineBlock, "the ZeRO-1 norm partials");
     one_.ensure(b_, 1, "the ZeRO-1 norm");
-    adopt(t, t.master, 0, t.total);
+    adopt(t.master, 0, t.total);
   }
 
   int64_t begin() const { return plan_.begin(); }
@@ -86,7 +85,7 @@ class ZeroShard {
   // New fp32 values `src` of [off, off + n) (a load or set_param; the engine has rounded them
   // into its compute copy): bf16 copies the part in the shard into the shard's master. f32: the
   // engine's master is the shard's already.
-  void adopt(const ZeroTarget<S>&, const float* src, int64_t off, int64_t n) {
+  void adopt(const float* src, int64_t off, int64_t n) {
     if (kF32) return;
     const int64_t a = std::max(off, begin()), e = std::min(off + n, end());
     if (e > a) b_->copy(master_.data() + (a - begin()), src + (a - off), size_t(e - a) * 4);
@@ -116,7 +115,7 @@ class ZeroShard {
     check_comm(comm);
     const double ms = o.timeout_ms;
     const int W = plan_.world, R = plan_.rank;
-    // 1. reduce-scatter
+    // 1. the gradient summed over ranks
     for (int64_t k = plan_.n_buckets() - 1; k >= 0; --k) {
       const BucketParts p = bucket_parts(plan_, k);
       if (p.m == 0) continue;
