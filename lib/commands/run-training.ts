@@ -203,6 +203,9 @@ export async function loadPolicyModel(c: Pick<TrainConfig, 'model' | 'seed' | 'm
 
 export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {}): Promise<RunTrainingResult> {
   const log = o.log ?? (() => undefined);
+  // A configuration from code is checked as a file would be: a run started with a value the
+  // schema refuses could not be resumed (its config.json would be refused then).
+  checkConfig(validatePartial(config, 'the configuration of runTraining') as TrainConfig);
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
   const stopSignal = new StopSignal();
   if (o.handleSignals ?? true) stopSignal.install();

@@ -167,6 +167,22 @@ describe('resume and the checkpoint configuration', () => {
     // and a flag may not set a key the old run lacked to another value than its default
     assert.throws(() => resumeConfig(dir, { minP: 0.1 }), /config key "minP" cannot change on resume \(run has 0, got 0\.1\)/);
   });
+  it('a run without evaluations (evalProblems 0, set from code) resumes', async () => {
+    const out = join(root, 'no-eval');
+    const first = await runTraining(demo({ out, evalProblems: 0, maxSteps: 1, saveSteps: 1, sftSteps: 0 }), { handleSignals: false, report: false });
+    assert.deepEqual(first.evals, []);
+    const cfg = resumeConfig(out, { maxSteps: 2 });
+    assert.equal(cfg.evalProblems, 0);
+    const r = await runTraining(cfg, { resume: out, handleSignals: false });
+    assert.equal(r.summary.steps, 2);
+    assert.deepEqual(r.evals, []);
+    assert.ok(r.reportPath && existsSync(r.reportPath));
+    // a value the schema refuses, set from code, is refused before anything is written (the run could not resume)
+    const bad = join(root, 'bad-from-code');
+    await assert.rejects(runTraining(demo({ out: bad, evalIterations: 0 }), { handleSignals: false, report: false }),
+      /^ConfigError: config key "evalIterations" \(--eval-iterations\) in the configuration of runTraining: must be an integer >= 1 and <= 10; got 0$/);
+    assert.equal(existsSync(bad), false);
+  });
 });
 
 describe('a run stopped before its first checkpoint', () => {
