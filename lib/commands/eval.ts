@@ -3,7 +3,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
-import { checkConfig, ConfigError, configKeyOptions, defaultConfig, validatePartial, type TrainConfig } from '../config/index.js';
+import { checkConfig, ConfigError, configKeyOptions, defaultConfig, kebab, validatePartial, type TrainConfig } from '../config/index.js';
 import { loadTrainingProblems } from '../data/check.js';
 import { DATASET_FORMATS, problemPrompt, type Problem } from '../data/index.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
@@ -65,7 +65,7 @@ export function evalEngineKeys(a: EvalArgs): EngineKeys {
   for (const k of EVAL_ENGINE_KEYS) if (a[k] !== undefined) given[k] = a[k];
   const names = Object.keys(given);
   if (a.serverUrl && names.length) {
-    throw new ConfigError(`--${names.map((k) => k.replace(/[A-Z]/g, (x) => '-' + x.toLowerCase())).join(', --')} chooses the embedded engine (--model); with --server-url the server generates: drop it`);
+    throw new ConfigError(`--${names.map(kebab).join(', --')} chooses the embedded engine (--model); with --server-url the server generates: drop it`);
   }
   return checkConfig({ ...defaultConfig(), ...validatePartial(given, 'eval\'s flags') });
 }
