@@ -20,7 +20,7 @@ import {
   resolveTrainOptions,
 } from './native/options.js';
 import type {
-  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawNcclComm, RawPlanArrays, RawTensor,
+  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawNcclComm, RawPlanArrays, RawTensor, SavedFile,
   RawZeroPlan, RawZeroShard,
 } from './native/raw.js';
 
@@ -31,7 +31,7 @@ export {
   type OptionDef, type ResolvedAdamWOptions, type ResolvedAdamWKernelOptions, type ResolvedGenerateOptions,
   type ResolvedGrpoLossOptions, type ResolvedTrainOptions,
 } from './native/options.js';
-export type { DType, HostArray } from './native/raw.js';
+export type { DType, HostArray, SavedFile } from './native/raw.js';
 
 const addon = nativeAddon;
 
@@ -591,7 +591,8 @@ export class ModelEngine {
   }
   zeroSetShard(master: Float32Array, m: Float32Array, v: Float32Array, step: number): void { this.zero('zeroSetShard').zeroSetShard(master, m, v, step); }
 
-  save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<void> {
+  /** Each file written (relative to dir) with its size and XXH64, hashed while written. */
+  save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<SavedFile[]> {
     return withCallerStack(this.e.save(dir, dtype, maxShardBytes), callSite(this.save));
   }
 
