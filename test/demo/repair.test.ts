@@ -100,6 +100,8 @@ describe('repair task', () => {
     let ss = 0;
     for (const v of w) ss += v * v;
     const std = Math.sqrt(ss / w.length);
-    assert.ok(Math.abs(std - DEMO_INIT_STD) < 0.05 * `std ${std} vs ${DEMO_INIT_STD}`);
+    assert.ok(Math.abs(std - DEMO_INIT_STD) < 0.05 * DEMO_INIT_STD, `std ${std} vs ${DEMO_INIT_STD}`);
+    // about 1/sqrt(hidden) for hidden 64; at 0.02 the demo did not learn robustly
+    assert.ok(DEMO_INIT_STD >= 0.1, `DEMO_INIT_STD ${DEMO_INIT_STD}`);
   });
 });
