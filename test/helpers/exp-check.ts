@@ -2,9 +2,8 @@
 // exp, through logprobBackward: with T = 1, lse = 0 and dL/dlogp = -1 the gradient entry j != y
 // is exactly exp(z[j]) as the kernel computes it. Run as a script it prints the figures as JSON,
 // so that a test can run it under MURPHY_SIMD=avx2|baseline (the other compiled copies).
-import { cpuInfo, logprobBackward, logprobForward, toBf16 } from '../../lib/native.js';
+import { cpuInfo, logprobBackward } from '../../lib/native.js';
 import { Rng } from './random.js';
-import { bf16BitsToNumber, logprobGradRef, logprobRef } from './reference.js';
 
 export interface ExpErrors {
   simd: string;
@@ -17,9 +16,6 @@ export interface ExpErrors {
   /** [x, the kernel's exp(x)] for the edge values, as strings (JSON has no inf or NaN) */
   edges: [string, string][];
   count: number;
-  /** bf16 logits through this copy's forward (with entropy) and backward: worst error / tolerance (<= 1 passes) */
-  bf16Forward: number;
-  bf16Backward: number;
 }
 
 export const EXP_EDGES = [
@@ -57,43 +53,10 @@ export function measureExp(seed: number, samples = 1 << 20): ExpErrors {
     if (r > worst) { worst = r; worstAt = x; }
   }
   const e = kernelExp(EXP_EDGES);
-  const bf = bf16Check(rng);
   return {
-    ...bf,
     simd: cpuInfo().simd, maxRel, maxRelAt, worstBoundRatio: worst, worstBoundAt: worstAt,
     edges: EXP_EDGES.map((x, i) => [String(x), String(e[i])]), count: samples,
   };
-}
-
-/**
- * bf16 logits (the unpack / pack paths of each copy) vs float64, with the tolerances of
- * test/kernels/logprob.test.ts: |logp - ref| and |lse - ref| <= 1e-5 (1 + |lse|), entropy 4x that;
- * gradient entries 4.5e-3 relative (bf16 output) plus 1e-7 |g| / T.
- */
-function bf16Check(rng: Rng): { bf16Forward: number; bf16Backward: number } {
-  const n = 3, v = 1000 + rng.int(100), t = rng.uniform(0.5, 1.5);
-  const z = rng.normals(n * v, 3);
-  for (let k = 0; k < 50; k++) z[rng.int(n * v)] = -Infinity;
-  const targets = Int32Array.from({ length: n }, () => rng.int(v));
-  for (let r = 0; r < n; r++) z[r * v + targets[r]!] = 1;
-  const logits = toBf16(z) as Uint16Array;
-  const zr = Array.from(logits, bf16BitsToNumber);
-  const f = logprobForward({ logits, targets, nRows: n, vocab: v, temperature: t, entropy: true });
-  const ref = logprobRef(zr, targets, n, v, t);
-  let fw = 0;
-  for (let r = 0; r < n; r++) {
-    const tol = 1e-5 * (1 + Math.abs(ref.lse[r]!));
-    fw = Math.max(fw, Math.abs((f.logp as Float32Array)[r]! - ref.logp[r]!) / tol, Math.abs((f.lse as Float32Array)[r]! - ref.lse[r]!) / tol,
-      Math.abs((f.entropy as Float32Array)[r]! - ref.entropy[r]!) / (4e-5 * (1 + Math.abs(ref.entropy[r]!))));
-  }
-  const g = rng.normals(n, 1);
-  const out = logprobBackward({ logits, targets, nRows: n, vocab: v, temperature: t, lse: f.lse, gradLogp: g }) as Uint16Array;
-  const gref = logprobGradRef(zr, targets, g, n, v, t);
-  let gmax = 0;
-  for (const x of g) gmax = Math.max(gmax, Math.abs(x));
-  let bw = 0;
-  for (let i = 0; i < n * v; i++) bw = Math.max(bw, Math.abs(bf16BitsToNumber(out[i]!) - gref[i]!) / (1e-7 * gmax / t + 4.5e-3 * Math.abs(gref[i]!)));
-  return { bf16Forward: fw, bf16Backward: bw };
 }
 
 if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
