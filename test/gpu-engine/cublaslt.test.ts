@@ -7,10 +7,9 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { cublasLtCandidates, findCublasLt, loadCublasLt, pythonSitePackages, type CandidateInputs } from '../../lib/gpu/cublaslt.js';
+import { cli } from '../helpers/cli.js';
 
-const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
 
 function inputs(o: Partial<CandidateInputs> & { files?: string[]; dirs?: string[] }): CandidateInputs {
   const files = new Set(o.files ?? []);
@@ -162,7 +161,7 @@ describe('cuBLASLt loader (native dlopen) on files made here', () => {
   });
 
   it('doctor reports the library MURPHY_CUBLASLT names (a folder), and its version (run as a user runs it)', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'doctor'], { encoding: 'utf8', env: { ...process.env, MURPHY_CUBLASLT: dir } });
+    const r = spawnSync(process.execPath, cli('doctor'), { encoding: 'utf8', env: { ...process.env, MURPHY_CUBLASLT: dir } });
     assert.equal(r.status, 0, r.stderr);
     assert.ok(r.stdout.includes(`\ncublasLt       13.1.0 from ${full13} (MURPHY_CUBLASLT)\n`), r.stdout);
   });
