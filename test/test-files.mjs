@@ -1,8 +1,8 @@
 // The test files `npm test` runs, in the order it starts them: the slowest first (by the wall
 // time each took alone, measured on the 2-core development VM; see README "Set up, run, test"),
 // then every other test/**/*.test.ts alphabetically. Node's runner starts files in the order
-// given, two at a time on 2 cores, so the long ones must not be left for last: a 28 s file
-// started at the end would leave one core idle for most of its run.
+// given, cores + 1 at a time (package.json), so the long ones must not be left for last: a 28 s
+// file started at the end would leave a core idle for most of its run.
 // `node test/test-files.mjs` prints one path a line (the GPU suite, test/gpu/, is not among them).
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
