@@ -20,7 +20,7 @@ import {
   resolveTrainOptions,
 } from './native/options.js';
 import type {
-  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawPlanArrays, RawTensor,
+  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawPlanArrays, RawTensor, SavedFile,
 } from './native/raw.js';
 
 export { MurphyNativeError, NATIVE_ERROR_CODES, type NativeErrorCode } from './native/errors.js';
@@ -30,7 +30,7 @@ export {
   type OptionDef, type ResolvedAdamWOptions, type ResolvedAdamWKernelOptions, type ResolvedGenerateOptions,
   type ResolvedGrpoLossOptions, type ResolvedTrainOptions,
 } from './native/options.js';
-export type { DType, HostArray } from './native/raw.js';
+export type { DType, HostArray, SavedFile } from './native/raw.js';
 
 const addon = nativeAddon;
 
@@ -563,7 +563,8 @@ export class ModelEngine {
   }
   bf16(): { generate: boolean; forward: boolean } { return this.e.bf16?.() ?? { generate: false, forward: false }; }
 
-  save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<void> {
+  /** Each file written (relative to dir) with its size and XXH64, hashed while written. */
+  save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<SavedFile[]> {
     return withCallerStack(this.e.save(dir, dtype, maxShardBytes), callSite(this.save));
   }
 

@@ -6,7 +6,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, 
 import { basename, dirname, join, resolve } from 'node:path';
 import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
 import { findCublasLt } from '../gpu/cublaslt.js';
-import { checkModelConfigText, cuda, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling } from '../native.js';
+import { checkModelConfigText, cuda, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling, type SavedFile } from '../native.js';
 import { DEFAULT_BLOCK_SIZE } from '../rollout/paged/kv-pool.js';
 import type { PlanArrays } from '../rollout/paged/plan-arrays.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
@@ -301,6 +301,15 @@ export class PolicyModel {
    * directory first, which then replaces `dir`. Weights, config.json and tokenizer files.
    */
   async save(dir: string, opts: SaveOptions = {}): Promise<void> {
+    await this.saveHashed(dir, opts);
+  }
+
+  /**
+   * save(), returning the weight files (names relative to `dir`) with their sizes and XXH64
+   * hashes, computed by the native save from the bytes it wrote: a checkpoint's manifest takes
+   * them instead of reading the files back.
+   */
+  async saveHashed(dir: string, opts: SaveOptions = {}): Promise<SavedFile[]> {
     const out = resolve(dir);
     const dtype = opts.dtype ?? this.info.dtype;
     mkdirSync(dirname(out), { recursive: true });
@@ -309,7 +318,7 @@ export class PolicyModel {
     // from a parent that refuses new entries (e.g. /proc).
     mkdirSync(tmp);
     try {
-      await this.e.save(tmp, dtype, opts.maxShardBytes ?? 0);
+      const weights = await this.e.save(tmp, dtype, opts.maxShardBytes ?? 0);
       writeFileSync(join(tmp, 'config.json'), JSON.stringify({ ...this.hfConfig, torch_dtype: dtype }, null, 2) + '\n');
       const tokDir = opts.tokenizerDir ?? this.sourceDir;
       let copied = 0;
@@ -329,6 +338,7 @@ export class PolicyModel {
       if (had) renameSync(out, old);
       renameSync(tmp, out);
       if (had) rmSync(old, { recursive: true, force: true });
+      return weights;
     } catch (err) {
       rmSync(tmp, { recursive: true, force: true });
       throw err;

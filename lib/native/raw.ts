@@ -11,6 +11,13 @@ export type DType = 'f32' | 'bf16';
 /** Host tensors: typed arrays. */
 export type HostArray = Float32Array | Uint16Array | Int32Array | Uint8Array | BigInt64Array;
 
+/** A file a native save wrote: its name relative to the directory, size and XXH64 (16 hex digits, as the manifest holds it). */
+export interface SavedFile {
+  file: string;
+  bytes: number;
+  xxh64: string;
+}
+
 export interface RawDeviceBuffer {
   readonly length: number;
   readonly kind: ElemKind;
@@ -148,7 +155,8 @@ export interface RawEngine {
   getGrad(name: string): Float32Array;
   getAdamState(name: string): { m: Float32Array; v: Float32Array; step: number };
   setAdamState(name: string, m: Float32Array, v: Float32Array, step: number): void;
-  save(dir: string, dtype: RawModelConfig['dtype'], maxShardBytes: number): Promise<void>;
+  /** Each file written (name relative to dir) with its size and XXH64, hashed as it was written. */
+  save(dir: string, dtype: RawModelConfig['dtype'], maxShardBytes: number): Promise<SavedFile[]>;
   accumulate(batch: RawBatch, opts: ResolvedTrainOptions): Promise<RawTrainStats>;
   optimizerStep(h: ResolvedAdamWOptions): Promise<RawAdamWResult & { step: number }>;
   zeroGrad(): void;

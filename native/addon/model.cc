@@ -16,6 +16,7 @@
 #include "../gpu/engine/policy_engine.h"
 #include "murphy/model/model.h"
 #include "murphy/model/ops.h"
+#include "murphy/xxh64.h"
 
 namespace murphy {
 namespace addon {
@@ -291,7 +292,8 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
     });
   }
 
-  // save(dir, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes) -> Promise<void>
+  // save(dir, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes)
+  //   -> Promise<{ file, bytes, xxh64 }[]>: each file written, hashed as it was written
   Napi::Value Save(const Napi::CallbackInfo& info) {
     return guarded(info, [&]() -> Napi::Value {
       if (!info[0].IsString()) throw Error("save: 'dir' must be a string");
@@ -304,8 +306,20 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       else throw Error("save: 'dtype' must be 'float32', 'bfloat16' or 'float16'");
       int64_t shard = to_int(info[2], "maxShardBytes", 0, int64_t(1) << 50);
       PolicyEngine* e = eng_.get();
-      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { e->save(dir, d, shard); },
-                   [](Napi::Env env) { return env.Undefined(); });
+      auto saved = std::make_shared<std::vector<model::SavedFile>>();
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *saved = e->save(dir, d, shard); },
+                   [saved](Napi::Env env) -> Napi::Value {
+                     Napi::Array a = Napi::Array::New(env, saved->size());
+                     for (size_t i = 0; i < saved->size(); ++i) {
+                       const model::SavedFile& f = (*saved)[i];
+                       Napi::Object o = Napi::Object::New(env);
+                       o.Set("file", f.name);
+                       o.Set("bytes", double(f.bytes));
+                       o.Set("xxh64", xxh64_hex(f.xxh64));
+                       a.Set(uint32_t(i), o);
+                     }
+                     return a;
+                   });
     });
   }
 

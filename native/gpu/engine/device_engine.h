@@ -138,11 +138,11 @@ class DeviceEngine final : public model::PolicyEngine {
   int64_t step() const override { return step_; }
   void set_step(int64_t s) override { step_ = s; }
 
-  void save(const std::string& dir, model::FileDType dtype, int64_t max_shard_bytes) override {
+  std::vector<model::SavedFile> save(const std::string& dir, model::FileDType dtype, int64_t max_shard_bytes) override {
     Vec w;
     model::checked_resize(w, L_.total, "the host copy of the weights (save)");
     b_->download(w.data(), master_.data(), size_t(L_.total) * 4);
-    model::save_weights(dir, L_, w.data(), dtype, max_shard_bytes);
+    return model::save_weights(dir, L_, w.data(), dtype, max_shard_bytes);
   }
 
   void zero_grad() override { b_->zero(grads_.data(), size_t(L_.total) * 4); }

@@ -31,7 +31,8 @@ class PolicyEngine {
   virtual int64_t step() const = 0;
   virtual void set_step(int64_t s) = 0;
 
-  virtual void save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) = 0;
+  // Each file written with its size and hash (model::save_weights).
+  virtual std::vector<model::SavedFile> save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) = 0;
   virtual TrainStats accumulate(const TrainInputs& in, const TrainOptions& opt) = 0;
   virtual AdamWResult optimizer_step(const AdamWOptions& o) = 0;
   virtual void zero_grad() = 0;
