@@ -225,7 +225,7 @@ export const CONFIG_KEYS = Object.keys(SCHEMA) as ConfigKey[];
  * file nor the flags set: sized to finish in a few minutes on 2 cores.
  */
 export const DEMO_DEFAULTS: Partial<TrainConfig> = {
-  maxSteps: 500,
+  maxSteps: 300,
   earlyStopWindow: 20,
   saveSteps: 100,
   batchSize: 8,
@@ -233,8 +233,8 @@ export const DEMO_DEFAULTS: Partial<TrainConfig> = {
   numFollowUpGenerations: 4,
   rewardMode: 'binary',
   maxCompletionLength: 8,
-  learningRate: 5e-3,
-  sftSteps: 100,
+  learningRate: 3e-3,
+  sftSteps: 30,
   sftLearningRate: 1e-2,
   evalProblems: 24,
   evalIterations: 2,
