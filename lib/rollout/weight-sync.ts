@@ -260,6 +260,7 @@ export class NcclWeightSync implements WeightSync {
       const { channel, servers } = this.group;
       const plan = bucketPlan(policy.params(), this.o.bucketBytes ?? DEFAULT_BUCKET_BYTES);
       const meta: SyncMeta = { step, dtype: 'bfloat16', buckets: plan };
+      const totalBytes = plan.reduce((n, b) => n + b.bytes, 0);
       const t = this.timeoutMs;
       // every worker waits in its receive while rank 0 broadcasts; a failed receive aborts the broadcast
       let failed: ((e: unknown) => void) | undefined;
@@ -268,6 +269,11 @@ export class NcclWeightSync implements WeightSync {
       const recvs = servers.map((server) => this.rpc(server, NCCL_METHODS.recv, [JSON.stringify(meta)], t).then((results) => {
         for (const x of results) {
           if (x === null || typeof x !== 'object' || (x as Json).loaded !== true) throw new Error(`${server}: a worker did not confirm the load: ${JSON.stringify(x)}`);
+          // every worker confirms what it received: all buckets, all bytes, this step's
+          const got = x as Json;
+          if (got.buckets !== plan.length || got.bytes !== totalBytes || got.step !== step) {
+            throw new Error(`${server}: a worker confirmed ${String(got.buckets)} buckets / ${String(got.bytes)} bytes of step ${String(got.step)}, not the ${plan.length} / ${totalBytes} of step ${step} sent (a worker extension older than this trainer does not report them: install the murphy_vllm of this release)`);
+          }
         }
         return results;
       }).catch((e: unknown) => { failed?.(e); throw e; }));

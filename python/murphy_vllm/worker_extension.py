@@ -274,8 +274,10 @@ class MurphyNcclMixin:
         if helpers is not None:
             helpers[0](model)
         count = 0
+        received = 0
         for bucket in meta["buckets"]:
             nbytes = int(bucket["bytes"])
+            received += nbytes
             buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
             lib.ncclBroadcast(_buffer(buf.data_ptr()), _buffer(buf.data_ptr()), nbytes, NCCL_UINT8, 0, _NcclState.comm, _buffer(stream) if stream is not None else None)
             if device.type == "cuda":
@@ -296,7 +298,7 @@ class MurphyNcclMixin:
         if device.type == "cuda":
             torch.cuda.synchronize()
         dp_rank, tp, pp = _parallel_layout(self)
-        return {"loaded": True, "tensors": count, "rank": getattr(self, "rank", None), "dp_rank": dp_rank, "world_size": tp * pp, "nccl_rank": _NcclState.rank}
+        return {"loaded": True, "tensors": count, "buckets": len(meta["buckets"]), "bytes": received, "step": meta.get("step"), "rank": getattr(self, "rank", None), "dp_rank": dp_rank, "world_size": tp * pp, "nccl_rank": _NcclState.rank}
 
     def murphy_nccl_close(self):
         comm = _NcclState.comm

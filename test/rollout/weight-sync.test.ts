@@ -193,6 +193,25 @@ describe('NCCL weight sync end to end against serve (loopback fake)', () => {
     await c.close();
   });
 
+  it('a worker that confirms less than was sent (a bucket short): the step syncs through the disk, naming what it confirmed', async () => {
+    const t = await trainer();
+    const short: FetchLike = async (url, init) => {
+      const res = await (fetch(url, init) as ReturnType<FetchLike>);
+      if (new URL(url).pathname !== '/collective_rpc' || !init.body?.includes('murphy_nccl_recv') || !url.startsWith(servers[0].url)) return res;
+      const body = await res.json() as { results: Array<Record<string, unknown>> };
+      body.results[0].buckets = Number(body.results[0].buckets) - 1;
+      return new Response(JSON.stringify(body), { status: res.status, headers: { 'content-type': 'application/json' } }) as Awaited<ReturnType<FetchLike>>;
+    };
+    const c = await client('nccl', { fetch: short, timeoutMs: 5000 });
+    try {
+      const rep = await c.syncWeights(t, 1);
+      assert.equal(rep.method, 'disk');
+      assert.match(rep.fallback ?? '', /a worker confirmed \d+ buckets \/ \d+ bytes of step 1, not the \d+ \/ \d+ of step 1 sent/);
+    } finally {
+      await c.close();
+    }
+  });
+
   it('refusals: auto falls back to the disk for the run (no second attempt); nccl stops with the reason', async () => {
     const t = await trainer();
     const log: string[] = [];

@@ -46,6 +46,10 @@ describe('vLLM worker extension, NCCL weight sync (fake NCCL wrapper)', { skip: 
     assert.deepEqual(out.init, { rank: 12, world: 20 });
     assert.equal(out.recv?.loaded, true);
     assert.equal(out.recv?.tensors, m.params().length);
+    // what the trainer checks before it counts the sync as done
+    assert.equal(out.recv?.buckets, plan.length);
+    assert.equal(out.recv?.bytes, bytes.length);
+    assert.equal(out.recv?.step, 3);
     const want: unknown[][] = [['load'], ['init', 20, 12, uid]];
     for (const b of plan) {
       want.push(['broadcast', b.bytes, 1, 0, 'comm-12', true]);
