@@ -3,7 +3,8 @@
 //
 //   C[M,N] (+)= A[M,K] B[K,N], strided views (GemmArgs), fp32 accumulation.
 //
-// The driver (task grid, shared packing, K slices) is gemm_driver.cc's, with 12 x 32 tiles.
+// The driver (task grid, shared packing, K slices) is gemm_driver.cc's, with 12 x 32 tiles; the
+// packing routines are gemm_pack.inc's (shared with the AVX2 path) on 16-lane zmm primitives.
 // Micro-kernel: MR = 12 rows x NR = 32 columns = 24 zmm accumulators; per k two B vectors and
 // 12 broadcast A values (24 FMAs per 14 loads). The first K slice writes C (beta 0), adds to it
 // (beta 1) or scales it (other beta); later slices add.
@@ -89,105 +90,20 @@ MURPHY_AI void transpose16(__m512 r[16]) {
   }
 }
 
-// Transposing copy: rows [0, nrows) of src (row stride ld, k contiguous) at k in [0, kc) ->
-// dst[k * dst_ld + row] for row < 16 (rows past nrows are 0), `store` lanes per row of dst.
-// Loads whole cache lines of each row: gathers down a column thrash L1 when the row stride is a
-// multiple of 4 KiB (every row in one set).
-MURPHY_AI void transpose_pack(const float* src, int64_t ld, int nrows, int64_t kc, float* dst, int64_t dst_ld,
-                              __mmask16 store) {
-  __m512 r[16];
-  for (int64_t k = 0; k < kc; k += 16) {
-    const __mmask16 mk = lanes(kc - k);
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) r[i] = i < nrows ? _mm512_maskz_loadu_ps(mk, src + i * ld + k) : _mm512_setzero_ps();
-    transpose16(r);
-    const int64_t n = imin(16, kc - k);
-    for (int64_t i = 0; i < n; ++i) _mm512_mask_storeu_ps(dst + (k + i) * dst_ld, store, r[i]);
-  }
+// The vector primitives of gemm_pack.inc (16-lane zmm), then the packing routines.
+using Vec = __m512;
+constexpr int VW = 16;
+MURPHY_AI __m512 load_n(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(lanes(n), p); }
+MURPHY_AI __m512 load_n(const uint16_t* p, int64_t n) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes(n), p)), 16));
 }
+MURPHY_AI void store_n(float* d, __m512 v, int w) {
+  if (w == 16) _mm512_storeu_ps(d, v);
+  else _mm512_mask_storeu_ps(d, lanes(w), v);
+}
+MURPHY_AI void transpose(__m512 r[16]) { transpose16(r); }
 
-// dst[k * MR + r] = A(i0 + r, k0 + k) for r < mr (0 for r >= mr), k < kc. Works on 32-bit
-// values: fp32, or bf16 pairs viewed as floats.
-void pack_a(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int mr, int64_t k0, int64_t kc, float* dst) {
-  const __mmask16 m = lanes(mr), mMR = lanes(MR);
-  if (a_rs == 1) {
-    const float* src = A + i0 + k0 * a_cs;
-    for (int64_t k = 0; k < kc; ++k)
-      _mm512_mask_storeu_ps(dst + k * MR, mMR, _mm512_maskz_loadu_ps(m, src + k * a_cs));
-    return;
-  }
-  if (a_cs == 1) return transpose_pack(A + i0 * a_rs + k0, a_rs, mr, kc, dst, MR, mMR);
-  for (int64_t k = 0; k < kc; ++k)
-    for (int r = 0; r < MR; ++r) dst[k * MR + r] = r < mr ? A[(i0 + r) * a_rs + (k0 + k) * a_cs] : 0.0f;
-}
-
-// pack_a for every MR-row strip of rows [i0, i0 + rows): strip s at dst + s MR kc. Columns of A
-// contiguous (a_rs = 1, dY^T in the weight gradient): each k-row segment is read front to back.
-void pack_a_block(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
-                  float* dst) {
-  const int64_t ns = (rows + MR - 1) / MR;
-  if (a_rs == 1) {
-    const __mmask16 mMR = lanes(MR);
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* src = A + i0 + (k0 + k) * a_cs;
-      for (int64_t st = 0; st < ns; ++st)
-        _mm512_mask_storeu_ps(dst + st * MR * kc + k * MR, mMR,
-                              _mm512_maskz_loadu_ps(lanes(imin(MR, rows - st * MR)), src + st * MR));
-    }
-    return;
-  }
-  for (int64_t st = 0; st < ns; ++st)
-    pack_a(A, a_rs, a_cs, i0 + st * MR, int(imin(MR, rows - st * MR)), k0, kc, dst + st * MR * kc);
-}
-
-// Panels of NR columns: dst[p NR kc + k NR + j] = B(k0 + k, j0 + p NR + j), 0 past ncols.
-void pack_b(const float* B, int64_t b_rs, int64_t b_cs, int64_t k0, int64_t kc, int64_t j0, int64_t ncols,
-            float* dst) {
-  if (b_cs == 1) {  // rows of B contiguous: read each row's segment front to back (one stream per row)
-    const int64_t np = (ncols + NR - 1) / NR;
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* src = B + (k0 + k) * b_rs + j0;
-      for (int64_t p = 0; p < np; ++p) {
-        const int64_t nr = imin(NR, ncols - p * NR);
-        float* d = dst + p * NR * kc + k * NR;
-        _mm512_store_ps(d, _mm512_maskz_loadu_ps(lanes(nr), src + p * NR));
-        _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(lanes(nr - 16), src + p * NR + 16));
-      }
-    }
-    return;
-  }
-  for (int64_t p = 0; p * NR < ncols; ++p) {
-    const int64_t jp = j0 + p * NR, nr = imin(NR, ncols - p * NR);
-    float* d = dst + p * NR * kc;
-    if (b_rs == 1) {
-      const float* src = B + k0 + jp * b_cs;
-      transpose_pack(src, b_cs, int(imin(16, nr)), kc, d, NR, 0xffff);
-      transpose_pack(src + 16 * b_cs, b_cs, int(nr > 16 ? nr - 16 : 0), kc, d + 16, NR, 0xffff);
-    } else {
-      for (int64_t k = 0; k < kc; ++k)
-        for (int j = 0; j < NR; ++j) d[k * NR + j] = j < nr ? B[(k0 + k) * b_rs + (jp + j) * b_cs] : 0.0f;
-    }
-  }
-}
-
-// bf16 W[N, K] (K in bf16 values) -> f32 panels as pack_b for B(k, j) = W[j, k], widening.
-void pack_b_widen(const uint16_t* W, int64_t K, int64_t k0, int64_t kc, int64_t j0, int64_t ncols, float* dst) {
-  for (int64_t p = 0; p * NR < ncols; ++p) {
-    const int64_t jp = j0 + p * NR, nr = imin(NR, ncols - p * NR);
-    float* d = dst + p * NR * kc;
-    for (int j = 0; j < NR; ++j) {
-      if (j >= nr) {
-        for (int64_t k = 0; k < kc; ++k) d[k * NR + j] = 0.0f;
-        continue;
-      }
-      const uint16_t* row = W + (jp + j) * K + k0;
-      for (int64_t k = 0; k < kc; ++k) {
-        const uint32_t u = uint32_t(row[k]) << 16;
-        std::memcpy(d + k * NR + j, &u, 4);
-      }
-    }
-  }
-}
+#include "gemm_pack.inc"
 
 // One MR-row strip of a task across its column block.
 void strip_f32(int64_t kc, const float* ap, const float* bp, int64_t ncols, float* c, int64_t ldc, int mr, int mode,
