@@ -16,7 +16,11 @@
 // CPU time instead of wall time (process.cpuUsage(), time.process_time()): a per-core comparison
 // that time-slicing by other processes on a busy machine does not distort (their cache traffic
 // still does). `taskset -c 0` around a --cpu-time run keeps both sides on one core.
+// After each of the peer's turns the native side waits until the peer's threads have gone idle
+// (quiet(), below): OpenBLAS's workers spin for a while after a call, and on 2 cores that spin
+// took one core from the native products timed next (the small ones ran at one core's speed).
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import os from 'node:os';
 import { cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../lib/native.js';
@@ -35,7 +39,42 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 const load1 = () => Math.round(os.loadavg()[0] * 100) / 100;
 
 // ---- the peer: one Python process, asked shape by shape
-interface PeerProc { info: TorchPeer; time(m: number, k: number, n: number, reps: number, layout: string, inner: number): Promise<{ torch_best_ms: number; numpy_best_ms: number }>; close(): void }
+interface PeerProc {
+  info: TorchPeer;
+  time(m: number, k: number, n: number, reps: number, layout: string, inner: number): Promise<{ torch_best_ms: number; numpy_best_ms: number }>;
+  /** Resolves once the peer's threads use no CPU (its BLAS workers stopped spinning); ms waited. */
+  quiet(): Promise<number>;
+  close(): void;
+}
+
+/** CPU time (clock ticks) of all threads of process `pid`, or null where /proc cannot say. */
+function processTicks(pid: number): number | null {
+  try {
+    let sum = 0;
+    for (const t of readdirSync(`/proc/${pid}/task`)) {
+      const f = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+      const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');  // from field 3 (state) on
+      sum += Number(fields[11]) + Number(fields[12]);  // utime, stime (fields 14 and 15)
+    }
+    return sum;
+  } catch {
+    return null;
+  }
+}
+
+/** Waits until process `pid` used no CPU over a 25 ms window (at most `maxMs`); the ms waited. */
+async function waitIdle(pid: number, maxMs = 1000): Promise<number> {
+  const t0 = performance.now();
+  let last = processTicks(pid);
+  if (last === null) return 0;
+  while (performance.now() - t0 < maxMs) {
+    await new Promise((r) => setTimeout(r, 25));
+    const now = processTicks(pid);
+    if (now === null || now === last) break;
+    last = now;
+  }
+  return performance.now() - t0;
+}
 
 async function startPeer(): Promise<PeerProc | null> {
   if (flag('--no-torch')) return null;
@@ -60,6 +99,7 @@ async function startPeer(): Promise<PeerProc | null> {
         p.stdin.write(`${JSON.stringify({ m, k, n, reps, layout, inner })}\n`);
         return next();
       },
+      quiet: () => waitIdle(p.pid!),
       close: () => p.stdin.end(),
     };
   } catch (e) {
@@ -135,6 +175,7 @@ if (peer) log(describePeer(peer.info, threads));
 const gemm = gemmInfo();
 log(`gemm.bench: native path ${path === 'auto' ? gemm.best : path}, ${threads} threads, ${rounds} round(s) per shape, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 const loadStart = os.loadavg();
+const quietMs: number[] = [];  // how long the peer's threads went on using CPU after its turns
 const rows: Row[] = [];
 for (const c of modelCases(quick)) {
   for (const [name, m, k, n, product] of shapes(c)) {
@@ -161,6 +202,7 @@ for (const c of modelCases(quick)) {
         const p = await peer.time(m, k, n, reps, peerLayout[product], inner);
         tt = Math.min(tt, p.torch_best_ms);
         tn = Math.min(tn, p.numpy_best_ms);
+        if (!cpuTime) quietMs.push(await peer.quiet());
       }
     }
     const peerMs = peer ? Math.min(tt, tn) : null;
@@ -189,7 +231,8 @@ if (jsonPath) {
   writeJsonAtomic(jsonPath, {
     date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
     threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, torch_peer: peer?.info ?? null,
-    note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms',
+    note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms; wall-time runs wait after each peer turn until the peer process uses no CPU (its OpenBLAS threads spin after a call): peer_quiet_ms',
+    peer_quiet_ms: quietMs.length ? { median: quietMs.sort((x, y) => x - y)[quietMs.length >> 1], max: quietMs[quietMs.length - 1], turns: quietMs.length } : null,
     rows,
   });
   log(`gemm.bench: wrote ${jsonPath}`);
