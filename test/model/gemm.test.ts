@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { gemmInfo, linearProduct, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
+import { addressMod64, alignedArray, gemmInfo, linearProduct, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
 import { Rng, testSeed } from '../helpers/random.js';
 
 const seed = testSeed('gemm');
@@ -197,6 +197,20 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
       }
     }
     assert.match(bad.err, /MURPHY_GEMM_PATH must be 'auto', .*'avx2'.*; got 'avx3'/);
+  });
+
+  it('alignedArray places arrays of any length on 64-byte boundaries (as the model\'s weights are)', () => {
+    const plain = [1, 3, 17, 1000].map((n) => addressMod64(new Float32Array(n)));
+    for (const n of [1, 3, 17, 1000, 1 + rng.int(5000)]) {
+      const f = alignedArray(Float32Array, n), h = alignedArray(Uint16Array, n);
+      assert.equal(f.length, n);
+      assert.equal(h.length, n);
+      assert.equal(addressMod64(f), 0, `Float32Array(${n})`);
+      assert.equal(addressMod64(h), 0, `Uint16Array(${n})`);
+      assert.ok(f.every((x) => x === 0) && h.every((x) => x === 0));
+    }
+    assert.ok(plain.every((m) => m >= 0 && m < 64 && m % 4 === 0), `plain arrays at ${plain.join(', ')} mod 64`);
+    assert.throws(() => addressMod64({} as ArrayBufferView), /addressMod64: pass a typed array/);
   });
 
   it('refuses bad input with one line naming it', () => {
