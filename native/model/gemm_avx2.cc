@@ -249,38 +249,25 @@ MURPHY_AI void skinny_rows(const float* X, const WT* W, float* Y, int64_t M, int
   if (m < M) skinny_block<1, JB>(X, W, Y, N, K, m, j, acc);
 }
 
-// One input row (a GEMV): y[j .. j + 4) (+)= W[j .. j + 4) x, two k vectors per step: 8
-// independent sums (the FMA latency x its two ports; skinny_block<1, 4> has 4, measured ~12%
-// slower on the 768 x 256 weight here), the K % 8 tail in scalars.
+// The single-row product (gemm_gemv.inc) on ymm: one 4-way reduction, then the K % 8 tail in
+// scalars.
+MURPHY_AI __m256 load_w(const float* w, int64_t k) { return loadu8(w + k); }
+MURPHY_AI __m256 load_w(const uint16_t* w, int64_t k) { return loadu8(w + k); }
+MURPHY_AI __m256 fmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+MURPHY_AI __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
 template <typename WT>
-MURPHY_AI void gemv_block(const float* x, const WT* W, float* y, int64_t K, int64_t j, bool acc) {
-  __m256 s[4], t[4];
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) s[q] = t[q] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    const __m256 x0 = loadu8(x + k), x1 = loadu8(x + k + 8);
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      s[q] = _mm256_fmadd_ps(x0, loadu8(W + (j + q) * K + k), s[q]);
-      t[q] = _mm256_fmadd_ps(x1, loadu8(W + (j + q) * K + k + 8), t[q]);
-    }
-  }
-  if (k + 8 <= K) {
-    const __m256 x0 = loadu8(x + k);
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) s[q] = _mm256_fmadd_ps(x0, loadu8(W + (j + q) * K + k), s[q]);
-    k += 8;
-  }
-  __m128 r = hsum4(_mm256_add_ps(s[0], t[0]), _mm256_add_ps(s[1], t[1]), _mm256_add_ps(s[2], t[2]), _mm256_add_ps(s[3], t[3]));
+MURPHY_AI void gemv_finish(const __m256* s, const float* x, const WT* const* w, int64_t K, int64_t k, int64_t j, float* y,
+                           bool acc) {
+  __m128 r = hsum4(s[0], s[1], s[2], s[3]);
   if (acc) r = _mm_add_ps(r, _mm_loadu_ps(y + j));
   alignas(16) float out[4];
   _mm_store_ps(out, r);
   for (int q = 0; q < 4; ++q) {
-    for (int64_t kk = k; kk < K; ++kk) out[q] += x[kk] * value(W[(j + q) * K + kk]);
+    for (int64_t kk = k; kk < K; ++kk) out[q] += x[kk] * value(w[q][kk]);
     y[j + q] = out[q];
   }
 }
+#include "gemm_gemv.inc"
 
 template <typename WT>
 void skinny(const float* X, const WT* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j0, int64_t j1, bool acc) {

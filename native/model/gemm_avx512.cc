@@ -176,39 +176,21 @@ MURPHY_AI void skinny_rows(const float* X, int64_t ldx, const WT* W, float* Y, i
   }
 }
 
-// One input row (a GEMV): y[j .. j + 4) (+)= W[j .. j + 4) x, two k vectors per step: 8
-// independent sums (the FMA latency x its ports) on 4 weight streams (8 streams, the older
-// form, measured 3-6% slower here: more streams than the L1 prefetcher follows well).
+// The single-row product (gemm_gemv.inc) on zmm: the K % 16 tail masked, then one 4-way reduction.
+MURPHY_AI __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+MURPHY_AI __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
 template <typename WT>
-MURPHY_AI void gemv_block(const float* x, const WT* W, float* y, int64_t K, int64_t j, bool acc) {
-  __m512 s[4], t[4];
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) s[q] = t[q] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      s[q] = _mm512_fmadd_ps(x0, load_w(W + (j + q) * K, k), s[q]);
-      t[q] = _mm512_fmadd_ps(x1, load_w(W + (j + q) * K, k + 16), t[q]);
-    }
-  }
-  if (k + 16 <= K) {
-    const __m512 x0 = _mm512_loadu_ps(x + k);
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) s[q] = _mm512_fmadd_ps(x0, load_w(W + (j + q) * K, k), s[q]);
-    k += 16;
-  }
-  if (k < K) {  // the K % 16 tail, masked
+MURPHY_AI void gemv_finish(__m512* s, const float* x, const WT* const* w, int64_t K, int64_t k, int64_t j, float* y,
+                           bool acc) {
+  if (k < K) {
     const __mmask16 mk = lanes(K - k);
     const __m512 x0 = _mm512_maskz_loadu_ps(mk, x + k);
 #pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) t[q] = _mm512_fmadd_ps(x0, load_w(W + (j + q) * K, k, mk), t[q]);
+    for (int q = 0; q < 4; ++q) s[q] = _mm512_fmadd_ps(x0, load_w(w[q], k, mk), s[q]);
   }
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) s[q] = _mm512_add_ps(s[q], t[q]);
   store_sums<4>(s, y + j, acc);
 }
+#include "gemm_gemv.inc"
 
 template <typename WT>
 void skinny(const float* X, int64_t ldx, const WT* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j0, int64_t j1,
