@@ -20,7 +20,7 @@ import { loadChatTokenizer, type HfChatTokenizer } from '../prompt/tokenizer.js'
 import { EmbeddedBackend } from '../rollout/embedded.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
-import { weightSyncFor } from '../rollout/weight-sync.js';
+import { weightSyncFor } from '../rollout/weight-sync-channel.js';
 import { embeddedEngine } from './rollout-engine.js';
 import { writeReport } from '../report/html.js';
 import { engineWithStorage, policyEngine, selectTrainingDevice } from '../gpu/device.js';
@@ -44,6 +44,8 @@ export interface RunTrainingOptions {
   progress?: ProgressSink;
   /** Human-readable lines (config, evaluation tables, where things are). */
   log?: (line: string) => void;
+  /** Lines every rank reports, also where `log` is silent (ranks other than 0): weight-sync set-up and fallbacks. Default: `log`. */
+  warn?: (line: string) => void;
   handleSignals?: boolean;
   /** Tests: stop as if interrupted after this step. */
   stopAfterStep?: number;
@@ -182,6 +184,19 @@ export function checkRanksDevice(c: TrainConfig, worldSize: number): void {
 }
 
 /**
+ * Several ranks with backend vllm: rank r of N talks to (and syncs weights to) the servers at
+ * positions r, r + N, r + 2N, ... of the --server-url list; N ranks need at least N servers
+ * (checked by the launcher before any rank starts, and by each rank).
+ */
+export function serversOfRank(c: Pick<TrainConfig, 'serverUrl'>, rank: number, worldSize: number): string[] {
+  const servers = (c.serverUrl ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (worldSize > 1 && servers.length < worldSize) {
+    throw new ConfigError(`config key "serverUrl" (--server-url): ${worldSize} ranks need at least ${worldSize} vLLM servers (server i goes to rank i mod ${worldSize}), got ${servers.length}: start more servers or use fewer ranks`);
+  }
+  return servers.filter((_, i) => i % worldSize === rank);
+}
+
+/**
  * The policy for a run (on `engine`): the checkpoint's weights when resuming (`checkpointPolicy`),
  * else config key "model", else the demo's random model; with the config's bf16 keys applied
  * (docs/model.md, "bf16 weights").
@@ -283,19 +298,15 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   if (engineNote) log(engineNote);
   const stop = tok.eosTokenIds.length ? [...tok.eosTokenIds] : undefined;
   if (c.backend === 'vllm') {
-    let servers = c.serverUrl!.split(',').map((s) => s.trim());
-    if (coll && coll.worldSize > 1) {
-      // Each rank talks to its own share of the servers (and syncs weights to them).
-      if (servers.length < coll.worldSize) throw new ConfigError(`config key "serverUrl" (--server-url): ${coll.worldSize} ranks need at least ${coll.worldSize} vLLM servers (one or more per rank), got ${servers.length}`);
-      servers = servers.filter((_, i) => i % coll.worldSize === coll.rank);
-    }
+    // Each rank talks to its own share of the servers (and syncs weights to them).
+    const servers = serversOfRank(c, coll?.rank ?? 0, coll?.worldSize ?? 1);
     backend = await VllmBackend.connect({
       servers,
       model: c.servedModelName ?? undefined,
       apiKey: c.vllmApiKey ?? undefined,
       tokenizer: tok,
       syncDir: join(resolve(run.root), coll && coll.worldSize > 1 ? `sync-rank${coll.rank}` : 'sync'),
-      weightSync: weightSyncFor(c.weightSync, { bucketBytes: c.weightSyncBucketMb * 2 ** 20, timeoutMs: c.weightSyncTimeoutS * 1000, log }),
+      weightSync: weightSyncFor(c.weightSync, { bucketBytes: c.weightSyncBucketMb * 2 ** 20, timeoutMs: c.weightSyncTimeoutS * 1000, log: o.warn ?? log }),
       maxRetries: 2,
     });
   }
@@ -439,7 +450,8 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
   let summary: TrainSummary;
   try {
     // With several ranks only rank 0 warms up: its weights and AdamW state are broadcast below.
-    if (parts.demo && !o.resume && c.sftSteps > 0 && writer) {
+    const warmUp = parts.demo && !o.resume && c.sftSteps > 0;
+    if (warmUp && writer) {
       progress.start('warm-up', c.sftSteps);
       const losses = await supervisedWarmup(policy, parts.problems, prompts as ChatPromptBuilder<Problem>, tok, {
         steps: c.sftSteps,
@@ -454,11 +466,14 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
       progress.update(c.sftSteps, `loss ${losses[0]?.toFixed(3)} -> ${losses[losses.length - 1]?.toFixed(3)}`);
       progress.end();
       if (o.verbose) log(`supervised warm-up: ${c.sftSteps} steps, loss ${losses[0]?.toFixed(3)} -> ${losses[losses.length - 1]?.toFixed(3)}`);
-      await backend.syncWeights(policy, 0);
     }
     firstStep = point ? point.state.step : 0;
     // Data parallel: ZeRO-1 around the policy (rank 0's weights broadcast to all); only rank 0 evaluates.
     const dp = coll ? await DistributedPolicy.create(coll, policy, model) : null;
+    // The servers generate with the policy from the first step on: the warmed-up weights, or on
+    // resume the checkpoint's (servers started from --model, or holding a step after the
+    // checkpoint, would serve others). Every rank syncs its own servers, after the broadcast.
+    if (warmUp || point) await backend.syncWeights(dp ?? policy, firstStep);
     summary = await train(c, run, { policy: dp ?? policy, backend, executor, prompts, problems: parts.problems, extractCode: extract, stopTokenIds: stop, evaluate: writer ? evaluate : undefined, progress: loopProgress, onStep }, {
       resume: Boolean(o.resume),
       resumeFrom: point ?? undefined,

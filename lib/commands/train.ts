@@ -5,9 +5,9 @@ import type { Argv, CommandModule } from 'yargs';
 import { configOptions, flagsFromArgv, resolveConfig } from '../config/index.js';
 import { StderrProgress } from '../train/progress.js';
 import { exitCodeForSignal } from '../train/signals.js';
-import { checkRanksDevice, resumeConfig, runTraining } from './run-training.js';
+import { checkRanksDevice, resumeConfig, runTraining, serversOfRank } from './run-training.js';
 import { joinJob } from '../dist/backend.js';
-import { launchLocal } from '../dist/launch.js';
+import { launchLocal, nodeLayout } from '../dist/launch.js';
 import { silentProgress } from '../train/progress.js';
 
 /** The command line without --nproc-per-node (what each rank runs). */
@@ -53,6 +53,8 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
     const cfg = argv.resume ? resumeConfig(argv.resume, flags) : resolveConfig({ file: argv.config ?? null, flags });
     if (argv.nprocPerNode !== undefined) {
       checkRanksDevice(cfg, argv.nprocPerNode);
+      // enough vLLM servers for every rank of the job, before any rank starts
+      if (cfg.backend === 'vllm') serversOfRank(cfg, 0, argv.nprocPerNode * nodeLayout(process.env).nnodes);
       process.exitCode = await launchLocal({ nprocPerNode: argv.nprocPerNode, args: withoutLauncherFlags(process.argv.slice(2)), device: cfg.device });
       return;
     }
@@ -71,6 +73,8 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
           progress.clear();
           process.stdout.write(l + '\n');
         },
+        // ranks other than 0 still say when their weight sync falls back (the launcher prefixes [rank N])
+        ...(quiet ? { warn: (l: string) => process.stderr.write(l + '\n') } : {}),
         dist: collective ? { collective } : undefined,
       });
     } finally {

@@ -26,6 +26,8 @@ export interface StepParallel {
   trainShare(plan: readonly (readonly TrainingSample[])[]): number[];
   /** The statistics of every micro-batch of the plan, in plan order. */
   gatherMicro(mine: { index: number; stats: TrainStats }[], n: number): Promise<TrainStats[]>;
+  /** Every rank's value (JSON), in rank order. */
+  gatherJson<T>(mine: T): Promise<T[]>;
   /** Element-wise sums over ranks. */
   sum(values: number[]): Promise<number[]>;
   /** True when any rank passes true (stop requests). */
@@ -86,6 +88,10 @@ export class DataParallel implements StepParallel {
     for (const x of all) out[x.index] = x.stats;
     for (let i = 0; i < n; i++) if (out[i] === undefined) throw new Error(`micro-batch ${i} was trained by no rank`);
     return out;
+  }
+
+  gatherJson<T>(mine: T): Promise<T[]> {
+    return allGatherJson(this.coll, mine);
   }
 
   sum(values: number[]): Promise<number[]> {

@@ -51,8 +51,12 @@ export class LoopbackWorker {
         const setWeights = this.engine.setWeights?.bind(this.engine);
         if (setWeights === undefined) throw new RolloutError(`${method}: this engine cannot take weights from memory`, { status: 400 });
         const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
+        let bytes = 0;
         try {
-          for (const b of meta.buckets) for (const t of unpackBucket(await rx.recv(b.bytes, timeoutMs), b)) tensors.set(t.name, t);
+          for (const b of meta.buckets) {
+            for (const t of unpackBucket(await rx.recv(b.bytes, timeoutMs), b)) tensors.set(t.name, t);
+            bytes += b.bytes;
+          }
         } catch (e) {
           rx.close();
           this.rx = undefined;
@@ -70,7 +74,7 @@ export class LoopbackWorker {
             throw new RolloutError(`${method}: ${(e as Error).message}`, { status: 400 });
           }
         });
-        return { results: [{ loaded: true, tensors: tensors.size, rank: rx.rank, world_size: 1 }] };
+        return { results: [{ loaded: true, tensors: tensors.size, buckets: meta.buckets.length, bytes, step: meta.step, rank: rx.rank, world_size: 1 }] };
       }
       default:
         this.rx?.close();

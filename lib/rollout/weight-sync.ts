@@ -55,6 +55,12 @@ export class WeightSyncRefused extends RolloutError {
   override name = 'WeightSyncRefused';
 }
 
+/** One server's answer to murphy_nccl_info: its workers' infos (unchecked). */
+export interface ServerWorkers {
+  server: string;
+  results: unknown;
+}
+
 /** One worker's answer to murphy_nccl_info. */
 export interface WorkerInfo {
   rank: number;
@@ -87,7 +93,7 @@ export function sameNcclVersion(a: string, b: string): boolean {
  * trainer's, every server's workers agree on TP x PP x DP. Returns world size and each
  * server's rank offset (rank = offset + dp_rank x TP x PP + worker rank, vLLM's formula). Pure.
  */
-export function groupLayout(trainer: { gpuUuid: string | null; ncclVersion: string }, servers: { server: string; results: unknown }[]): { world: number; offsets: number[] } {
+export function groupLayout(trainer: { gpuUuid: string | null; ncclVersion: string }, servers: ServerWorkers[]): { world: number; offsets: number[] } {
   let next = 1;
   const offsets: number[] = [];
   for (const { server, results } of servers) {
@@ -166,19 +172,14 @@ export class NcclChannel implements SyncChannel {
   }
 }
 
-/**
- * The client's weightSync option for a mode: undefined (the disk sync) for 'disk', else the
- * NCCL sync on `device` with the disk sync as fallback.
- */
-export function weightSyncFor(mode: WeightSyncMode, o: { device?: number; bucketBytes?: number; timeoutMs?: number; log?: (line: string) => void } = {}): ((client: VllmBackend, disk: WeightSync) => WeightSync) | undefined {
-  if (mode === 'disk') return undefined;
-  return (client, disk) => new NcclWeightSync(client, { mode, channel: () => NcclChannel.open(o.device ?? 0), fallback: disk, bucketBytes: o.bucketBytes, timeoutMs: o.timeoutMs, log: o.log });
-}
-
 export interface NcclWeightSyncOptions {
   mode: Exclude<WeightSyncMode, 'disk'>;
-  /** Opens rank 0's channel (NcclChannel.open on a GPU; LoopbackChannel.open against serve). */
-  channel: () => Promise<SyncChannel>;
+  /**
+   * Opens rank 0's channel once every server answered murphy_nccl_info (`workers`, in server
+   * order): NcclChannel.open on a GPU, LoopbackChannel.open against serve (weight-sync-channel.ts
+   * chooses). May refuse (WeightSyncRefused).
+   */
+  channel: (workers: ServerWorkers[]) => Promise<SyncChannel>;
   /** The disk sync used as the fallback. */
   fallback: WeightSync;
   /** Bytes per bucket. Default 512 MiB. */
@@ -212,19 +213,19 @@ export class NcclWeightSync implements WeightSync {
     return r.results as unknown[];
   }
 
-  /** Forms the group: info, checks, init on every server while rank 0 joins. */
+  /** Forms the group: info, rank 0's channel, checks, init on every server while rank 0 joins. */
   private async setUp(): Promise<Group> {
     const servers = this.client.liveServers();
     if (servers.length === 0) throw new Error('no live vLLM server');
-    const channel = await this.o.channel();
+    const infos: ServerWorkers[] = await Promise.all(servers.map(async (server) => {
+      try {
+        return { server, results: await this.rpc(server, NCCL_METHODS.info, [], 60_000) };
+      } catch (e) {
+        throw new WeightSyncRefused(`${server}: ${NCCL_METHODS.info} failed (${(e as Error).message}); start vLLM with the murphy worker extension (docs/rollout.md)`);
+      }
+    }));
+    const channel = await this.o.channel(infos);
     try {
-      const infos = await Promise.all(servers.map(async (server) => {
-        try {
-          return { server, results: await this.rpc(server, NCCL_METHODS.info, [], 60_000) };
-        } catch (e) {
-          throw new WeightSyncRefused(`${server}: ${NCCL_METHODS.info} failed (${(e as Error).message}); start vLLM with the murphy worker extension (docs/rollout.md)`);
-        }
-      }));
       const { world, offsets } = groupLayout(channel, infos);
       const t = this.timeoutMs;
       const inits = servers.map((server, i) => this.rpc(server, NCCL_METHODS.init, [channel.idHex, world, offsets[i]], t));

@@ -367,8 +367,11 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
 
       // ---- weight sync
       const tSync = performance.now();
-      await deps.backend.syncWeights(policy, step);
+      const synced = await deps.backend.syncWeights(policy, step);
       const syncSec = (performance.now() - tSync) / 1000;
+      // servers outside this process (backend vllm): each rank's method, gathered in rank order
+      const own = synced.method === 'shared' || synced.method === 'memory' ? undefined : { method: synced.method, ...(synced.fallback === undefined ? {} : { fallback: synced.fallback }) };
+      const weightSync = own === undefined ? undefined : par ? await par.gatherJson(own) : [own];
 
       // ---- bookkeeping
       state.step = step;
@@ -385,6 +388,7 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
         ...tm,
         aborted: par ? (await par.sum([aborted]))[0]! : aborted,
         ...(prefill === undefined ? {} : { prefill: par ? await sumPrefill(par, prefill) : prefill }),
+        ...(weightSync === undefined ? {} : { weightSync }),
         zeroVarianceGroups: report.advantages.zeroVarianceGroups,
         samples: all.length,
         samplesTrained: samples.length,

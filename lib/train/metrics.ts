@@ -10,6 +10,12 @@ export interface StepPrefill {
   preemptions: number;
 }
 
+/** One rank's weight sync of a step (StepMetrics.weightSync). */
+export interface StepWeightSync {
+  method: string;
+  fallback?: string;
+}
+
 export interface StepMetrics {
   step: number;
   epoch: number;
@@ -42,6 +48,12 @@ export interface StepMetrics {
    * prompt tokens not computed thanks to prefix sharing (cache hits and forks), preemptions.
    */
   prefill?: StepPrefill;
+  /**
+   * Backend vllm: how this step's weights reached the servers, one entry per rank (rank order):
+   * the sync's method ('nccl', 'loopback' for serve's fake, 'disk') and, when an NCCL sync failed
+   * and the step fell back to the disk, why.
+   */
+  weightSync?: StepWeightSync[];
   zeroVarianceGroups: number;
   samples: number;
   samplesTrained: number;

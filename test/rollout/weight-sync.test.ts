@@ -16,7 +16,8 @@ import {
   bucketPlan, groupLayout, LoopbackChannel, NativeEngine, NcclWeightSync, packBucket, startServer, unpackBucket, VllmBackend, WeightSyncRefused,
   type FetchLike, type RolloutServer, type WeightSyncMode,
 } from '../../lib/rollout/index.js';
-import { sameNcclVersion, weightSyncFor } from '../../lib/rollout/weight-sync.js';
+import { sameNcclVersion } from '../../lib/rollout/weight-sync.js';
+import { weightSyncFor } from '../../lib/rollout/weight-sync-channel.js';
 import { LoopbackReceiver, loopbackIdHex } from '../../lib/rollout/weight-sync-loopback.js';
 import { cuda } from '../../lib/native.js';
 import { configDifferences } from '../../lib/commands/run-training.js';
@@ -206,14 +207,37 @@ describe('NCCL weight sync end to end against serve (loopback fake)', () => {
     await assert.rejects(n.syncWeights(t, 1), /has NCCL loopback, the trainer 2\.99\.0/);
   });
 
-  it('the config\'s modes (weightSyncFor): disk is the plain disk sync; without a CUDA device in the trainer, auto syncs through the disk and nccl stops, each saying why', { skip: cuda.status().available ? 'this machine has a CUDA device' : false }, async () => {
+  it('the config\'s modes (weightSyncFor) against serve: disk is the plain disk sync; nccl uses serve\'s loopback fake; auto keeps the disk, saying why once', async () => {
     assert.equal(weightSyncFor('disk'), undefined);
     const t = await trainer();
     const log: string[] = [];
-    const a = await VllmBackend.connect({ servers: [servers[0].url], syncDir: join(work, 'sync-auto'), tokenizer: tok, weightSync: weightSyncFor('auto', { log: (l) => log.push(l) }) });
+    const a = await VllmBackend.connect({ servers: [servers[0].url], syncDir: join(work, 'sync-auto-serve'), tokenizer: tok, weightSync: weightSyncFor('auto', { log: (l) => log.push(l) }) });
+    assert.equal((await a.syncWeights(t, 1)).method, 'disk');
+    assert.match(log.join('\n'), /NCCL not used \(the servers are murphy-native serve, whose NCCL methods are a loopback fake: auto keeps the disk sync/);
+    const n = await VllmBackend.connect({ servers: servers.map((s) => s.url), syncDir: join(work, 'sync-nccl-serve'), tokenizer: tok, weightSync: weightSyncFor('nccl', { bucketBytes: 4096 }) });
+    const rep = await n.syncWeights(t, 1);
+    assert.deepEqual([rep.method, rep.fallback], ['loopback', undefined]);
+    await n.close();
+    // a serve behind a non-loopback address cannot reach the trainer's loopback channel: refused
+    const remote = servers[0].url.replace('127.0.0.1', 'localhost.invalid');
+    const viaName: FetchLike = (url, init) => fetch(url.replace('localhost.invalid', '127.0.0.1'), init) as ReturnType<FetchLike>;
+    const r = await VllmBackend.connect({ servers: [remote], syncDir: join(work, 'sync-remote'), tokenizer: tok, fetch: viaName, weightSync: weightSyncFor('nccl') });
+    await assert.rejects(r.syncWeights(t, 1), /loopback fake of NCCL reaches only a trainer on the same machine; use --weight-sync disk/);
+  });
+
+  it('against vLLM-like workers (a real NCCL version) without a CUDA device in the trainer: auto syncs through the disk and nccl stops, each saying why', { skip: cuda.status().available ? 'this machine has a CUDA device' : false }, async () => {
+    const t = await trainer();
+    // serve's murphy_nccl_info answer with a real NCCL version, as vLLM's workers give
+    const asVllm: FetchLike = async (url, init) => {
+      const r = await fetch(url, init);
+      const text = await r.text();
+      return { status: r.status, text: async () => (init.body?.includes('murphy_nccl_info') ? text.replace('"loopback"', '"2.21.5"') : text) };
+    };
+    const log: string[] = [];
+    const a = await VllmBackend.connect({ servers: [servers[0].url], syncDir: join(work, 'sync-auto'), tokenizer: tok, fetch: asVllm, weightSync: weightSyncFor('auto', { log: (l) => log.push(l) }) });
     assert.equal((await a.syncWeights(t, 1)).method, 'disk');
     assert.match(log.join('\n'), /NCCL not used \(NCCL weight sync needs a CUDA device in the trainer process: no CUDA device/);
-    const n = await VllmBackend.connect({ servers: [servers[0].url], syncDir: join(work, 'sync-nccl'), tokenizer: tok, weightSync: weightSyncFor('nccl') });
+    const n = await VllmBackend.connect({ servers: [servers[0].url], syncDir: join(work, 'sync-nccl'), tokenizer: tok, fetch: asVllm, weightSync: weightSyncFor('nccl') });
     await assert.rejects(n.syncWeights(t, 1), /needs a CUDA device in the trainer process/);
   });
 });
