@@ -173,12 +173,15 @@ function shapes(c: ModelCase): [string, number, number, number, ShapeProduct][] 
 // dY @ W, dY^T @ X (torch_peer.serve_gemm's "layout": which operand is a transposed view).
 const peerLayout: Record<ShapeProduct, string> = { forward: 'nt', backwardInput: 'nn', backwardWeight: 'tn' };
 
+const quietMs: number[] = [];  // how long the peer's threads went on using CPU after its start and its turns
 const peer = await startPeer();
 if (peer) log(describePeer(peer.info, threads));
+// The peer's start-up (loading torch, its thread pools) goes on using CPU after its first line:
+// the first shapes' native figures were one core's until it settled.
+if (peer && !cpuTime) quietMs.push(await peer.quiet());
 const gemm = gemmInfo();
 log(`gemm.bench: native path ${path === 'auto' ? gemm.best : path}, ${threads} threads, ${rounds} round(s) per shape, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 const loadStart = os.loadavg();
-const quietMs: number[] = [];  // how long the peer's threads went on using CPU after its turns
 const rows: Row[] = [];
 for (const c of modelCases(quick)) {
   for (const [name, m, k, n, product] of shapes(c)) {
