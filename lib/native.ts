@@ -20,7 +20,8 @@ import {
   resolveTrainOptions,
 } from './native/options.js';
 import type {
-  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawPlanArrays, RawTensor,
+  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawNcclComm, RawPlanArrays, RawTensor, SavedFile,
+  RawZeroPlan, RawZeroShard,
 } from './native/raw.js';
 
 export { MurphyNativeError, NATIVE_ERROR_CODES, type NativeErrorCode } from './native/errors.js';
@@ -30,7 +31,7 @@ export {
   type OptionDef, type ResolvedAdamWOptions, type ResolvedAdamWKernelOptions, type ResolvedGenerateOptions,
   type ResolvedGrpoLossOptions, type ResolvedTrainOptions,
 } from './native/options.js';
-export type { DType, HostArray } from './native/raw.js';
+export type { DType, HostArray, SavedFile } from './native/raw.js';
 
 const addon = nativeAddon;
 
@@ -546,6 +547,7 @@ export const cuda = {
 
 export type { RawBatch as EngineBatch, RawModelConfig as EngineConfig, RawParamMeta as EngineParam, RawEngineChoice as EngineChoice } from './native/raw.js';
 export type { RawKvInfo as EngineKvInfo, RawPlanArrays as EnginePlanArrays } from './native/raw.js';
+export type { RawZeroPlan as ZeroPlan, RawZeroShard as ZeroShard } from './native/raw.js';
 export type { PagedSampling } from './native/paged.js';
 export type { RawTrainStats as EngineTrainStats, RawGeneration as EngineGeneration, RawMemoryReport as EngineMemory } from './native/raw.js';
 
@@ -583,7 +585,34 @@ export class ModelEngine {
   }
   bf16(): { generate: boolean; forward: boolean } { return this.e.bf16?.() ?? { generate: false, forward: false }; }
 
-  save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<void> {
+  private zero(op: string): Required<Pick<RawEngine, 'zeroInit' | 'zeroStep' | 'zeroShard' | 'zeroSetShard'>> {
+    const e = this.e;
+    if (!e.zeroInit || !e.zeroStep || !e.zeroShard || !e.zeroSetShard) {
+      throw new MurphyNativeError(`${op}: the loaded native binary predates ZeRO-1 on the device engine; rebuild it (npm run build:native)`, 'ENOLIB');
+    }
+    return { zeroInit: e.zeroInit.bind(e), zeroStep: e.zeroStep.bind(e), zeroShard: e.zeroShard.bind(e), zeroSetShard: e.zeroSetShard.bind(e) };
+  }
+  /** ZeRO-1 on the engine's memory (device engines): takes over the weights as this rank's shard of `plan`, zero moments. */
+  zeroInit(plan: RawZeroPlan): void { this.zero('zeroInit').zeroInit(plan); }
+  /** The ZeRO-1 step over `comm` (collective; ADAMW_OPTIONS resolved here). */
+  zeroStep(comm: RawNcclComm, h: AdamWHyper, timeoutMs: number): Promise<AdamWResult & { step: number }> {
+    const site = callSite(this.zeroStep);
+    try {
+      return withCallerStack(this.zero('zeroStep').zeroStep(comm, resolveAdamWOptions('zeroStep', h), timeoutMs), site);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+  zeroShard(): RawZeroShard { return this.zero('zeroShard').zeroShard(); }
+  /** Each parameter's bf16 weights at its byte offset of `out` (where the engine's memory is: a Uint8Array for emulate, a u8 DeviceArray for cuda). */
+  packBf16(entries: { name: string; offset: number }[], out: Tensor<'u8'>): void {
+    if (!this.e.packBf16) throw new MurphyNativeError('packBf16: the loaded native binary predates it; rebuild it (npm run build:native)', 'ENOLIB');
+    this.e.packBf16(entries, raw(out)!);
+  }
+  zeroSetShard(master: Float32Array, m: Float32Array, v: Float32Array, step: number): void { this.zero('zeroSetShard').zeroSetShard(master, m, v, step); }
+
+  /** Each file written (relative to dir) with its size and XXH64, hashed while written. */
+  save(dir: string, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes: number): Promise<SavedFile[]> {
     return withCallerStack(this.e.save(dir, dtype, maxShardBytes), callSite(this.save));
   }
 

@@ -24,7 +24,8 @@ void validate_grpo(const GrpoLossArgs& a, const int64_t* offsets) {
   if (a.n_tokens < 0) throw Error("grpoLoss: the number of tokens must be >= 0");
   if (a.n_tokens > 0 && (!a.logp || !a.old_logp || !a.advantages))
     throw Error("grpoLoss: logp, oldLogp and advantages are required");
-  if (a.beta != 0.0f && !a.ref_logp)
+  // (no tokens: an empty refLogp has no data pointer, and nothing reads it)
+  if (a.n_tokens > 0 && a.beta != 0.0f && !a.ref_logp)
     throw Error("grpoLoss: beta = " + std::to_string(a.beta) + " needs refLogp (reference log-probs); pass them or set beta to 0");
   if (a.n_seqs < 1 || !offsets)
     throw Error("grpoLoss: seqOffsets must hold at least [0, nTokens] (one sequence)");

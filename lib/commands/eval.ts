@@ -3,7 +3,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
-import { ConfigError } from '../config/index.js';
+import { checkConfig, ConfigError, configKeyOptions, defaultConfig, kebab, validatePartial, type TrainConfig } from '../config/index.js';
 import { loadTrainingProblems } from '../data/check.js';
 import { DATASET_FORMATS, problemPrompt, type Problem } from '../data/index.js';
 import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
@@ -15,6 +15,12 @@ import { EmbeddedBackend } from '../rollout/embedded.js';
 import type { RolloutBackend } from '../rollout/types.js';
 import { VllmBackend } from '../rollout/vllm.js';
 import { checkOutputFile, writeFileAtomic } from '../train/rundir.js';
+import { machineProbe, selectDevice } from '../gpu/device.js';
+import { loadRolloutEngine } from './rollout-engine.js';
+
+/** The keys of train's configuration that choose eval's embedded engine (the same flags, choices and checks). */
+export const EVAL_ENGINE_KEYS = ['device', 'storage', 'kvCacheFraction', 'kvCacheBlocks'] as const;
+type EngineKeys = Pick<TrainConfig, (typeof EVAL_ENGINE_KEYS)[number]>;
 
 export interface EvalArgs {
   dataset: string;
@@ -43,6 +49,25 @@ export interface EvalArgs {
   feedback: 'visible' | 'all';
   /** Embedded engine: generate on a bf16 copy of the weights (docs/model.md, "bf16 weights"). */
   bf16Generate?: boolean;
+  /** Embedded engine: where it generates, as train's config keys (unset: their defaults; device auto). */
+  device?: TrainConfig['device'];
+  storage?: TrainConfig['storage'];
+  kvCacheFraction?: number;
+  kvCacheBlocks?: number;
+}
+
+/**
+ * The engine keys given (checked as train checks them: ranges, --storage f32 with --device cpu)
+ * over their defaults; refused with --server-url, where the server decides.
+ */
+export function evalEngineKeys(a: EvalArgs): EngineKeys {
+  const given: Record<string, unknown> = {};
+  for (const k of EVAL_ENGINE_KEYS) if (a[k] !== undefined) given[k] = a[k];
+  const names = Object.keys(given);
+  if (a.serverUrl && names.length) {
+    throw new ConfigError(`--${names.map(kebab).join(', --')} chooses the embedded engine (--model); with --server-url the server generates: drop it`);
+  }
+  return checkConfig({ ...defaultConfig(), ...validatePartial(given, 'eval\'s flags') });
 }
 
 /** Runs the evaluation and returns the results file's content (written to args.out when given). */
@@ -54,14 +79,24 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
   if (!existsSync(join(tokDir, 'tokenizer.json'))) throw new ConfigError(`no tokenizer.json in ${tokDir}`);
   if (!Number.isInteger(a.k) || a.k < 1) throw new ConfigError(`--k must be an integer >= 1, got ${a.k}`);
   if (!Number.isInteger(a.n) || a.n < 1) throw new ConfigError(`--n must be an integer >= 1, got ${a.n}`);
+  const eng = evalEngineKeys(a);
   if (a.out) checkOutputFile(a.out, '--out');
   // Datasets with splits (MBPP) are scored on one split, the test split unless --split says otherwise.
   const problems: Problem[] = await loadTrainingProblems(a.dataset, a.format, a.limit ?? null, { split: a.split, defaultSplit: 'test' });
   const split = [...new Set(problems.map((p) => p.split).filter((x): x is string => x !== undefined))].join(',');
   const tok = loadChatTokenizer(tokDir);
-  const backend: RolloutBackend = a.serverUrl
-    ? await VllmBackend.connect({ servers: a.serverUrl.split(','), model: a.servedModelName, apiKey: a.vllmApiKey, tokenizer: tok, maxRetries: 2 })
-    : await EmbeddedBackend.fromDir(a.model!, { tokenizer: tok, bf16Generate: a.bf16Generate });
+  let device: 'cpu' | 'cuda' | 'emulate' | undefined;
+  let backend: RolloutBackend;
+  if (a.serverUrl) {
+    backend = await VllmBackend.connect({ servers: a.serverUrl.split(','), model: a.servedModelName, apiKey: a.vllmApiKey, tokenizer: tok, maxRetries: 2 });
+  } else {
+    // as train chooses: auto takes cuda when the binary, a device and cuBLASLt are there, else cpu
+    const sel = selectDevice(eng.device, machineProbe());
+    log(sel.line);
+    device = sel.device;
+    const { engine } = await loadRolloutEngine(a.model!, { device, storage: eng.storage, bf16Generate: a.bf16Generate, kvCacheFraction: eng.kvCacheFraction, kvCacheBlocks: eng.kvCacheBlocks }, log);
+    backend = new EmbeddedBackend({ engine, tokenizer: tok });
+  }
   const executor = createExecutor({
     kind: a.executor, sandboxUrl: a.sandboxUrl, workers: a.workers, limits: timeoutLimits(a.timeoutMode ?? 'test', a.testTimeout), feedback: { scope: a.feedback },
   });
@@ -85,7 +120,7 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
       version: 1,
       dataset: resolve(a.dataset),
       model: a.model ? resolve(a.model) : `${a.serverUrl} (${backend instanceof VllmBackend ? backend.model ?? '' : ''})`,
-      settings: { k: a.k, n: a.temperature === 0 ? 1 : a.n, temperature: a.temperature, topP: a.topP, maxTokens: a.maxTokens, seed: a.seed, backend: a.serverUrl ? 'vllm' : 'embedded', feedback: `${a.feedback} tests`, ...(split ? { split } : {}) },
+      settings: { k: a.k, n: a.temperature === 0 ? 1 : a.n, temperature: a.temperature, topP: a.topP, maxTokens: a.maxTokens, seed: a.seed, backend: a.serverUrl ? 'vllm' : 'embedded', ...(device ? { device, ...(device === 'cpu' ? {} : { storage: eng.storage }) } : {}), feedback: `${a.feedback} tests`, ...(split ? { split } : {}) },
       problems: r.problems,
       iterations: r.iterations,
       byGroup: r.byGroup,
@@ -130,7 +165,13 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       .option('executor', { type: 'string', choices: EXECUTOR_KINDS as unknown as string[], default: 'local', describe: 'Where programs run: local (sandboxed on this machine) or sandboxfusion (a SandboxFusion service)' })
       .option('sandbox-url', { type: 'string', describe: 'SandboxFusion base URL (with --executor sandboxfusion), e.g. http://127.0.0.1:8080' })
       .option('timeout-mode', { type: 'string', choices: ['test', 'program'], default: 'test', describe: 'program: the whole program gets --test-timeout seconds, as the official HumanEval/MBPP harnesses (for comparing with published numbers)' })
-      .option('out', { type: 'string', describe: 'Write the results JSON here' }) as unknown as Argv<EvalArgs>,
+      .option('out', { type: 'string', describe: 'Write the results JSON here' })
+      .options(configKeyOptions(EVAL_ENGINE_KEYS, 'Embedded engine (with --model; the same keys as train\'s):', {
+        device: 'Where --model generates: cpu (the CPU engine), cuda (the device engine with the paged KV cache; not yet run on hardware), auto (cuda when usable, else cpu), emulate (the device engine on the CPU harness: tests, slow, tiny models). docs/gpu.md',
+        storage: 'Device engine: the dtype of its weights and activations (f32: precision/debug mode; refused with --device cpu)',
+        kvCacheFraction: 'Device engine: share of the free device memory the paged KV cache takes',
+        kvCacheBlocks: 'Device engine: the paged KV cache\'s size in blocks of 16 tokens, instead of --kv-cache-fraction',
+      })) as unknown as Argv<EvalArgs>,
   handler: async (argv) => {
     const log = (s: string): void => {
       process.stderr.write(s + '\n');

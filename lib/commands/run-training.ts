@@ -3,7 +3,7 @@
 // supervised warm-up, Iter-k evaluations before and after, the loop, and the report.
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { checkConfig, ConfigError, defaultConfig, formatConfig, validatePartial, withoutSecrets } from '../config/index.js';
+import { checkConfig, ConfigError, formatConfig, validatePartial, withoutSecrets } from '../config/index.js';
 import type { TrainConfig } from '../config/schema.js';
 import { loadTrainingProblems } from '../data/check.js';
 import { problemPrompt, type Problem } from '../data/index.js';
@@ -26,6 +26,7 @@ import { writeReport } from '../report/html.js';
 import { engineWithStorage, policyEngine, selectTrainingDevice } from '../gpu/device.js';
 import { checkpointDirs, readCheckpointConfig, readJsonFile, resolveResume, type ResumePoint } from '../train/checkpoint.js';
 import { TrainError } from '../train/error.js';
+import { filledKeysNote, withSchemaDefaults } from '../train/resume.js';
 import { permutation, train, type TrainSummary } from '../train/loop.js';
 import { NativePolicy, type PolicyEngineInfo } from '../train/policy.js';
 import { formatRunHeader, RecentSteps, silentProgress, type ProgressSink } from '../train/progress.js';
@@ -71,7 +72,11 @@ export interface RunTrainingResult {
   reportPath: string | null;
 }
 
-/** Keys a resume may change; every other key must equal the run's. */
+/**
+ * Keys a resume may change; every other key must equal the run's. (A key a saved configuration
+ * lacks, added since the run began, is its schema default: lib/train/resume.ts, for every key.)
+ * distBackend changes how the collectives move bytes, not what is trained.
+ */
 export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey', 'earlyStopWindow', 'earlyStopMinSignal', 'weightSync', 'weightSyncBucketMb', 'weightSyncTimeoutS', 'distBackend'] as const;
 
 /**
@@ -121,7 +126,8 @@ function defaultOut(c: TrainConfig): string {
 export function resumeConfig(dir: string, flags: Record<string, unknown>): TrainConfig {
   const run = new RunDir(dir);
   if (!existsSync(run.configPath)) throw new TrainError(`cannot resume ${run.root}: no config.json there`);
-  const saved = checkConfig({ ...defaultConfig(), ...(validatePartial(readJsonFile(run.configPath, 'run configuration'), run.configPath) as TrainConfig) });
+  // keys the file lacks (added since the run began) take their schema defaults: lib/train/resume.ts
+  const saved = checkConfig(withSchemaDefaults(validatePartial(readJsonFile(run.configPath, 'run configuration'), run.configPath)).config as unknown as TrainConfig);
   const given = validatePartial(flags, 'command-line flags') as Record<string, unknown>;
   for (const [k, v] of Object.entries(given)) {
     if (k === 'out') continue;
@@ -212,6 +218,9 @@ export async function loadPolicyModel(c: Pick<TrainConfig, 'model' | 'seed' | 'm
 
 export async function runTraining(config: TrainConfig, o: RunTrainingOptions = {}): Promise<RunTrainingResult> {
   const log = o.log ?? (() => undefined);
+  // A configuration from code is checked as a file would be: a run started with a value the
+  // schema refuses could not be resumed (its config.json would be refused then).
+  checkConfig(validatePartial(config, 'the configuration of runTraining') as TrainConfig);
   const c: TrainConfig = o.resume ? config : { ...config, out: config.out ?? defaultOut(config) };
   const stopSignal = new StopSignal();
   if (o.handleSignals ?? true) stopSignal.install();
@@ -264,8 +273,15 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     if (!coll && checkpointShards(point.dir)) {
       throw new TrainError(`checkpoint ${point.dir} holds the optimizer shards of a ${checkpointShards(point.dir)!.worldSize}-rank run; resume it with --nproc-per-node N (any N: the shards are re-sharded)`);
     }
-    const saved = readCheckpointConfig(point.dir);
-    if (saved) {
+    // A configuration saved before a key existed ran as the key's default (lib/train/resume.ts):
+    // resumeConfig filled RUN/config.json's gaps, the checkpoint's are filled here; one line says which.
+    const savedRaw = readCheckpointConfig(point.dir);
+    const completed = savedRaw ? withSchemaDefaults(savedRaw) : null;
+    const runFilled = existsSync(run.configPath) ? withSchemaDefaults(validatePartial(readJsonFile(run.configPath, 'run configuration'), run.configPath)).filled : [];
+    const filledNote = filledKeysNote([...(completed?.filled ?? []), ...runFilled]);
+    if (filledNote) log(filledNote);
+    if (completed) {
+      const saved = completed.config;
       const diff = configDifferences(c as unknown as Record<string, unknown>, saved);
       if (diff.length && !o.overrideConfig) {
         throw new ConfigError(

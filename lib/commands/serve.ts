@@ -3,13 +3,12 @@
 import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
-import { PolicyModel } from '../model/index.js';
+import type { PolicyModel } from '../model/index.js';
 import { loadChatTokenizer } from '../prompt/index.js';
-import { NativeEngine } from '../rollout/engine.js';
 import { SERVE_DEFAULTS, startServer, type RolloutServer } from '../rollout/server.js';
 import type { RolloutEngine, TextCodec } from '../rollout/types.js';
 import { KV_CACHE_DEFAULTS } from '../rollout/paged/device-kv.js';
-import { embeddedEngine } from './rollout-engine.js';
+import { loadRolloutEngine } from './rollout-engine.js';
 
 export interface ServeArgs {
   model: string;
@@ -38,13 +37,7 @@ export const SERVE_DEVICES = ['cpu', 'cuda', 'emulate'] as const;
 async function loadEngine(dir: string, a: ServeArgs, log: (msg: string) => void): Promise<{ engine: RolloutEngine; model: PolicyModel }> {
   const device = a.device ?? 'cpu';
   if (!(SERVE_DEVICES as readonly string[]).includes(device)) throw new Error(`--device must be one of ${SERVE_DEVICES.join(', ')}, got '${String(device)}'`);
-  if (device === 'cpu') {
-    const e = await NativeEngine.load(dir, { bf16Generate: a.bf16Generate });
-    return { engine: e, model: e.model };
-  }
-  if (a.bf16Generate) throw new Error(`--bf16-generate is for the CPU engine; --device ${device} keeps its weights in bf16 already`);
-  const model = await PolicyModel.load(dir, { device, storage: 'bf16' });
-  return { engine: embeddedEngine(model, { kvCacheFraction: a.kvCacheFraction, kvCacheBlocks: a.kvCacheBlocks }, log), model };
+  return loadRolloutEngine(dir, { device, storage: 'bf16', bf16Generate: a.bf16Generate, kvCacheFraction: a.kvCacheFraction, kvCacheBlocks: a.kvCacheBlocks }, log);
 }
 
 /** Seconds SIGTERM/SIGINT wait for generation to stop before the process exits anyway. */

@@ -179,6 +179,21 @@ export function configOptions(): Record<string, Options> {
   return o;
 }
 
+/**
+ * configOptions() of some keys only, under one help group: another command that takes them
+ * (eval's --device, --storage, ...) with the same choices, and the same checks through
+ * validatePartial.
+ */
+export function configKeyOptions(keys: readonly ConfigKey[], group: string, describe: Partial<Record<ConfigKey, string>> = {}): Record<string, Options> {
+  const all = configOptions();
+  return Object.fromEntries(keys.map((k) => {
+    const o = all[kebab(k)]!;
+    const d = describe[k];
+    // another command's wording of what the key does there; the default is the schema's
+    return [kebab(k), { ...o, group, ...(d === undefined ? {} : { describe: `${d} [default: ${SCHEMA[k].default === null ? 'unset' : String(SCHEMA[k].default)}]` }) }];
+  }));
+}
+
 /** Picks the config keys present in parsed yargs argv (camelCase form). */
 export function flagsFromArgv(argv: Raw): Raw {
   const out: Raw = {};

@@ -209,7 +209,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   gradientCheckpointing: { type: 'boolean', default: null, group: 'optim', doc: 'GPU engine: recompute each decoder layer in the backward pass instead of keeping its activations (unset: on for models of 1e9 parameters and more). Used by the memory plan; the CPU engine ignores it. May change on resume (bit-identical).' },
 
   evalIterations: { type: 'int', default: 2, min: 1, max: 10, group: 'eval', doc: 'k of the Iter-k pass@1 evaluation run before and after training.' },
-  evalProblems: { type: 'int', default: 64, min: 1, group: 'eval', doc: 'Held-out problems evaluated before and after training (never trained on).' },
+  evalProblems: { type: 'int', default: 64, min: 0, group: 'eval', doc: 'Held-out problems evaluated before and after training (never trained on); 0 = no evaluation.' },
   evalSteps: { type: 'int', default: 0, min: 0, group: 'eval', doc: 'Also evaluate every N steps (0 = only before and after).' },
   evalTemperature: { type: 'number', default: 0, min: 0, group: 'eval', doc: 'Sampling temperature of the evaluations (0 = greedy).' },
   evalSamples: { type: 'int', default: 1, min: 1, group: 'eval', doc: 'Conversations per problem in the evaluations (with evalTemperature > 0).' },
@@ -225,7 +225,7 @@ export const CONFIG_KEYS = Object.keys(SCHEMA) as ConfigKey[];
  * file nor the flags set: sized to finish in a few minutes on 2 cores.
  */
 export const DEMO_DEFAULTS: Partial<TrainConfig> = {
-  maxSteps: 500,
+  maxSteps: 300,
   earlyStopWindow: 20,
   saveSteps: 100,
   batchSize: 8,
@@ -233,8 +233,8 @@ export const DEMO_DEFAULTS: Partial<TrainConfig> = {
   numFollowUpGenerations: 4,
   rewardMode: 'binary',
   maxCompletionLength: 8,
-  learningRate: 5e-3,
-  sftSteps: 100,
+  learningRate: 3e-3,
+  sftSteps: 30,
   sftLearningRate: 1e-2,
   evalProblems: 24,
   evalIterations: 2,

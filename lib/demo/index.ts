@@ -14,4 +14,4 @@ export {
   type RepairSpec,
   type RepairOp,
 } from './repair.js';
-export { builtinTokenizer, demoModelSizes, createDemoModel, repairPromptBuilder, demoExtract, supervisedWarmup, type SftOptions } from './setup.js';
+export { builtinTokenizer, demoModelSizes, createDemoModel, repairPromptBuilder, demoExtract, supervisedWarmup, warmupSamples, type SftOptions } from './setup.js';

@@ -10,9 +10,8 @@
 // executor's feedback on a wrong attempt,
 //
 //     user:      assert g(1) == 1*7 failed: got 8
-//                assert g(3) == 3*7 failed: got 10
 //
-// shows the failing asserts, as a test runner does, and so carries what a fix needs. A model that learns to
+// shows the first failing assert, as a test runner does, and so carries what a fix needs. A model that learns to
 // act on its feedback solves at turn 2 what it could not at turn 1: the point of MURPHY, and
 // something single-turn GRPO cannot learn. Programs are graded by a small interpreter for
 // this one-line grammar (no Python needed); the problems also carry equivalent assert tests,
@@ -108,8 +107,12 @@ export function repairFeedback(spec: RepairSpec, failed: { x: number; got: numbe
   return failed.map((f) => `${repairAssert(spec, f.x)} failed: got ${f.got}`).join('\n');
 }
 
-/** Failing tests described in the feedback, at most. */
-export const REPAIR_MAX_FAILURES = 2;
+/**
+ * Failing tests described in the feedback, at most: the first one, as a test runner that stops
+ * at the first failure prints it. It carries all a fix needs (the expected expression), and
+ * a second line only made the turn-2 prompt a third longer (every sample trains its prompt).
+ */
+export const REPAIR_MAX_FAILURES = 1;
 
 /** Grades programs of the demo grammar against a repair problem's tests. */
 export class RepairExecutor implements Executor<Problem> {

@@ -44,7 +44,8 @@ export interface NcclCollectiveOptions {
   onListening?: (port: number) => void;
 }
 
-type OpName = 'allReduce' | 'reduceScatter' | 'allGather' | 'broadcast' | 'barrier';
+/** The interface's calls, and the names of exclusive() bodies ('zeroStep'). */
+type OpName = 'allReduce' | 'reduceScatter' | 'allGather' | 'broadcast' | 'barrier' | 'zeroStep';
 
 const bytesOf = (a: DataArray): Uint8Array => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 const sameKind = (a: DataArray, b: DataArray): boolean => a.constructor === b.constructor;
@@ -238,6 +239,16 @@ export class NcclCollective implements Collective {
       await this.comm.broadcast(t, t, bytes.length, 'u8', root, this.timeoutMs);
       this.staging.unstage(t, bytes);
     });
+  }
+
+  /**
+   * Runs `body` with the communicator in this collective's call order (after every call made
+   * before, before any made after), with the per-call deadline: for native code that drives the
+   * communicator itself (the device engine's ZeRO-1 step, lib/dist/zero-device.ts).
+   */
+  exclusive<T>(name: OpName, body: (comm: NcclCommunicator, timeoutMs: number) => Promise<T>): Promise<T> {
+    let out!: T;
+    return this.run(name, async () => { out = await body(this.comm, this.timeoutMs); }).then(() => out);
   }
 
   barrier(): Promise<void> {

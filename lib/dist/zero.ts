@@ -6,16 +6,21 @@
 // weights into every rank's model. Checkpoints: every rank writes its shard; rank 0 also the
 // Hugging Face weights and the full fp32 master weights. Loading re-shards from any world size
 // (or from a one-process checkpoint's optimizer.safetensors).
+//
+// With a device engine and the NCCL backend the shard lives in the engine and the step runs
+// there (lib/dist/zero-device.ts, native/gpu/engine/zero_shard.h); this class then only holds
+// the plans and moves the shard between the engine and the checkpoint files.
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { adamw, type AdamWHyper, type AdamWTensor } from '../native.js';
 import { resolveAdamWOptions } from '../native/options.js';
-import { encodeSafetensorsF32, readSafetensorsF32 } from '../safetensors.js';
+import { encodeSafetensorsF32, readSafetensorsF32, tensorMismatch } from '../safetensors.js';
 import type { OptimizerResult, Policy, PolicyStateInfo } from '../train/policy.js';
 import { writeFileAtomic } from '../train/rundir.js';
 import { flatLayout, planBuckets, type Bucket, type FlatParam } from './buckets.js';
 import { broadcastJson, type Collective } from './collective.js';
 import { assembleRange, intersect, planShards, rangeCounts, type Range, type ShardPlan } from './shards.js';
+import { deviceZeroOf, zeroPlanOf, type DeviceZero } from './zero-device.js';
 
 /** Access to the accumulated gradients of the model behind a Policy (PolicyModel has both). */
 export interface GradientAccess {
@@ -33,6 +38,11 @@ export interface ZeroOptions {
   bucketBytes?: number;
   /** Shard alignment, elements (default 64). */
   align?: number;
+  /**
+   * Run ZeRO-1 on a device engine's own memory when the backend is NCCL (lib/dist/zero-device.ts;
+   * default true). false: the host path (per-parameter host copies), as with the CPU engine or TCP.
+   */
+  device?: boolean;
 }
 
 /** File name of rank r's optimizer shard in a checkpoint of a world of w ranks. */
@@ -72,6 +82,8 @@ export class DistributedPolicy implements Policy {
   private m: Float32Array;
   private v: Float32Array;
   private steps = 0;
+  /** The device path (the shard lives in the engine), or null (the host path: the arrays above). */
+  private dev: DeviceZero | null = null;
 
   private constructor(
     readonly coll: Collective,
@@ -116,12 +128,33 @@ export class DistributedPolicy implements Policy {
       }
       d.steps = step[0]!;
     }
+    const dev = opts.device === false ? null : deviceZeroOf(coll, grads);
+    if (dev) {
+      dev.init(zeroPlanOf(coll.rank, d.shards, d.buckets), { master: d.master, m: d.m, v: d.v, step: d.steps });
+      d.useDevice(dev);
+    }
     return d;
+  }
+
+  /** Whether the shard lives in a device engine (the device path). */
+  get onDevice(): boolean {
+    return this.dev !== null;
+  }
+
+  private useDevice(dev: DeviceZero): void {
+    this.dev = dev;
+    this.master = this.m = this.v = new Float32Array(0);
+  }
+
+  /** The shard as it is now: the engine's (device path) or the host arrays. */
+  private shard(): { master: Float32Array; m: Float32Array; v: Float32Array; step: number } {
+    return this.dev ? this.dev.shard() : { master: this.master, m: this.m, v: this.v, step: this.steps };
   }
 
   /** This rank's shard: its range, master weights and moments (copies; tests and tools). */
   shardState(): { range: Range; master: Float32Array; m: Float32Array; v: Float32Array; step: number } {
-    return { range: { ...this.range }, master: this.master.slice(), m: this.m.slice(), v: this.v.slice(), step: this.steps };
+    const s = this.shard();
+    return { range: { ...this.range }, master: s.master.slice(), m: s.m.slice(), v: s.v.slice(), step: s.step };
   }
 
   /** The optimizer steps taken. */
@@ -152,7 +185,7 @@ export class DistributedPolicy implements Policy {
   setParam(name: string, values: Float32Array): void {
     this.inner.setParam(name, values);
     const p = this.layout.find((x) => x.name === name);
-    if (!p) return;
+    if (!p || this.dev) return; // the device engine takes its shard's part itself
     const x = intersect(this.range, { begin: p.offset, end: p.offset + p.numel });
     if (x.end > x.begin) this.master.set(values.subarray(x.begin - p.offset, x.end - p.offset), x.begin - this.range.begin);
   }
@@ -168,6 +201,11 @@ export class DistributedPolicy implements Policy {
    * then AdamW on the shard (native kernel, clipping off, the coef applied to g first).
    */
   async optimizerStep(h: AdamWHyper): Promise<OptimizerResult> {
+    if (this.dev) {
+      const r = await this.dev.step(h);
+      this.steps = r.step;
+      return { gradNorm: r.gradNorm, clipCoef: r.clipCoef, skipped: r.skipped, step: r.step };
+    }
     const o = resolveAdamWOptions('optimizerStep', h);
     const flat = new Float32Array(this.total);
     for (const p of this.layout) flat.set(this.grads.getGrad(p.name), p.offset);
@@ -211,10 +249,11 @@ export class DistributedPolicy implements Policy {
   // ---- checkpoints
 
   private writeShard(dir: string): void {
-    const n = this.master.length;
-    const t = { master: { shape: [n], data: this.master }, exp_avg: { shape: [n], data: this.m }, exp_avg_sq: { shape: [n], data: this.v } };
+    const s = this.shard();
+    const n = s.master.length;
+    const t = { master: { shape: [n], data: s.master }, exp_avg: { shape: [n], data: s.m }, exp_avg_sq: { shape: [n], data: s.v } };
     const meta = {
-      step: String(this.steps), rank: String(this.coll.rank), world_size: String(this.coll.worldSize),
+      step: String(s.step), rank: String(this.coll.rank), world_size: String(this.coll.worldSize),
       begin: String(this.range.begin), end: String(this.range.end), total: String(this.total), layout: layoutKey(this.layout),
     };
     writeFileAtomic(join(dir, shardFileName(this.coll.rank, this.coll.worldSize)), encodeSafetensorsF32(t, meta));
@@ -231,7 +270,8 @@ export class DistributedPolicy implements Policy {
     const hfDir = join(dir, 'policy');
     await this.inner.save(hfDir);
     const w: Record<string, { shape: number[]; data: Float32Array }> = {};
-    this.layout.forEach((p, i) => (w[p.name] = { shape: this.shapes[i]!, data: this.inner.getParam(p.name) }));
+    const full = this.dev ? await this.gatherMaster() : null;
+    this.layout.forEach((p, i) => (w[p.name] = { shape: this.shapes[i]!, data: full ? full.subarray(p.offset, p.offset + p.numel) : this.inner.getParam(p.name) }));
     writeFileAtomic(join(dir, 'master.safetensors'), encodeSafetensorsF32(w, { kind: 'fp32 master weights' }));
     this.writeShard(dir);
     await this.coll.barrier();
@@ -241,6 +281,7 @@ export class DistributedPolicy implements Policy {
   /** Ranks other than 0: their part of rank 0's saveState. Returns the directory written to. */
   async joinSave(): Promise<string> {
     const { dir } = await broadcastJson<{ dir: string }>(this.coll, undefined);
+    if (this.dev) await this.gatherMaster();
     this.writeShard(dir);
     await this.coll.barrier();
     return dir;
@@ -251,9 +292,49 @@ export class DistributedPolicy implements Policy {
    * rank's master shard and moments: its own shard file when the world size is the same,
    * else re-sharded from all shard files, or from a one-process optimizer.safetensors.
    */
+  /**
+   * Device path (collective): the full fp32 master weights, all-gathered from the shards bucket
+   * by bucket through the collective's host staging (checkpoints only: the engine's own weights
+   * are the bf16 ones with bf16 storage).
+   */
+  private async gatherMaster(): Promise<Float32Array> {
+    const s = this.shard();
+    const flat = new Float32Array(this.total);
+    for (const b of this.buckets) {
+      const l = this.local(b);
+      await this.coll.allGather(s.master.subarray(l.begin, l.end), flat.subarray(b.begin, b.end), rangeCounts(this.shards, b.begin, b.end));
+    }
+    return flat;
+  }
+
+  /**
+   * Device path: the weights of master.safetensors set through the inner policy, as its
+   * loadState does, without its optimizer-state part (the engine's moments are the shard's);
+   * returns them flat (the fp32 values: with bf16 storage the engine keeps the rounded ones).
+   */
+  private loadWeights(dir: string): { flat: Float32Array; optimizerState: boolean } {
+    const path = join(dir, 'master.safetensors');
+    if (!existsSync(path)) {
+      const flat = this.flatWeights();
+      const s = this.shard();
+      flat.set(s.master, this.range.begin);
+      return { flat, optimizerState: existsSync(join(dir, 'optimizer.safetensors')) };
+    }
+    const { tensors } = readSafetensorsF32(path);
+    const bad = tensorMismatch(tensors, this.inner.params());
+    if (bad) throw new Error(`${path}: ${bad}`);
+    const flat = new Float32Array(this.total);
+    for (const p of this.layout) {
+      const t = tensors[p.name]!.data;
+      this.inner.setParam(p.name, t);
+      flat.set(t, p.offset);
+    }
+    return { flat, optimizerState: existsSync(join(dir, 'optimizer.safetensors')) };
+  }
+
   async loadState(dir: string): Promise<PolicyStateInfo> {
-    const info = await this.inner.loadState(dir);
-    const flat = this.flatWeights();
+    const info = this.dev ? { hfDir: join(dir, 'policy'), ...this.loadWeights(dir) } : { ...(await this.inner.loadState(dir)), flat: null };
+    const flat = info.flat ?? this.flatWeights();
     const shards = checkpointShards(dir);
     const want = this.range;
     let m: Float32Array, v: Float32Array, step: number;
@@ -287,10 +368,14 @@ export class DistributedPolicy implements Policy {
       v = new Float32Array(want.end - want.begin);
       step = 0;
     }
+    this.steps = step;
+    if (this.dev) {
+      this.dev.set({ master: flat.slice(want.begin, want.end), m, v, step });
+      return { hfDir: info.hfDir, optimizerState: shards !== null || info.optimizerState };
+    }
     this.master = flat.slice(want.begin, want.end);
     this.m = m;
     this.v = v;
-    this.steps = step;
     return { hfDir: info.hfDir, optimizerState: shards !== null || info.optimizerState };
   }
 }

@@ -153,7 +153,7 @@ export interface EvalResultsFile {
   model: string;
   /** Training step the policy had (runs only). */
   step?: number;
-  settings: { k: number; n: number; temperature: number; topP?: number; maxTokens?: number; seed: number; backend: string; feedback: string; split?: string };
+  settings: { k: number; n: number; temperature: number; topP?: number; maxTokens?: number; seed: number; backend: string; device?: string; storage?: string; feedback: string; split?: string };
   problems: number;
   iterations: IterKPoint[];
   byGroup?: IterKResult['byGroup'];

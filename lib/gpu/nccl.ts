@@ -118,6 +118,8 @@ export class NcclCommunicator {
 
   get rank(): number { return this.raw.rank; }
   get worldSize(): number { return this.raw.nranks; }
+  /** The native communicator, for bindings that drive it themselves (the device engine's ZeRO-1 step). */
+  get handle(): RawNcclComm { return this.raw; }
 
   async allReduce(send: NcclTensor, recv: NcclTensor, count: number, dtype: NcclDType, op: NcclRedOp = 'sum', timeoutMs?: number): Promise<void> {
     return this.raw.allReduce(rawOf(send), rawOf(recv), count, dtype, op, timeoutMs ?? this.defaultTimeoutMs);

@@ -6,7 +6,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, 
 import { basename, dirname, join, resolve } from 'node:path';
 import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
 import { findCublasLt } from '../gpu/cublaslt.js';
-import { checkModelConfigText, cuda, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling } from '../native.js';
+import { checkModelConfigText, cuda, type DeviceArray, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling, type RawNcclComm, type SavedFile, type ZeroPlan, type ZeroShard } from '../native.js';
 import { DEFAULT_BLOCK_SIZE } from '../rollout/paged/kv-pool.js';
 import type { PlanArrays } from '../rollout/paged/plan-arrays.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
@@ -301,6 +301,15 @@ export class PolicyModel {
    * directory first, which then replaces `dir`. Weights, config.json and tokenizer files.
    */
   async save(dir: string, opts: SaveOptions = {}): Promise<void> {
+    await this.saveHashed(dir, opts);
+  }
+
+  /**
+   * save(), returning the weight files (names relative to `dir`) with their sizes and XXH64
+   * hashes, computed by the native save from the bytes it wrote: a checkpoint's manifest takes
+   * them instead of reading the files back.
+   */
+  async saveHashed(dir: string, opts: SaveOptions = {}): Promise<SavedFile[]> {
     const out = resolve(dir);
     const dtype = opts.dtype ?? this.info.dtype;
     mkdirSync(dirname(out), { recursive: true });
@@ -309,7 +318,7 @@ export class PolicyModel {
     // from a parent that refuses new entries (e.g. /proc).
     mkdirSync(tmp);
     try {
-      await this.e.save(tmp, dtype, opts.maxShardBytes ?? 0);
+      const weights = await this.e.save(tmp, dtype, opts.maxShardBytes ?? 0);
       writeFileSync(join(tmp, 'config.json'), JSON.stringify({ ...this.hfConfig, torch_dtype: dtype }, null, 2) + '\n');
       const tokDir = opts.tokenizerDir ?? this.sourceDir;
       let copied = 0;
@@ -329,6 +338,7 @@ export class PolicyModel {
       if (had) renameSync(out, old);
       renameSync(tmp, out);
       if (had) rmSync(old, { recursive: true, force: true });
+      return weights;
     } catch (err) {
       rmSync(tmp, { recursive: true, force: true });
       throw err;
@@ -431,6 +441,31 @@ export class PolicyModel {
 
   /** Which calls use bf16 weights now. */
   bf16(): { generate: boolean; forward: boolean } { return this.e.bf16(); }
+
+  // ---- ZeRO-1 on the engine's own memory (docs/distributed.md, "ZeRO-1 on the device engine"):
+  // device engines ('emulate' | 'cuda') only; lib/dist/zero-device.ts drives these.
+
+  /**
+   * Takes over the current weights as this rank's shard of `plan` (fp32 master, zero moments);
+   * from then on the engine's own optimizerStep and Adam state calls are refused. bf16 storage:
+   * the model's weights (getParam) are the bf16 compute weights widened; the fp32 master lives in
+   * the shards.
+   */
+  zeroInit(plan: ZeroPlan): void { this.e.zeroInit(plan); }
+  /** The ZeRO-1 step on the device over an NCCL communicator (every rank calls it). */
+  async zeroStep(comm: RawNcclComm, h: AdamWHyper, timeoutMs: number): Promise<OptimizerResult> { return this.e.zeroStep(comm, h, timeoutMs); }
+  /** Host copies of this rank's shard: fp32 master weights, moments, step. */
+  zeroShard(): ZeroShard { return this.e.zeroShard(); }
+  /** Sets the shard's master weights, moments and the step count. */
+  zeroSetShard(s: ZeroShard): void { this.e.zeroSetShard(s.master, s.m, s.v, s.step); }
+
+  /**
+   * A bf16 weight-sync bucket packed where the engine's weights live (device engines): each
+   * parameter's compute weights (bf16 storage: copied; f32: rounded to nearest even, as toBf16)
+   * at its byte offset of `out`, a u8 DeviceArray for 'cuda' (no host round trip) or a Uint8Array
+   * for 'emulate'. The CPU engine throws ENOTSUP (pack on the host: lib/rollout/weight-sync-plan.ts).
+   */
+  packBf16(entries: { name: string; offset: number }[], out: Uint8Array | DeviceArray<'u8'>): void { this.e.packBf16(entries, out); }
 }
 
 /** Checks config.json text the way the loader does; throws naming the field. */

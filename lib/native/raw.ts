@@ -11,6 +11,13 @@ export type DType = 'f32' | 'bf16';
 /** Host tensors: typed arrays. */
 export type HostArray = Float32Array | Uint16Array | Int32Array | Uint8Array | BigInt64Array;
 
+/** A file a native save wrote: its name relative to the directory, size and XXH64 (16 hex digits, as the manifest holds it). */
+export interface SavedFile {
+  file: string;
+  bytes: number;
+  xxh64: string;
+}
+
 export interface RawDeviceBuffer {
   readonly length: number;
   readonly kind: ElemKind;
@@ -148,7 +155,8 @@ export interface RawEngine {
   getGrad(name: string): Float32Array;
   getAdamState(name: string): { m: Float32Array; v: Float32Array; step: number };
   setAdamState(name: string, m: Float32Array, v: Float32Array, step: number): void;
-  save(dir: string, dtype: RawModelConfig['dtype'], maxShardBytes: number): Promise<void>;
+  /** Each file written (name relative to dir) with its size and XXH64, hashed as it was written. */
+  save(dir: string, dtype: RawModelConfig['dtype'], maxShardBytes: number): Promise<SavedFile[]>;
   accumulate(batch: RawBatch, opts: ResolvedTrainOptions): Promise<RawTrainStats>;
   optimizerStep(h: ResolvedAdamWOptions): Promise<RawAdamWResult & { step: number }>;
   zeroGrad(): void;
@@ -166,6 +174,31 @@ export interface RawEngine {
   /** Which calls use the bf16 copy of the weights; absent from binaries that predate it. */
   setBf16?: (use: { generate: boolean; forward: boolean }) => void;
   bf16?: () => { generate: boolean; forward: boolean };
+  /** ZeRO-1 on the engine's memory (device engines; the CPU engine throws ENOTSUP); absent from binaries that predate it. */
+  zeroInit?: (plan: RawZeroPlan) => void;
+  zeroStep?: (comm: RawNcclComm, h: ResolvedAdamWOptions, timeoutMs: number) => Promise<RawAdamWResult & { step: number }>;
+  zeroShard?: () => RawZeroShard;
+  zeroSetShard?: (master: Float32Array, m: Float32Array, v: Float32Array, step: number) => void;
+  /** bf16 weight-sync buckets packed in the engine's memory (device engines); absent from binaries that predate it. */
+  packBf16?: (entries: { name: string; offset: number }[], out: RawTensor) => void;
+}
+
+/** ZeRO-1's plan for a device engine (native/gpu/engine/zero_plan.h): shard and bucket bounds of the flat parameter vector. */
+export interface RawZeroPlan {
+  rank: number;
+  worldSize: number;
+  /** worldSize + 1 bounds: rank r owns [shards[r], shards[r + 1]). */
+  shards: number[];
+  /** Bucket k is [buckets[k], buckets[k + 1]). */
+  buckets: number[];
+}
+
+/** Host copies of a device engine's ZeRO-1 shard. */
+export interface RawZeroShard {
+  master: Float32Array;
+  m: Float32Array;
+  v: Float32Array;
+  step: number;
 }
 
 export interface RawCpuInfo {

@@ -1,6 +1,6 @@
 // The request batcher shared by the embedded backend and `murphy-native serve`: merges
 // concurrent requests into one engine call.
-import type { EngineRequest, EngineSample, RolloutEngine } from './types.js';
+import type { EngineRequest, EngineSample, EngineStepCounts, RolloutEngine } from './types.js';
 import { RolloutError } from './types.js';
 
 export interface BatcherOptions {
@@ -34,12 +34,20 @@ interface ExclusiveEntry {
 }
 
 export interface BatcherStats {
-  /** Engine calls made. */
+  /**
+   * Batches the engine ran: its generate() calls for an engine that runs one call at a time;
+   * its steps for a continuous engine (PagedEngine: each step is one batch, which requests
+   * join and leave), counted from when the batcher was made.
+   */
   batches: number;
+  /** generate() calls made (a continuous engine gets one per request: they join its running batch). */
+  calls: number;
   /** Requests served. */
   requests: number;
-  /** Largest number of requests merged into one call. */
+  /** Most requests in one batch (a continuous engine: in one of its steps, over the engine's life). */
   maxMerged: number;
+  /** Mean requests per batch (batch occupancy in requests; 0 before the first batch). */
+  meanMerged: number;
   /** Requests ended by their signal (or abortAll) before or while they ran. */
   aborted: number;
   /** Requests refused because the queue was full. */
@@ -84,13 +92,29 @@ export class EngineBatcher {
   private readonly maxQueued: number;
   private work = 0;
   private idleWaiters: (() => void)[] = [];
-  readonly stats: BatcherStats = { batches: 0, requests: 0, maxMerged: 0, aborted: 0, refused: 0 };
+  /** Counts of the batcher's own calls (what stats reports for an engine run one call at a time). */
+  private readonly counts = { calls: 0, requests: 0, maxMerged: 0, aborted: 0, refused: 0 };
+  /** A continuous engine's step counts when the batcher was made. */
+  private readonly stepsAtStart: EngineStepCounts | undefined;
 
   constructor(engine: RolloutEngine, opts: BatcherOptions = {}) {
     this.engine = engine;
+    this.stepsAtStart = engine.continuous === true ? engine.stepCounts?.() : undefined;
     this.maxRequests = Math.max(1, opts.maxBatchRequests ?? 64);
     this.maxSamples = Math.max(1, opts.maxBatchSamples ?? 1024);
     this.maxQueued = opts.maxQueuedTokens ?? Infinity;
+  }
+
+  /** What happened so far (a snapshot). */
+  get stats(): BatcherStats {
+    const c = this.counts;
+    const now = this.stepsAtStart === undefined ? undefined : this.engine.stepCounts?.();
+    if (now === undefined || this.stepsAtStart === undefined) {
+      return { batches: c.calls, calls: c.calls, requests: c.requests, maxMerged: c.maxMerged, meanMerged: c.calls ? c.requests / c.calls : 0, aborted: c.aborted, refused: c.refused };
+    }
+    const steps = now.steps - this.stepsAtStart.steps;
+    const requestSteps = now.requestSteps - this.stepsAtStart.requestSteps;
+    return { batches: steps, calls: c.calls, requests: c.requests, maxMerged: now.maxRequests, meanMerged: steps ? requestSteps / steps : 0, aborted: c.aborted, refused: c.refused };
   }
 
   /** Requests waiting (not counting the running batch). */
@@ -117,12 +141,12 @@ export class EngineBatcher {
     const total = works.reduce((a, b) => a + b, 0);
     if (this.closedReason !== undefined) throw new AbortedError(this.closedReason, { status: 503 });
     if (this.work > 0 && this.work + total > this.maxQueued) {
-      this.stats.refused++;
+      this.counts.refused++;
       throw new QueueFullError(total, this.work, this.maxQueued);
     }
     return reqs.map((req, i) => new Promise<EngineSample[]>((resolve, reject) => {
       if (req.signal?.aborted) {
-        this.stats.aborted++;
+        this.counts.aborted++;
         reject(new AbortedError('the request was aborted'));
         return;
       }
@@ -130,7 +154,7 @@ export class EngineBatcher {
       const e: GenEntry = { kind: 'gen', req: { ...req, signal: ctl.signal }, work: works[i], ctl, running: false, released: false, resolve, reject };
       this.work += e.work;
       const onAbort = () => {
-        this.stats.aborted++;
+        this.counts.aborted++;
         if (!e.running) {
           const at = this.queue.indexOf(e);
           if (at >= 0) this.queue.splice(at, 1);
@@ -262,9 +286,9 @@ export class EngineBatcher {
   }
 
   private async runBatch(batch: GenEntry[]): Promise<void> {
-    this.stats.batches++;
-    this.stats.requests += batch.length;
-    this.stats.maxMerged = Math.max(this.stats.maxMerged, batch.length);
+    this.counts.calls++;
+    this.counts.requests += batch.length;
+    this.counts.maxMerged = Math.max(this.counts.maxMerged, batch.length);
     try {
       const out = await this.engine.generate(batch.map((e) => e.req));
       if (out.length !== batch.length) throw new RolloutError(`engine returned ${out.length} results for ${batch.length} requests`);

@@ -6,17 +6,25 @@ import type { EngineInfo, EngineRequest, EngineSample, PolicyWeights, RolloutEng
 import { RolloutError } from './types.js';
 
 /**
+ * `policy` or the first object it wraps (NativePolicy.model, DistributedPolicy.inner, a few
+ * levels deep) that passes `test`.
+ */
+export function findWrapped<T>(policy: unknown, test: (x: unknown) => x is T): T | undefined {
+  let p = policy;
+  for (let i = 0; i < 4 && p !== null && typeof p === 'object'; i++) {
+    if (test(p)) return p;
+    const o = p as { model?: unknown; inner?: unknown };
+    p = o.model ?? o.inner;
+  }
+  return undefined;
+}
+
+/**
  * Whether `policy` is `weights` or wraps it (NativePolicy.model, DistributedPolicy.inner): the
  * engine then generates with the trainer's weights themselves and a sync moves nothing.
  */
 export function sameWeights(policy: unknown, weights: unknown): boolean {
-  let p = policy;
-  for (let i = 0; i < 4 && p !== null && typeof p === 'object'; i++) {
-    if (p === weights) return true;
-    const o = p as { model?: unknown; inner?: unknown };
-    p = o.model ?? o.inner;
-  }
-  return false;
+  return findWrapped(policy, (x): x is unknown => x === weights) !== undefined;
 }
 
 function sameIds(a: readonly number[], b: readonly number[]): boolean {

@@ -13,7 +13,7 @@ import { deviceKv, fixedKv, type KvCacheOptions, type KvLease } from './paged/de
 import { KvPool } from './paged/kv-pool.js';
 import { kvShapeOf } from './paged/memory.js';
 import { Scheduler, type SampleResult, type SchedulerOptions, type StepCounts } from './paged/scheduler.js';
-import type { EngineInfo, EngineRequest, EngineSample, PolicyWeights, RolloutEngine } from './types.js';
+import type { EngineInfo, EngineRequest, EngineSample, EngineStepCounts, PolicyWeights, RolloutEngine } from './types.js';
 import { RolloutError } from './types.js';
 
 /** What the engine has done since it was made (cumulative over rollout phases). */
@@ -21,6 +21,9 @@ export interface PagedEngineMetrics extends StepCounts {
   steps: number;
   /** Largest number of sequences in one step. */
   maxBatch: number;
+  /** Sum over steps of the requests each step advanced, and the most in one step (EngineStepCounts). */
+  requestSteps: number;
+  maxRequests: number;
   /** Requests served (each prompt of a generate() call). */
   requests: number;
   /** Times the KV pool was taken (rollout phases) and its size the last time. */
@@ -64,7 +67,7 @@ export class PagedEngine implements RolloutEngine {
   private closed = false;
   readonly metrics: PagedEngineMetrics = {
     steps: 0, prefillTokens: 0, decodeTokens: 0, prefillSaved: 0, cacheHitTokens: 0, preemptions: 0, copies: 0, maxBatch: 0,
-    requests: 0, kvAllocations: 0, kvBlocks: 0,
+    requestSteps: 0, maxRequests: 0, requests: 0, kvAllocations: 0, kvBlocks: 0,
   };
 
   constructor(o: PagedEngineOptions) {
@@ -102,6 +105,11 @@ export class PagedEngine implements RolloutEngine {
 
   /** Any requests may run together: sampling options are per sample row. */
   canBatch(): boolean { return true; }
+
+  stepCounts(): EngineStepCounts {
+    const m = this.metrics;
+    return { steps: m.steps, requestSteps: m.requestSteps, maxRequests: m.maxRequests };
+  }
 
   /** The scheduler of the current rollout phase (null while the KV pool is released). */
   get scheduler(): Scheduler | null { return this.sched; }
@@ -228,6 +236,9 @@ export class PagedEngine implements RolloutEngine {
         const m = this.metrics;
         m.steps++;
         m.maxBatch = Math.max(m.maxBatch, plan.seqs.length);
+        const requests = new Set(plan.seqs.map((q) => q.requestId)).size;
+        m.requestSteps += requests;
+        m.maxRequests = Math.max(m.maxRequests, requests);
         for (const k of ['prefillTokens', 'decodeTokens', 'prefillSaved', 'cacheHitTokens', 'preemptions', 'copies'] as const) m[k] += plan.counts[k];
         this.stream(plan.seqs, out.tokens, out.logprobs);
         for (const id of finished) {

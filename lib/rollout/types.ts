@@ -171,12 +171,23 @@ export interface RolloutEngine {
    * requests through as they come instead of running one call at a time.
    */
   readonly continuous?: boolean;
+  /** A continuous engine's batches so far (its steps): what the batcher's stats report for it. */
+  stepCounts?(): EngineStepCounts;
   /** Gives back device memory held between calls (the paged KV pool); the next generate() takes it again. */
   releaseMemory?(): Promise<void>;
   /** Drops cached prefixes (the paged engine's prefix cache); running requests go on. */
   resetPrefixCache?(): void;
   /** Ends running requests and frees what the engine holds. */
   close?(): Promise<void>;
+}
+
+/** The steps of a continuous engine since it was made: each step is one batch that requests join and leave. */
+export interface EngineStepCounts {
+  steps: number;
+  /** Sum over the steps of the requests each one advanced (mean per step: requestSteps / steps). */
+  requestSteps: number;
+  /** Most requests one step advanced. */
+  maxRequests: number;
 }
 
 /** Text side of a tokenizer (lib/prompt's ChatTokenizer satisfies it). */

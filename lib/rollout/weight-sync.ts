@@ -20,7 +20,8 @@ import { findNccl, NcclCommunicator, ncclUniqueId, uniqueIdHex } from '../gpu/nc
 import type { PolicyWeights, WeightSync, WeightSyncReport } from './types.js';
 import { RolloutError } from './types.js';
 import type { VllmBackend } from './vllm.js';
-import { bucketPlan, DEFAULT_BUCKET_BYTES, packBucket, type SyncMeta } from './weight-sync-plan.js';
+import { bucketPlan, DEFAULT_BUCKET_BYTES, packBucket, type SyncBucket, type SyncMeta } from './weight-sync-plan.js';
+import { devicePacker } from './device-pack.js';
 
 export const WEIGHT_SYNC_MODES = ['auto', 'nccl', 'disk'] as const;
 export type WeightSyncMode = (typeof WEIGHT_SYNC_MODES)[number];
@@ -45,6 +46,8 @@ export interface SyncChannel {
   join(world: number, timeoutMs: number): Promise<void>;
   /** Broadcasts one bucket from rank 0; rejects at the deadline. */
   broadcast(bytes: Uint8Array, timeoutMs: number): Promise<void>;
+  /** A channel on a CUDA device: broadcasts a device bucket of `bytes` that `fill` packs (lib/rollout/device-pack.ts). */
+  broadcastDevice?(bytes: number, fill: (out: DeviceArray<'u8'>) => void, timeoutMs: number): Promise<void>;
   close(timeoutMs: number): Promise<void>;
   /** Never blocks; a waiting call rejects. */
   abort(): void;
@@ -163,6 +166,17 @@ export class NcclChannel implements SyncChannel {
     }
   }
 
+  async broadcastDevice(bytes: number, fill: (out: DeviceArray<'u8'>) => void, timeoutMs: number): Promise<void> {
+    if (this.comm === undefined) throw new Error('the NCCL weight-sync group is not formed');
+    const staging = DeviceArray.empty('u8', bytes);
+    try {
+      fill(staging);
+      await this.comm.broadcast(staging, staging, bytes, 'u8', 0, timeoutMs);
+    } finally {
+      staging.free();
+    }
+  }
+
   async close(timeoutMs: number): Promise<void> {
     await this.comm?.close(timeoutMs);
   }
@@ -258,7 +272,10 @@ export class NcclWeightSync implements WeightSync {
         return results;
       }).catch((e: unknown) => { failed?.(e); throw e; }));
       recvs.forEach((p) => p.catch(() => undefined));
-      for (const b of plan) await Promise.race([channel.broadcast(packBucket(policy, b), t), anyFailure]);
+      // a CUDA engine packs each bucket on the device, straight into what NCCL broadcasts
+      const pack = channel.broadcastDevice ? devicePacker(policy) : null;
+      const send = (b: SyncBucket) => pack ? channel.broadcastDevice!(b.bytes, (out) => pack(b, out), t) : channel.broadcast(packBucket(policy, b), t);
+      for (const b of plan) await Promise.race([send(b), anyFailure]);
       await Promise.all(recvs);
       await Promise.all(servers.map((s) => this.client.request(s, 'POST', '/reset_prefix_cache?reset_running_requests=true', undefined, 60_000)));
       const seconds = (performance.now() - t0) / 1000;

@@ -157,8 +157,9 @@ export function setAsideDamaged(run: RunDir, skipped: ResumePoint['skipped']): s
 /**
  * Writes checkpoint step-N: policy state, state.json and the configuration in effect into a
  * temporary directory, then the manifest (last), then renames it into place. Files are hashed
- * as they are written (ManifestWriter); only those the policy writes by other means (the
- * Hugging Face weights) are read back for their hash. Older
+ * as they are written (ManifestWriter; the native save's Hugging Face weights through
+ * record()); only the small files the policy writes by other means (config.json, tokenizer
+ * files) are read back for their hash. Older
  * checkpoints beyond `keep` are removed only once the new one verifies (sizes against its
  * manifest), so rotation never removes the last checkpoint that verifies.
  */

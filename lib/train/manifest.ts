@@ -8,7 +8,8 @@
 // accidental corruption (bit rot, torn writes), not against an adversary (who could rewrite an
 // unsigned manifest as well), and a 64-bit hash misses a random corruption with probability
 // 2^-64 per file. Files written through ManifestWriter.writeFile are hashed from memory while
-// their bytes go to disk (one pass, no re-read); the others are read back once, in parallel.
+// their bytes go to disk (one pass, no re-read), those of the native Hugging Face save by the
+// save itself (record()); the others are read back once, in parallel.
 // Version-1 manifests ({"bytes", "sha256"} per file, written before XXH64) still verify.
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, statSync } from 'node:fs';
@@ -70,8 +71,9 @@ function asChunks(data: string | Uint8Array | readonly Uint8Array[]): readonly U
 /**
  * Writes the files of one checkpoint directory and then its manifest. writeFile hashes the
  * bytes in memory on a worker thread while the same bytes are written (atomically) to disk;
- * finish() hashes whatever else is in the directory (files written by other code, e.g. the
- * Hugging Face weights of the native save), in parallel, and writes the manifest last.
+ * record() takes the hash of a file whose writer hashed it (the native save's weights);
+ * finish() hashes whatever else is in the directory (files written by other code, e.g. a
+ * model's config.json), in parallel, and writes the manifest last.
  */
 export class ManifestWriter {
   private readonly known = new Map<string, ManifestEntry>();
@@ -90,7 +92,15 @@ export class ManifestWriter {
     this.known.set(rel, { bytes: chunks.reduce((s, c) => s + c.byteLength, 0), xxh64: await hashing });
   }
 
-  /** Hashes the files not written through writeFile (and any whose size changed since), then writes the manifest. */
+  /**
+   * Takes the size and hash of dir/rel from code that hashed the bytes as it wrote them (the
+   * native Hugging Face save, native/model/weights.cc), so finish() need not read it back.
+   */
+  record(rel: string, entry: { bytes: number; xxh64: string }): void {
+    this.known.set(rel, { bytes: entry.bytes, xxh64: entry.xxh64 });
+  }
+
+  /** Hashes the files not written through writeFile or record()ed (and any whose size changed since), then writes the manifest. */
   async finish(): Promise<Manifest> {
     const names = listFiles(this.dir);
     const entries = await Promise.all(

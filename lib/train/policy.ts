@@ -48,6 +48,8 @@ export interface PolicyEngineInfo {
 /** Writes a file (path relative to the checkpoint directory) atomically; lib/train/manifest.ts's ManifestWriter. */
 export interface CheckpointFileWriter {
   writeFile(rel: string, data: string | Uint8Array | readonly Uint8Array[]): Promise<void>;
+  /** Takes the size and hash of a file written by other code that hashed it as it wrote (the native save). */
+  record?(rel: string, entry: { bytes: number; xxh64: string }): void;
 }
 
 export interface PolicyStateInfo {
@@ -74,8 +76,8 @@ export class NativePolicy implements Policy {
   setParam(name: string, values: Float32Array): void {
     this.model.setParam(name, values);
   }
-  save(dir: string): Promise<void> {
-    return this.model.save(dir, { tokenizerDir: this.opts.tokenizerDir });
+  async save(dir: string): Promise<void> {
+    await this.model.save(dir, { tokenizerDir: this.opts.tokenizerDir });
   }
   accumulate(batch: TrainBatch, loss: LossOptions, gradScale: number): Promise<TrainStats> {
     return this.model.accumulate(batch, loss, gradScale);
@@ -97,7 +99,8 @@ export class NativePolicy implements Policy {
   async saveState(dir: string, files?: CheckpointFileWriter): Promise<PolicyStateInfo> {
     const out: CheckpointFileWriter = files ?? { writeFile: async (rel, data) => writeFileAtomic(join(dir, rel), data) };
     const hfDir = join(dir, 'policy');
-    await this.save(hfDir);
+    // the native save hashes the weight files as it writes them: the manifest takes those hashes
+    for (const f of await this.model.saveHashed(hfDir, { tokenizerDir: this.opts.tokenizerDir })) files?.record?.(`policy/${f.file}`, f);
     // Chunks (views of the tensors), so no buffer of the whole file is built (the moments of a
     // 0.6B model are 4.8 GB, more than one Node buffer holds).
     const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};

@@ -14,8 +14,10 @@
 #include "register.h"
 #include "../gpu/engine/cuda_engine.h"
 #include "../gpu/engine/policy_engine.h"
+#include "../gpu/nccl_binding.h"
 #include "murphy/model/model.h"
 #include "murphy/model/ops.h"
+#include "murphy/xxh64.h"
 
 namespace murphy {
 namespace addon {
@@ -161,7 +163,11 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
          InstanceMethod("engine", &ModelEngine::EngineInfo), InstanceMethod("kvAllocate", &ModelEngine::KvAllocate),
          InstanceMethod("kvRelease", &ModelEngine::KvRelease), InstanceMethod("kvInfo", &ModelEngine::KvInfo),
          InstanceMethod("pagedStep", &ModelEngine::PagedStep),
-         InstanceMethod("pagedLogits", &ModelEngine::PagedLogits)});
+         InstanceMethod("pagedLogits", &ModelEngine::PagedLogits),
+         InstanceMethod("zeroInit", &ModelEngine::ZeroInit), InstanceMethod("zeroStep", &ModelEngine::ZeroStep),
+         InstanceMethod("zeroShard", &ModelEngine::ZeroShard),
+         InstanceMethod("zeroSetShard", &ModelEngine::ZeroSetShard),
+         InstanceMethod("packBf16", &ModelEngine::PackBf16)});
     addon_data(env).model_engine = Napi::Persistent(f);
     return f;
   }
@@ -291,7 +297,8 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
     });
   }
 
-  // save(dir, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes) -> Promise<void>
+  // save(dir, dtype: 'float32' | 'bfloat16' | 'float16', maxShardBytes)
+  //   -> Promise<{ file, bytes, xxh64 }[]>: each file written, hashed as it was written
   Napi::Value Save(const Napi::CallbackInfo& info) {
     return guarded(info, [&]() -> Napi::Value {
       if (!info[0].IsString()) throw Error("save: 'dir' must be a string");
@@ -304,8 +311,20 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       else throw Error("save: 'dtype' must be 'float32', 'bfloat16' or 'float16'");
       int64_t shard = to_int(info[2], "maxShardBytes", 0, int64_t(1) << 50);
       PolicyEngine* e = eng_.get();
-      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { e->save(dir, d, shard); },
-                   [](Napi::Env env) { return env.Undefined(); });
+      auto saved = std::make_shared<std::vector<model::SavedFile>>();
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *saved = e->save(dir, d, shard); },
+                   [saved](Napi::Env env) -> Napi::Value {
+                     Napi::Array a = Napi::Array::New(env, saved->size());
+                     for (size_t i = 0; i < saved->size(); ++i) {
+                       const model::SavedFile& f = (*saved)[i];
+                       Napi::Object o = Napi::Object::New(env);
+                       o.Set("file", f.name);
+                       o.Set("bytes", double(f.bytes));
+                       o.Set("xxh64", xxh64_hex(f.xxh64));
+                       a.Set(uint32_t(i), o);
+                     }
+                     return a;
+                   });
     });
   }
 
@@ -738,6 +757,116 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
                      if (!out->empty()) std::memcpy(a.Data(), out->data(), out->size() * 4);
                      return a;
                    });
+    });
+  }
+
+  // ---- ZeRO-1 on the engine's memory (device engines; policy_engine.h, zero_shard.h)
+
+  static std::vector<int64_t> bounds_of(const Napi::Object& o, const char* key) {
+    const Napi::Value v = o.Get(key);
+    if (!v.IsArray()) throw Error(std::string("zeroInit: '") + key + "' must be an array of integers");
+    Napi::Array a = v.As<Napi::Array>();
+    std::vector<int64_t> out;
+    for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(to_int(a.Get(i), key, 0, int64_t(1) << 50));
+    return out;
+  }
+
+  // zeroInit({ rank, worldSize, shards: number[] (worldSize + 1 bounds), buckets: number[] (bounds) })
+  Napi::Value ZeroInit(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsObject()) throw Error("zeroInit: pass the plan { rank, worldSize, shards, buckets }");
+      Napi::Object o = info[0].As<Napi::Object>();
+      gpu::ZeroPlan p;
+      p.world = int(req_int(o, "worldSize", 1, 1 << 20));
+      p.rank = int(req_int(o, "rank", 0, p.world - 1));
+      p.shards = bounds_of(o, "shards");
+      p.buckets = bounds_of(o, "buckets");
+      auto lk = busy_guard();
+      eng_->zero_init(p);
+      return info.Env().Undefined();
+    });
+  }
+
+  // zeroStep(communicator, { lr, beta1, beta2, eps, weightDecay, maxGradNorm }, timeoutMs)
+  //   -> Promise<{ gradNorm, clipCoef, skipped, step }>  (collective; waits on NCCL off the JS thread)
+  Napi::Value ZeroStep(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      std::shared_ptr<gpu::NcclComm> comm = gpu::nccl_comm_of(info[0], "zeroStep");
+      if (!info[1].IsObject()) throw Error("zeroStep: pass the hyper-parameters object");
+      Napi::Object h = info[1].As<Napi::Object>();
+      gpu::ZeroStepOptions o;
+      o.lr = req_number(h, "lr");
+      o.beta1 = req_number(h, "beta1");
+      o.beta2 = req_number(h, "beta2");
+      o.eps = req_number(h, "eps");
+      o.weight_decay = req_number(h, "weightDecay");
+      o.max_grad_norm = req_number(h, "maxGradNorm");
+      o.timeout_ms = to_number(info[2], "timeoutMs");
+      if (!(o.timeout_ms > 0)) throw Error("zeroStep: timeoutMs must be > 0");
+      auto r = std::make_shared<AdamWResult>();
+      PolicyEngine* e = eng_.get();
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *r = e->zero_step(*comm, o); },
+                   [=](Napi::Env env) -> Napi::Value {
+                     Napi::Object out = Napi::Object::New(env);
+                     out.Set("gradNorm", r->grad_norm);
+                     out.Set("clipCoef", r->clip_coef);
+                     out.Set("skipped", r->skipped);
+                     out.Set("step", double(e->step()));
+                     return out;
+                   });
+    });
+  }
+
+  // zeroShard() -> { master, m, v: Float32Array (the shard's), step }
+  Napi::Value ZeroShard(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      const size_t n = size_t(eng_->zero_shard_size());
+      Napi::Float32Array master = Napi::Float32Array::New(info.Env(), n), m = Napi::Float32Array::New(info.Env(), n),
+                         v = Napi::Float32Array::New(info.Env(), n);
+      eng_->zero_get_shard(master.Data(), m.Data(), v.Data());
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("master", master);
+      o.Set("m", m);
+      o.Set("v", v);
+      o.Set("step", double(eng_->step()));
+      return o;
+    });
+  }
+
+  // zeroSetShard(master, m, v, step): the shard's master weights and moments, and the step count
+  Napi::Value ZeroSetShard(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      const int64_t n = eng_->zero_shard_size();
+      Buf master = host(info[0], "master", Kind::F32, n), m = host(info[1], "m", Kind::F32, n),
+          v = host(info[2], "v", Kind::F32, n);
+      const int64_t step = to_int(info[3], "step", 0, int64_t(1) << 50);
+      eng_->zero_set_shard(static_cast<const float*>(master.ptr), static_cast<const float*>(m.ptr),
+                           static_cast<const float*>(v.ptr), step);
+      return info.Env().Undefined();
+    });
+  }
+
+  // packBf16([{ name, offset }], out: Uint8Array (emulate) | u8 DeviceArray (cuda)): each parameter's
+  // bf16 weights at its byte offset of `out` (a weight-sync bucket)
+  Napi::Value PackBf16(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      if (!info[0].IsArray()) throw Error("packBf16(entries, out): entries must be an array of { name, offset }");
+      Napi::Array a = info[0].As<Napi::Array>();
+      std::vector<PolicyEngine::PackEntry> es;
+      for (uint32_t i = 0; i < a.Length(); ++i) {
+        if (!a.Get(i).IsObject()) throw Error("packBf16: entries must be objects { name, offset }");
+        Napi::Object o = a.Get(i).As<Napi::Object>();
+        const model::ParamInfo& p = find(o.Get("name"));
+        PolicyEngine::PackEntry e;
+        e.offset = p.offset, e.numel = p.numel, e.byte_offset = req_int(o, "offset", 0, int64_t(1) << 50);
+        es.push_back(e);
+      }
+      Buf out = tensor(info[1], "out", Kind::U8, -1);
+      auto lk = busy_guard();
+      eng_->pack_bf16(es, out.ptr, int64_t(out.count), out.device != Device::Host);
+      return info.Env().Undefined();
     });
   }
 

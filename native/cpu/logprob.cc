@@ -8,10 +8,11 @@
 //   logp = z[y] / T - lse
 //   H    = log(s) - sum_j e_j * d_j / s,   d_j = (z[j] - m) / T, e_j = exp(d_j)
 //   grad[j] = g * (1[j = y] - exp(z[j] / T - lse)) / T
-// Fast path (logprob_simd.inc): the same loops on explicit vectors with two accumulators,
-// compiled for AVX-512, AVX2 and baseline and picked at run time; parallel over rows.
-// A row is read twice in the forward pass (max, then sum) but the second read comes
-// from cache (a 151,936-entry fp32 row is 600 KB), so memory traffic is one read.
+// Fast path (logprob_simd.inc): one pass over each row in blocks of 1024, the block's max then
+// its exponentials from L1, merged onto the running max in fp64 (online softmax), so that the
+// memory streams while the exponentials run; exp in base 2 with a degree-5 polynomial
+// (lp_exp2, its error bound there and in docs/kernels.md). Explicit vectors, compiled for
+// AVX-512, AVX2 and baseline and picked at run time; parallel over rows.
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -20,6 +20,7 @@
 #include "../addon/args.h"
 #include "../addon/device_buffer.h"
 #include "nccl.h"
+#include "nccl_binding.h"
 #include "library_binding.h"
 
 namespace murphy {
@@ -149,6 +150,7 @@ Napi::Value NcclUniqueIdJs(const Napi::CallbackInfo& info) {
 }
 
 using CommPtr = std::shared_ptr<NcclComm>;
+constexpr const char* kHandle = "__murphyNcclComm";
 
 // The communicator as a plain object whose methods hold the shared NcclComm (dropped: aborted).
 Napi::Object comm_object(Napi::Env env, CommPtr c) {
@@ -156,6 +158,9 @@ Napi::Object comm_object(Napi::Env env, CommPtr c) {
   o.Set("rank", c->rank());
   o.Set("nranks", c->nranks());
   o.Set("device", c->device());
+  // the handle other bindings reach the communicator through (nccl_binding.h)
+  o.DefineProperty(Napi::PropertyDescriptor::Value(
+      kHandle, Napi::External<CommPtr>::New(env, new CommPtr(c), [](Napi::Env, CommPtr* p) { delete p; }), napi_default));
   auto method = [&](const char* name, std::function<Napi::Value(const Napi::CallbackInfo&)> fn) {
     o.Set(name, Napi::Function::New(env, [fn](const Napi::CallbackInfo& info) -> Napi::Value {
             return addon::guarded(info, [&]() -> Napi::Value { return fn(info); });
@@ -228,6 +233,13 @@ Napi::Value NcclInit(const Napi::CallbackInfo& info) {
 }
 
 }  // namespace
+
+std::shared_ptr<NcclComm> nccl_comm_of(const Napi::Value& v, const char* what) {
+  Napi::Value h = v.IsObject() ? v.As<Napi::Object>().Get(kHandle) : Napi::Value();
+  if (h.IsEmpty() || !h.IsExternal())
+    throw Error(std::string(what) + ": pass an NCCL communicator (the object ncclInit resolves to)");
+  return *h.As<Napi::External<CommPtr>>().Data();
+}
 
 void register_nccl(Napi::Env env, Napi::Object exports) {
   exports.Set("ncclLoad", Napi::Function::New(env, NcclLoad));

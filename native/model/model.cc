@@ -84,8 +84,8 @@ std::unique_ptr<Engine> Engine::random(const ModelConfig& c, uint64_t seed, floa
   return e;
 }
 
-void Engine::save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) const {
-  save_weights(dir, layout_, w_.data(), dtype, max_shard_bytes);
+std::vector<SavedFile> Engine::save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) const {
+  return save_weights(dir, layout_, w_.data(), dtype, max_shard_bytes);
 }
 
 Engine::Memory Engine::memory() const {

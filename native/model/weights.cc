@@ -17,6 +17,7 @@
 #include "../cpu/threads.h"
 #include "murphy/model/json.h"
 #include "murphy/model/model.h"
+#include "murphy/xxh64.h"
 #include "weights.h"
 
 namespace murphy {
@@ -417,8 +418,21 @@ void load_weights(const std::string& dir, const Layout& L, const ModelConfig& c,
   (void)c;
 }
 
-void save_weights(const std::string& dir, const Layout& L, const float* w, FileDType dtype, int64_t max_shard_bytes) {
+// Each file's bytes go to write_all and, the same buffer, to a streaming XXH64 (the checkpoint
+// manifest's hash, native/cpu/xxh64.cc): the hash is of exactly what was handed to the file.
+std::vector<SavedFile> save_weights(const std::string& dir, const Layout& L, const float* w, FileDType dtype, int64_t max_shard_bytes) {
   const size_t es = st_size(dtype);
+  std::vector<SavedFile> saved;
+  Xxh64 hash;
+  const auto put = [&hash](const AtomicFile& f, const void* p, size_t n) {
+    write_all(f.fd, p, n, f.tmp);
+    hash.update(p, n);
+  };
+  const auto done = [&hash, &saved](AtomicFile& f, const std::string& name) {
+    f.commit();
+    saved.push_back(SavedFile{name, hash.total, hash.digest()});
+    hash = Xxh64();
+  };
   // assign tensors to shards in layout order
   std::vector<std::vector<int>> shards(1);
   int64_t cur = 0;
@@ -454,14 +468,14 @@ void save_weights(const std::string& dir, const Layout& L, const float* w, FileD
     AtomicFile f(dir + "/" + names[s]);
     uint8_t len[8];
     for (int k = 0; k < 8; ++k) len[k] = uint8_t((uint64_t(h.size()) >> (8 * k)) & 0xff);
-    write_all(f.fd, len, 8, f.tmp);
-    write_all(f.fd, h.data(), h.size(), f.tmp);
+    put(f, len, 8);
+    put(f, h.data(), h.size());
     std::vector<uint8_t> buf2;
     for (int i : shards[s]) {
       const ParamInfo& p = L.params[size_t(i)];
       const float* src = w + p.offset;
       if (dtype == FileDType::F32) {
-        write_all(f.fd, src, size_t(p.numel) * 4, f.tmp);
+        put(f, src, size_t(p.numel) * 4);
       } else {
         buf2.resize(static_cast<size_t>(p.numel) * 2);
         uint16_t* d16 = reinterpret_cast<uint16_t*>(buf2.data());
@@ -469,11 +483,11 @@ void save_weights(const std::string& dir, const Layout& L, const float* w, FileD
           for (int64_t k = 0; k < p.numel; ++k) d16[k] = f32_to_bf16(src[k]);
         else
           for (int64_t k = 0; k < p.numel; ++k) d16[k] = f32_to_f16(src[k]);
-        write_all(f.fd, buf2.data(), buf2.size(), f.tmp);
+        put(f, buf2.data(), buf2.size());
       }
       total += p.numel * int64_t(es);
     }
-    f.commit();
+    done(f, names[s]);
   }
   const std::string index = dir + "/model.safetensors.index.json";
   if (ns > 1) {
@@ -486,11 +500,12 @@ void save_weights(const std::string& dir, const Layout& L, const float* w, FileD
       }
     j += "\n  }\n}\n";
     AtomicFile f(index);
-    write_all(f.fd, j.data(), j.size(), f.tmp);
-    f.commit();
+    put(f, j.data(), j.size());
+    done(f, "model.safetensors.index.json");
   } else if (file_exists(index)) {
     ::unlink(index.c_str());
   }
+  return saved;
 }
 
 std::string read_file_text(const std::string& path) { return read_text(path); }

@@ -1,11 +1,10 @@
 // `murphy-native doctor` runs as a user would run it and reports the binary, CPU and CUDA.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { cli } from '../helpers/cli.js';
 
-const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
-const run = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', cli, ...args], { encoding: 'utf8' });
+const run = (...args: string[]) => spawnSync(process.execPath, cli(...args), { encoding: 'utf8' });
 
 describe('murphy-native doctor', () => {
   it('prints the binary, CPU and CUDA status', () => {

@@ -6,14 +6,13 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { bareMessage, formatCommandError } from '../../lib/commands/errors.js';
 import { checkFlags, UsageError } from '../../lib/commands/flags.js';
 import { readText, sampleDataDir, SAMPLE_FILES } from '../../lib/data/index.js';
+import { cli } from '../helpers/cli.js';
 
-const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
-const run = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', cli, ...args], { encoding: 'utf8' });
+const run = (...args: string[]) => spawnSync(process.execPath, cli(...args), { encoding: 'utf8' });
 const work = mkdtempSync(join(tmpdir(), 'murphy-cli-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
@@ -92,8 +91,8 @@ describe('one error style', () => {
 describe('train and SIGINT', () => {
   it('exits 130 after SIGINT, with a checkpoint to resume from', async () => {
     const out = join(work, 'run-sigint');
-    const child = spawn(process.execPath, ['--import', 'tsx', cli, 'train', '--sft-steps', '0', '--max-steps', '100000', '--save-steps', '100000', '--eval-problems', '1',
-      '--batch-size', '2', '--num-generations', '2', '--max-completion-length', '16', '--verbose', '--out', out], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, cli('train', '--sft-steps', '0', '--max-steps', '100000', '--save-steps', '100000', '--eval-problems', '1',
+      '--batch-size', '2', '--num-generations', '2', '--max-completion-length', '16', '--verbose', '--out', out), { stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     let stdout = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

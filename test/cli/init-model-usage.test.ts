@@ -8,15 +8,16 @@ import { loadDataset, problemPrompt, type Problem } from '../../lib/data/index.j
 import { builtinTokenizer } from '../../lib/demo/setup.js';
 import { ChatPromptBuilder } from '../../lib/prompt/chat.js';
 import { DATASETS, REPO } from '../exec/helpers.js';
+import { cli } from '../helpers/cli.js';
 
-const cli = (...args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'lib/cli.ts', 'init-model', ...args], { cwd: REPO, encoding: 'utf8' });
+const initModel = (...args: string[]) => spawnSync(process.execPath, cli('init-model', ...args), { cwd: REPO, encoding: 'utf8' });
 // `init-model --help`, run once for the two tests that read it (a CLI start costs ~0.8 s of CPU)
-let helpRun: ReturnType<typeof cli> | undefined;
-const help = () => (helpRun ??= cli('--help'));
+let helpRun: ReturnType<typeof initModel> | undefined;
+const help = () => (helpRun ??= initModel('--help'));
 
 describe('init-model usage', () => {
   it('without --out: one line naming --out, exit status 2, nothing on stdout', () => {
-    const r = cli('--preset', 'tiny');
+    const r = initModel('--preset', 'tiny');
     assert.equal(r.status, 2);
     assert.equal(r.stdout, '');
     assert.equal(r.stderr, 'murphy-native init-model: --out DIR is required (the directory to write the model to)\n');
@@ -24,7 +25,7 @@ describe('init-model usage', () => {
   it('an --out where no directory can be made (under /proc) fails with one line, never hangs', { skip: process.platform !== 'linux' && 'needs /proc' }, () => {
     // Node 20's recursive mkdir looped forever on /proc's ENOENT; the kill timeout only turns
     // such a hang into a failure.
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'lib/cli.ts', 'init-model', '--preset', 'tiny', '--out', '/proc/murphy-init-model-test'], { cwd: REPO, encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(process.execPath, cli('init-model', '--preset', 'tiny', '--out', '/proc/murphy-init-model-test'), { cwd: REPO, encoding: 'utf8', timeout: 60_000 });
     assert.equal(r.signal, null, 'init-model hung');
     assert.equal(r.status, 1);
     assert.match(r.stderr, /^murphy-native init-model: .*\/proc\/.*\n$/);

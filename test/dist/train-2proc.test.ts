@@ -20,7 +20,8 @@ import { resolveConfig } from '../../lib/config/index.js';
 import { resumeConfig, runTraining } from '../../lib/commands/run-training.js';
 import { SoloCollective } from '../../lib/dist/collective.js';
 import { setNumThreads } from '../../lib/native.js';
-import { assertSameRun, cli, metrics, runTrain } from './train-runs.js';
+import { assertSameRun, metrics, runTrain } from './train-runs.js';
+import { cli } from '../helpers/cli.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-dp-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -61,7 +62,7 @@ describe('train --nproc-per-node 2 --device cpu (demo)', () => {
 
   it('SIGINT to the launcher reaches every rank once: they agree on a step, checkpoint it, and the job exits 130', async () => {
     const out = join(root, 'sig');
-    const c = spawn(process.execPath, ['--import', 'tsx', cli, 'train', ...SIG_ARGS, '--max-steps', '50', '--save-steps', '50', '--verbose', '--out', out, '--nproc-per-node', '2'], {
+    const c = spawn(process.execPath, cli('train', ...SIG_ARGS, '--max-steps', '50', '--save-steps', '50', '--verbose', '--out', out, '--nproc-per-node', '2'), {
       env: { ...process.env, MURPHY_NUM_THREADS: '1', MASTER_PORT: '' }, stdio: ['ignore', 'pipe', 'pipe'],
     });
     let text = '';

@@ -6,15 +6,13 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { readSafetensorsF32 } from '../../lib/safetensors.js';
-
-export const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
+import { cli } from '../helpers/cli.js';
 
 /** `murphy-native train ARGS` in a child process; its exit code and output. */
 export function runTrain(args: string[]): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const c = spawn(process.execPath, ['--import', 'tsx', cli, 'train', ...args], { env: { ...process.env, MURPHY_NUM_THREADS: '1', MASTER_PORT: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn(process.execPath, cli('train', ...args), { env: { ...process.env, MURPHY_NUM_THREADS: '1', MASTER_PORT: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     c.stdout.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr.on('data', (d: Buffer) => (out += d.toString()));

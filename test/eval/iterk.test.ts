@@ -5,7 +5,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { runEval } from '../../lib/commands/eval.js';
+import yargs from 'yargs';
+import { evalCommand, runEval, type EvalArgs } from '../../lib/commands/eval.js';
 import { loadDataset, sampleDataDir, selectSplit, SAMPLE_FILES } from '../../lib/data/index.js';
 import { evaluateIterK, formatIterKTable } from '../../lib/eval/iterk.js';
 import { noRoomCompletions } from '../../lib/rollout/params.js';
@@ -149,6 +150,32 @@ describe('murphy-native eval', () => {
     const he = await loadDataset(join(sampleDataDir(), SAMPLE_FILES.humaneval));
     assert.equal(selectSplit(he, 'he', { defaultSplit: 'test' }).problems.length, he.length);
     assert.throws(() => selectSplit(he, 'he', { split: 'test' }), /he has no splits; drop --split test/);
+  });
+
+  it('--device cpu and emulate (and --storage, --kv-cache-blocks) choose the embedded engine; the results say which', async () => {
+    const { dir } = await initModel({ out: join(work, 'model-dev'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed: 2 });
+    const base: EvalArgs = { dataset: join(sampleDataDir(), SAMPLE_FILES.mbpp), format: 'auto', limit: 2, model: dir, k: 2, n: 1, temperature: 0, topP: 1, maxTokens: 6, seed: 0, workers: 2, testTimeout: 3, feedback: 'visible' };
+    const lines: string[] = [];
+    const cpu = await runEval({ ...base, device: 'cpu' }, (l) => lines.push(l));
+    assert.equal(cpu.settings.device, 'cpu');
+    assert.equal(cpu.settings.storage, undefined);
+    assert.ok(lines.includes('device: cpu (--device cpu)'), lines.join('\n'));
+    lines.length = 0;
+    const emu = await runEval({ ...base, device: 'emulate', storage: 'f32', kvCacheBlocks: 160 }, (l) => lines.push(l));
+    assert.deepEqual([emu.settings.device, emu.settings.storage], ['emulate', 'f32']);
+    assert.ok(lines.some((l) => l.startsWith("rollouts: paged engine on device 'emulate'") && l.includes('160 blocks')), lines.join('\n'));
+    assert.deepEqual(emu.perProblem.map((p) => p.id), cpu.perProblem.map((p) => p.id));
+    assert.equal(emu.perProblem.length, 2);
+    // train's checks, one line each, before any work
+    await assert.rejects(runEval({ ...base, device: 'cpu', storage: 'f32' }), /config key "storage" \(--storage f32\) applies to the device engine, and --device cpu was given/);
+    await assert.rejects(runEval({ ...base, device: 'emulate', kvCacheFraction: 2 }), /^ConfigError: config key "kvCacheFraction" \(--kv-cache-fraction\) in eval's flags: must be a number > 0 and <= 1; got 2$/);
+    await assert.rejects(runEval({ ...base, device: 'emulate', bf16Generate: true }), /--bf16-generate is for the CPU engine; --device emulate keeps its weights in bf16 already/);
+    await assert.rejects(runEval({ ...base, model: undefined, serverUrl: 'http://127.0.0.1:1', tokenizer: dir, device: 'cpu' }), /--device chooses the embedded engine \(--model\); with --server-url the server generates/);
+    // the command line: train's option definitions (choices) for the same flags
+    const parse = (...args: string[]) => (evalCommand.builder as (y: ReturnType<typeof yargs>) => ReturnType<typeof yargs>)(yargs(args).exitProcess(false).fail((m) => { throw new Error(m); })).parseSync();
+    const argv = parse('--dataset', 'x', '--device', 'emulate', '--storage', 'f32', '--kv-cache-blocks', '64');
+    assert.deepEqual([argv.device, argv.storage, argv.kvCacheBlocks], ['emulate', 'f32', 64]);
+    assert.throws(() => parse('--dataset', 'x', '--device', 'gpu'), /Invalid values:[\s\S]*device[\s\S]*"auto", "cpu", "cuda", "emulate"/);
   });
 
   it('clear errors for a missing dataset and missing model', async () => {

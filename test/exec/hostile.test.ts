@@ -72,6 +72,16 @@ const HOSTILE: Record<string, string> = {
   'catching the timeout': 'def add(a, b):\n    while True:\n        try:\n            while True:\n                pass\n        except BaseException:\n            pass\n',
 };
 
+/**
+ * The programs that are stopped by the time limit and by nothing else: they run with half the
+ * suite's limits (0.5 s a test, 2 s a program), which stops them the same way in half the time
+ * (each one burns a core until it is killed). The others keep the suite's limits: the memory
+ * bomb must reach the memory limit before the time limit, and the daemon must have started
+ * before its run is killed.
+ */
+const TIME_BOUND = new Set(['infinite loop (module level)', 'infinite loop (in the tested function)', 'fork bomb', 'huge output', 'huge output during a test', 'catching the timeout']);
+const SHORT_LIMITS = { testTimeout: 0.5, programTimeout: 2 };
+
 /** f() until it returns an empty list or `ms` have passed (checked every 5 ms); its last value. */
 async function settled<T>(f: () => T[], ms: number): Promise<T[]> {
   const end = performance.now() + ms;
@@ -109,9 +119,10 @@ for (const mode of await modes()) {
     for (const [name, code] of Object.entries(HOSTILE)) {
       it(name, async () => {
         const iso = await ex.isolation();
-        const r: ExecutionResult = await ex.run(problem, code);
+        const r: ExecutionResult = await ex.run(problem, code, TIME_BOUND.has(name) ? { limits: SHORT_LIMITS } : {});
         assert.equal(r.reward, 0, `${name}: reward ${r.reward}\n${r.feedback}`);
         assert.equal(r.passed, false);
+        if (TIME_BOUND.has(name)) assert.ok(r.timedOut || r.tests.some((t) => t.status === 'timeout'), `${name}: not stopped by the time limit\n${r.feedback}`);
         // Output is capped.
         assert.ok(r.stdout.length <= 4096 + 100 && r.stderr.length <= 4096 + 100, 'captured output is capped');
         for (const t of r.tests) assert.ok((t.output ?? '').length <= 4096 + 100);

@@ -10,10 +10,12 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { jsonlFromRecords, loadSample } from '../../lib/data/index.js';
 import { resolveConfig } from '../../lib/config/index.js';
-import { createExecutor, PythonExecutor, SandboxFusionExecutor, type RunCodeRequest } from '../../lib/exec/index.js';
+import { createExecutor, probePython, PythonExecutor, SandboxFusionExecutor, type RunCodeRequest } from '../../lib/exec/index.js';
 
 let server: Server;
 let url: string;
+/** The interpreter itself, resolved once: `python3` may be a pyenv shim, a bash script that costs ~60 ms of CPU a start. */
+let python: string;
 const seen: RunCodeRequest[] = [];
 
 function checkShape(b: unknown): string | null {
@@ -31,6 +33,7 @@ function checkShape(b: unknown): string | null {
 }
 
 before(async () => {
+  python = (await probePython(process.env.MURPHY_PYTHON ?? 'python3')).executable;
   server = createServer((req, res) => {
     if (req.method !== 'POST' || req.url !== '/run_code' || !String(req.headers['content-type']).startsWith('application/json')) {
       res.writeHead(404).end('not found');
@@ -50,7 +53,7 @@ before(async () => {
       for (const [k, v] of Object.entries(body.files)) writeFileSync(join(dir, k), Buffer.from(v, 'base64'));
       writeFileSync(join(dir, 'main.py'), body.code);
       const t0 = Date.now();
-      execFile('python3', ['main.py'], { cwd: dir, timeout: body.run_timeout * 1000, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+      execFile(python, ['main.py'], { cwd: dir, timeout: body.run_timeout * 1000, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
         rmSync(dir, { recursive: true, force: true });
         const e = err as (Error & { code?: number; killed?: boolean }) | null;
         const status = e?.killed ? 'TimeLimitExceeded' : e ? 'Error' : 'Finished';

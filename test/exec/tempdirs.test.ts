@@ -9,6 +9,7 @@ import { after, describe, it } from 'node:test';
 import { jsonlFromRecords } from '../../lib/data/index.js';
 import { defaultUidBase, PythonExecutor, sweepStaleWorkDirs, type PythonExecutorOptions } from '../../lib/exec/index.js';
 import { descendants, haveBwrap, REPO, tempDir } from './helpers.js';
+import { cli } from '../helpers/cli.js';
 
 const TAG = randomBytes(6).toString('hex');
 const SCRATCH = ['/tmp', '/var/tmp', '/dev/shm'].map((d) => `${d}/murphy-scratch-${TAG}`);
@@ -105,16 +106,16 @@ describe('work directories in the host temp dir (no private /tmp)', () => {
       // The barrier: a program's own directory appears (a request is being served).
       const running = (): boolean =>
         readdirSync(work).some((n) => n.startsWith('murphy-exec-') && readdirSync(join(work, n)).some((r) => r.startsWith('run-')));
-      const cli = spawn(process.execPath, ['--import', 'tsx', join(REPO, 'lib', 'cli.ts'), 'verify-dataset', file, '--no-bwrap', '--workers', '2'], {
+      const child = spawn(process.execPath, cli('verify-dataset', file, '--no-bwrap', '--workers', '2'), {
         cwd: REPO,
         env: { ...process.env, TMPDIR: work, MURPHY_EXEC_PRIVATE_TMP: '0' },
         stdio: 'ignore',
       });
       for (let i = 0; i < 1200 && !running(); i++) await new Promise((r) => setTimeout(r, 25));
       assert.ok(running(), 'a program started');
-      const workers = descendants(cli.pid).map((p) => p.pid);
-      cli.kill(signal);
-      await new Promise((r) => cli.on('exit', r));
+      const workers = descendants(child.pid).map((p) => p.pid);
+      child.kill(signal);
+      await new Promise((r) => child.on('exit', r));
       // Wait for the workers to finish their program and exit (they notice the closed pipe).
       for (let i = 0; i < 600 && workers.some(alive); i++) {
         await new Promise((r) => setTimeout(r, 50));

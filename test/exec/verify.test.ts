@@ -7,6 +7,7 @@ import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { verifyDataset } from '../../lib/commands/verify-dataset.js';
 import { ASSETS, REPO, tempDir } from './helpers.js';
+import { cli } from '../helpers/cli.js';
 
 const run = promisify(execFile);
 
@@ -31,7 +32,7 @@ describe('verify-dataset', () => {
     let stdout = '';
     let code = 0;
     try {
-      ({ stdout } = await run(process.execPath, ['--import', 'tsx', join(REPO, 'lib', 'cli.ts'), 'verify-dataset', file, '--json', out], { cwd: REPO }));
+      ({ stdout } = await run(process.execPath, cli('verify-dataset', file, '--json', out), { cwd: REPO }));
     } catch (e) {
       const err = e as { stdout: string; code: number };
       stdout = err.stdout;
@@ -51,7 +52,7 @@ describe('verify-dataset', () => {
   });
 
   it('without bubblewrap: the weaker-sandbox warning is one line, printed once; the summary stays short', async () => {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', join(REPO, 'lib', 'cli.ts'), 'verify-dataset', join(ASSETS, 'mbpp-sample.jsonl'), '--no-bwrap', '--workers', '1'], { cwd: REPO });
+    const { stdout, stderr } = await run(process.execPath, cli('verify-dataset', join(ASSETS, 'mbpp-sample.jsonl'), '--no-bwrap', '--workers', '1'), { cwd: REPO });
     const warnings = stderr.split('\n').filter((l) => /weaker sandbox|isolation/i.test(l));
     assert.equal(warnings.length, 1, stderr);
     assert.match(warnings[0], /^murphy-native: weaker sandbox \(no bubblewrap\): programs can read the host's files/);

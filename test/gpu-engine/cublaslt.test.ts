@@ -2,15 +2,15 @@
 // library compiled here, a file that is not a library, missing files), and `doctor`
 // reporting what it found, run as a user runs it.
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { cublasLtCandidates, findCublasLt, loadCublasLt, pythonSitePackages, type CandidateInputs } from '../../lib/gpu/cublaslt.js';
+import { cli } from '../helpers/cli.js';
+import { compileCached } from '../helpers/compile-cache.js';
 
-const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
 
 function inputs(o: Partial<CandidateInputs> & { files?: string[]; dirs?: string[] }): CandidateInputs {
   const files = new Set(o.files ?? []);
@@ -94,8 +94,7 @@ describe('cuBLASLt loader (native dlopen) on files made here', () => {
   let dir = '';
   const lib = (name: string, version: number, full: boolean): string => {
     const out = join(dir, name);
-    execFileSync('cc', ['-shared', '-fPIC', '-o', out, `-DVERSION=${version}`, ...(full ? ['-DFULL'] : []), join(dir, 'fake.c')]);
-    return out;
+    return compileCached({ compiler: 'cc', flags: ['-shared', '-fPIC', `-DVERSION=${version}`, ...(full ? ['-DFULL'] : [])], sources: [join(dir, 'fake.c')], out });
   };
   let full13 = '', full12 = '', onlyVersion = '', old11 = '', notLib = '';
   before(() => {
@@ -162,7 +161,7 @@ describe('cuBLASLt loader (native dlopen) on files made here', () => {
   });
 
   it('doctor reports the library MURPHY_CUBLASLT names (a folder), and its version (run as a user runs it)', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'doctor'], { encoding: 'utf8', env: { ...process.env, MURPHY_CUBLASLT: dir } });
+    const r = spawnSync(process.execPath, cli('doctor'), { encoding: 'utf8', env: { ...process.env, MURPHY_CUBLASLT: dir } });
     assert.equal(r.status, 0, r.stderr);
     assert.ok(r.stdout.includes(`\ncublasLt       13.1.0 from ${full13} (MURPHY_CUBLASLT)\n`), r.stdout);
   });

@@ -7,13 +7,13 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { defaultConfig, resolveConfig, type TrainConfig } from '../../lib/config/index.js';
 import { loadCublasLt, type CublasLtReport } from '../../lib/gpu/cublaslt.js';
 import { DeviceError, machineProbe, policyEngine, selectDevice, selectTrainingDevice, type DeviceProbe } from '../../lib/gpu/device.js';
 import { modelShapeFromHfConfig } from '../../lib/gpu/memory-plan.js';
 import type { CudaStatus } from '../../lib/native.js';
 import { runTraining } from '../../lib/commands/run-training.js';
+import { cli } from '../helpers/cli.js';
 
 const GiB = 2 ** 30;
 const h100: CudaStatus = {
@@ -145,8 +145,7 @@ describe('--device on this machine', () => {
   it('`murphy-native train --device cuda` exits 1 with one line', () => {
     const dir = mkdtempSync(join(tmpdir(), 'murphy-dev-'));
     try {
-      const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
-      const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'train', '--device', 'cuda', '--out', join(dir, 'run')], { encoding: 'utf8' });
+      const r = spawnSync(process.execPath, cli('train', '--device', 'cuda', '--out', join(dir, 'run')), { encoding: 'utf8' });
       assert.equal(r.status, 1);
       assert.match(r.stderr, /^murphy-native train: --device cuda: [^\n]+\n$/);
       assert.equal(existsSync(join(dir, 'run')), false);

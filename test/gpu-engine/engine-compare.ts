@@ -48,6 +48,8 @@ export interface Report {
   grad: number;
   worstGrad: string;
   gradCos: number;
+  /** |device - cpu| / cpu of the reported gradient norms, worst step */
+  gradNormRel: number;
   weights: number;
 }
 
@@ -59,7 +61,7 @@ export async function compareEngines(cpu: PolicyModel, dev: PolicyModel, batch: 
   // on-policy when the batch has no behaviour log-probs (pass oldLogp: undefined): ratios start at 1, far from the clip
   // bounds (a token crossing one under rounding switches its gradient on or off)
   if (!loss.crossEntropy && batch.oldLogp === undefined) batch = { ...batch, oldLogp: await cpu.score(batch) };
-  const r: Report = { logits: 0, logp: 0, loss: 0, grad: 0, worstGrad: '', gradCos: 1, weights: 0 };
+  const r: Report = { logits: 0, logp: 0, loss: 0, grad: 0, worstGrad: '', gradCos: 1, gradNormRel: 0, weights: 0 };
   const at = what ? `${what}: ` : '';
   r.logits = relError(await dev.logits(batch), await cpu.logits(batch));
   assert.ok(r.logits <= tol.logits, `${at}logits rel err ${r.logits} > ${tol.logits}`);
@@ -78,23 +80,39 @@ export async function compareEngines(cpu: PolicyModel, dev: PolicyModel, batch: 
   r.loss = Math.abs(sc.loss - sd.loss) / Math.max(1e-3, Math.abs(sc.loss));
   assert.ok(r.loss <= tol.loss, `${at}loss ${sd.loss} vs cpu ${sc.loss}`);
   assert.equal(sd.nActive, sc.nActive);
-  for (const p of cpu.params()) {
-    const gd = dev.getGrad(p.name), gc = cpu.getGrad(p.name);
-    const e = relError(gd, gc), c = cosine(gd, gc);
-    if (e > r.grad) r.grad = e, r.worstGrad = p.name;
-    r.gradCos = Math.min(r.gradCos, c);
-    assert.ok(e <= tol.grad, `${at}gradient of ${p.name}: rel err ${e} > ${tol.grad}`);
-    assert.ok(c >= tol.gradCos, `${at}gradient of ${p.name}: cosine with the CPU engine's ${c} < ${tol.gradCos}`);
-  }
   for (let s = 0; s < steps; s++) {
     if (s > 0) {
+      // Later steps start from the device's weights on both engines: after an update the two
+      // trajectories differ by the rounding of that update (AdamW moves a noise-level gradient's
+      // element by up to lr either way on each engine), which compounds chaotically and says
+      // nothing about the next step. From one point, each step's gradients meet the first
+      // step's tolerances, and the final weights check below still covers every update.
+      for (const p of cpu.params()) cpu.setParam(p.name, dev.getParam(p.name));
       await cpu.accumulate(batch, loss);
       await dev.accumulate(batch, loss);
     }
+    // Each engine's reported norm must be the norm of the gradients it holds, so the two norms
+    // differ by at most ||g_dev - g_cpu|| (the triangle inequality).
+    let nc = 0, nd = 0, diff = 0;
+    for (const p of cpu.params()) {
+      const gd = dev.getGrad(p.name), gc = cpu.getGrad(p.name);
+      const e = relError(gd, gc), c = cosine(gd, gc);
+      const step = s > 0 ? ` (step ${s + 1})` : '';
+      if (e > r.grad) r.grad = e, r.worstGrad = `${p.name}${step}`;
+      r.gradCos = Math.min(r.gradCos, c);
+      assert.ok(e <= tol.grad, `${at}gradient of ${p.name}${step}: rel err ${e} > ${tol.grad}`);
+      assert.ok(c >= tol.gradCos, `${at}gradient of ${p.name}${step}: cosine with the CPU engine's ${c} < ${tol.gradCos}`);
+      for (let i = 0; i < gc.length; i++) nc += gc[i] * gc[i], nd += gd[i] * gd[i], diff += (gd[i] - gc[i]) ** 2;
+    }
+    nc = Math.sqrt(nc), nd = Math.sqrt(nd), diff = Math.sqrt(diff);
     const oc = await cpu.optimizerStep(ADAM), od = await dev.optimizerStep(ADAM);
     assert.equal(od.skipped, oc.skipped);
     assert.equal(od.step, oc.step);
-    assert.ok(Math.abs(od.gradNorm - oc.gradNorm) <= Math.min(tol.grad, 1 - tol.gradCos + 1e-4) * Math.max(1e-6, oc.gradNorm) * 10, `${at}grad norm ${od.gradNorm} vs ${oc.gradNorm}`);
+    // fp32 sums of squares: relative rounding well under 1e-5
+    assert.ok(Math.abs(oc.gradNorm - nc) <= 1e-5 * nc + 1e-12, `${at}cpu grad norm ${oc.gradNorm} vs its gradients' ${nc}`);
+    assert.ok(Math.abs(od.gradNorm - nd) <= 1e-5 * nd + 1e-12, `${at}device grad norm ${od.gradNorm} vs its gradients' ${nd}`);
+    assert.ok(Math.abs(od.gradNorm - oc.gradNorm) <= diff + 1e-5 * (nc + nd) + 1e-12, `${at}grad norm ${od.gradNorm} vs ${oc.gradNorm}: more apart than the gradients (${diff})`);
+    r.gradNormRel = Math.max(r.gradNormRel, Math.abs(od.gradNorm - oc.gradNorm) / Math.max(1e-12, oc.gradNorm));
   }
   for (const p of cpu.params()) {
     const wd = dev.getParam(p.name), wc = cpu.getParam(p.name);

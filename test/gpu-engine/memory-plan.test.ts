@@ -9,10 +9,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import {
   formatMemoryPlan, memoryPlan, modelShapeFromHfConfig, parameterCount, planProblem, type ModelShape,
 } from '../../lib/gpu/memory-plan.js';
+import { cli } from '../helpers/cli.js';
 
 const qwen3 = (o: Record<string, unknown>) => ({
   architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', vocab_size: 151936, head_dim: 128, hidden_act: 'silu',
@@ -165,15 +165,14 @@ describe('memory plan', () => {
     const dir = mkdtempSync(join(tmpdir(), 'murphy-plan-'));
     try {
       writeFileSync(join(dir, 'config.json'), JSON.stringify(CONFIGS['Qwen3-1.7B']));
-      const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
-      const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'memory-plan', '--model', dir, '--micro-batch-tokens', '32768', '--no-gradient-checkpointing', '--device-memory', '80'], { encoding: 'utf8' });
+      const r = spawnSync(process.execPath, cli('memory-plan', '--model', dir, '--micro-batch-tokens', '32768', '--no-gradient-checkpointing', '--device-memory', '80'), { encoding: 'utf8' });
       assert.equal(r.status, 0, r.stderr);
       assert.match(r.stdout, /^memory plan: qwen3, 1\.721B parameters/);
       assert.match(r.stdout, /up to 23776 tokens per micro-batch fit\n  does not fit: --micro-batch-tokens 32768 needs 93\.65 GiB .* \(then 177152 fit\)\n$/);
-      const f32 = spawnSync(process.execPath, ['--import', 'tsx', cli, 'memory-plan', '--model', dir, '--storage', 'f32', '--device-memory', '80'], { encoding: 'utf8' });
+      const f32 = spawnSync(process.execPath, cli('memory-plan', '--model', dir, '--storage', 'f32', '--device-memory', '80'), { encoding: 'utf8' });
       assert.equal(f32.status, 0, f32.stderr);
       assert.match(f32.stdout, /\n  storage f32: fp32 master = compute weights .*up to 97248 tokens per micro-batch fit\n$/s);
-      const bad = spawnSync(process.execPath, ['--import', 'tsx', cli, 'memory-plan', '--model', join(dir, 'absent')], { encoding: 'utf8' });
+      const bad = spawnSync(process.execPath, cli('memory-plan', '--model', join(dir, 'absent')), { encoding: 'utf8' });
       assert.equal(bad.status, 1);
       assert.match(bad.stderr, /^murphy-native memory-plan: cannot read .*absent\/config\.json: ENOENT[^\n]*\n$/);
     } finally {

@@ -7,12 +7,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { CandidateInputs } from '../../lib/gpu/library-search.js';
 import { findNccl, loadNccl, ncclCandidates, uniqueIdFromHex, uniqueIdHex } from '../../lib/gpu/nccl.js';
 import { buildFakeNccl } from '../helpers/fake-nccl.js';
+import { cli } from '../helpers/cli.js';
 
-const cli = fileURLToPath(new URL('../../lib/cli.ts', import.meta.url));
 
 function inputs(o: { env?: Record<string, string>; sitePackages?: string[]; files?: string[]; dirs?: string[] }): CandidateInputs {
   const files = new Set(o.files ?? []);
@@ -89,7 +88,7 @@ describe('NCCL loader (native dlopen) on files made here', () => {
     assert.match(r.reason!, /^NCCL not found: looked in \/nowhere\/lib64 \(CUDA_HOME\), the dynamic loader \(libnccl-murphy-test-absent\.so\.2: cannot open shared object file.*\); install the nvidia-nccl Python wheel .* or set MURPHY_NCCL/);
   });
   it('doctor reports the NCCL that MURPHY_NCCL names, with its version (run as a user runs it); findNccl says why for a bad setting', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', cli, 'doctor'], { encoding: 'utf8', env: { ...process.env, MURPHY_NCCL: dir } });
+    const r = spawnSync(process.execPath, cli('doctor'), { encoding: 'utf8', env: { ...process.env, MURPHY_NCCL: dir } });
     assert.equal(r.status, 0, r.stderr);
     assert.ok(r.stdout.includes(`\nnccl           2.23.4 from ${full} (MURPHY_NCCL)\n`), r.stdout);
     const saved = process.env.MURPHY_NCCL;

@@ -55,7 +55,7 @@ describe(`device engine (${device}) vs the CPU engine`, () => {
           const cpu = await PolicyModel.random(sizes, { seed });
           const dev = await PolicyModel.random(sizes, { seed, device, storage, gradientCheckpointing: true });
           const r = await compareEngines(cpu, dev, { ...batch, oldLogp: undefined }, { beta: 0.04, chunkTokens: 100 }, storage === 'f32' ? F32_TOL : BF16_TOL, 2, `${arch} ${storage}`);
-          console.log(`# ${arch} ${tie ? 'tied' : 'untied'} ${storage}: logits ${r.logits.toExponential(1)}, grad ${r.grad.toExponential(1)}, min cos ${r.gradCos.toFixed(5)}`);
+          console.log(`# ${arch} ${tie ? 'tied' : 'untied'} ${storage}: logits ${r.logits.toExponential(1)}, grad ${r.grad.toExponential(1)}, min cos ${r.gradCos.toFixed(5)}, grad norms apart ${r.gradNormRel.toExponential(1)}, worst grad ${r.worstGrad}`);
         }
       });
     }

@@ -16,9 +16,9 @@
 // rank order 0, 1, ..., N-1 (sum, prod, max, min, avg of f32 / f64 / bf16). Its log lines end with
 // " rank=R". Communicators wait on libuv worker threads: at most 3 ranks per world in tests.
 // Build variants: -DVERSION=n (ncclGetVersion), -DPARTIAL (only ncclGetVersion).
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { compileCached } from './compile-cache.js';
 
 export const FAKE_NCCL_SRC = String.raw`
 #include <stdio.h>
@@ -199,13 +199,12 @@ const char* ncclGetLastError(ncclComm_t c) { return last_error; }
 #endif
 `;
 
-/** Compiles the fake into `out` (e.g. <dir>/libnccl.so.2) and returns out. */
+/** Compiles the fake into `out` (e.g. <dir>/libnccl.so.2; built once per version and variant, test/helpers/compile-cache.ts) and returns out. */
 export function buildFakeNccl(out: string, opts: { version?: number; partial?: boolean } = {}): string {
   mkdirSync(dirname(out), { recursive: true });
   const src = join(dirname(out), `fake-nccl-${process.pid}.c`);
   writeFileSync(src, FAKE_NCCL_SRC);
-  execFileSync('cc', ['-shared', '-fPIC', '-pthread', '-o', out, `-DVERSION=${opts.version ?? 22304}`, ...(opts.partial ? ['-DPARTIAL'] : []), src]);
-  return out;
+  return compileCached({ compiler: 'cc', flags: ['-shared', '-fPIC', '-pthread', `-DVERSION=${opts.version ?? 22304}`, ...(opts.partial ? ['-DPARTIAL'] : [])], sources: [src], out });
 }
 
 /** A 128-byte unique id whose text chooses the fake's behaviour ("hang-init", ...). */

@@ -110,6 +110,10 @@ describe('grpoLoss vs float64 (TRL formulas)', () => {
     const out = grpoLoss({ logp: new Float32Array(3), oldLogp: new Float32Array(3), advantages: new Float32Array(3), mask: new Uint8Array(3), seqOffsets: new BigInt64Array([0n, 3n]) });
     assert.equal(out.loss, 0);
     assert.equal(out.stats.nActive, 0);
+    // no tokens at all with beta > 0: the empty refLogp is accepted (a random draw of the test above once made this case)
+    const none = grpoLoss({ logp: new Float32Array(0), oldLogp: new Float32Array(0), advantages: new Float32Array(0), refLogp: new Float32Array(0), seqOffsets: new BigInt64Array([0n, 0n]), beta: 0.1 });
+    assert.equal(none.loss, 0);
+    assert.equal(none.gradLogp.length, 0);
   });
   it('writes into caller-provided output arrays', () => {
     const c = makeCase(5, 40, { ref: true });

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { compileCached } from '../helpers/compile-cache.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const cxx = process.env.CXX ?? 'g++';
@@ -20,9 +21,8 @@ describe('native thread pool', () => {
     const dir = mkdtempSync(join(tmpdir(), 'murphy-pool-'));
     try {
       const exe = join(dir, 'stress');
-      const build = spawnSync(cxx, ['-O2', '-std=c++17', '-pthread', `-I${join(root, 'native/cpu')}`,
-        join(root, 'test/native/thread_pool_stress.cc'), join(root, 'native/cpu/threads.cc'), '-o', exe], { encoding: 'utf8' });
-      assert.equal(build.status, 0, build.stderr);
+      // built once per distinct source (test/helpers/compile-cache.ts); a compile error throws with the compiler's message
+      compileCached({ compiler: cxx, flags: ['-O2', '-std=c++17', '-pthread', `-I${join(root, 'native/cpu')}`], sources: [join(root, 'test/native/thread_pool_stress.cc'), join(root, 'native/cpu/threads.cc')], out: exe });
       for (const [threads, spin] of [['2', '100'], ['2', '0'], ['4', '100']]) {
         const r = spawnSync(exe, [], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, MURPHY_NUM_THREADS: threads, MURPHY_POOL_SPIN_US: spin } });
         assert.equal(r.signal, null, `timed out or killed with ${threads} threads, spin ${spin} us (deadlock?)`);

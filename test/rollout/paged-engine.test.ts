@@ -306,6 +306,34 @@ describe('EmbeddedBackend over a PagedEngine', () => {
     await b.close();
   });
 
+  it('the batcher\'s stats count the engine\'s steps as its batches, with the requests each step held', async () => {
+    const rng = new Rng(testSeed('paged-batcher-stats'));
+    const { e, gate } = engine(400);
+    const b = new EmbeddedBackend({ engine: e, maxTokens: 16 });
+    const h = gate.hold(2);
+    const first = Array.from({ length: 6 }, (_, k) => b.generate(prompt(rng, 3 + rng.int(9)), 1 + rng.int(2), { seed: k, maxTokens: 4 + rng.int(12) }));
+    await h.reached;
+    // two more join the running batch at its next step
+    const later = Array.from({ length: 2 }, (_, k) => b.generate(prompt(rng, 5), 1, { seed: 100 + k, maxTokens: 6 }));
+    h.release();
+    await Promise.all([...first, ...later]);
+    const perStep = gate.plans.map((p) => new Set(p.seqs.map((q) => q.requestId)).size);
+    const st = b.stats;
+    assert.equal(st.requests, 8);
+    assert.equal(st.calls, 8, 'a continuous engine gets one generate() call per request');
+    assert.equal(st.batches, gate.plans.length, `batches are the engine's steps (${gate.plans.length}), not its calls`);
+    assert.equal(st.maxMerged, Math.max(...perStep));
+    assert.ok(st.maxMerged >= 6, `${st.maxMerged}`);
+    assert.ok(Math.abs(st.meanMerged - perStep.reduce((a, x) => a + x, 0) / perStep.length) < 1e-12, `${st.meanMerged}`);
+    // a second backend over the same engine counts from its own start
+    const b2 = new EmbeddedBackend({ engine: e, maxTokens: 8 });
+    assert.deepEqual([b2.stats.batches, b2.stats.meanMerged], [0, 0]);
+    await b2.generate([1, 2, 3], 1, { seed: 9, maxTokens: 3 });
+    assert.equal(b2.stats.batches, gate.plans.length - st.batches);
+    assert.equal(b2.stats.meanMerged, 1);
+    await b.close();
+  });
+
   it('a weight sync waits for the calls in flight and holds the requests queued after it', async () => {
     const dev = new FakeDevice(null);
     const gate = new Gate(new DeviceExecutor(dev));

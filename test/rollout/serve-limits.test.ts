@@ -16,6 +16,7 @@ import { isLoopback } from '../../lib/rollout/server.js';
 import { NativeEngine, startServer, type EngineRequest, type EngineSample, type RolloutEngine } from '../../lib/rollout/index.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { deferred, SpyEngine } from './serve-helpers.js';
+import { cli } from '../helpers/cli.js';
 
 const seed = testSeed('rollout/serve-limits');
 const rng = new Rng(seed);
@@ -259,7 +260,7 @@ describe('serve limits', () => {
   // the timeout only turns a hang (the old behaviour: minutes) into a failure; it is far above the seconds this takes
   it('SIGTERM stops the serve command in the middle of a generation that would take minutes', { timeout: 120_000 }, async () => {
     // 256 samples x 1900 tokens: minutes of work on the tiny model at 2 cores (measured: ~4 min for 256 x 2000)
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '..', '..', 'lib', 'cli.ts'), 'serve', '--model', dir, '--port', '0', '--served-model-name', 'tiny'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, cli('serve', '--model', dir, '--port', '0', '--served-model-name', 'tiny'), { stdio: ['ignore', 'ignore', 'pipe'] });
     const exited = new Promise<{ code: number | null; signal: string | null }>((ok) => child.on('exit', (code, signal) => ok({ code, signal })));
     let err = '';
     const url = await new Promise<string>((ok, fail) => {

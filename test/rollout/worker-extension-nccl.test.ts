@@ -5,7 +5,7 @@
 // loaded are exactly the trainer's bf16 weights unpacked from the buckets the trainer packs.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -13,9 +13,10 @@ import { PolicyModel } from '../../lib/model/index.js';
 import { fromBf16, toBf16 } from '../../lib/native.js';
 import { bucketPlan, packBucket } from '../../lib/rollout/index.js';
 import { Rng, testSeed } from '../helpers/random.js';
+import { pythonHas } from '../helpers/python.js';
 
 const PY = '/usr/bin/python3';
-const hasTorch = existsSync(PY) && spawnSync(PY, ['-c', 'import torch'], { encoding: 'utf8' }).status === 0;
+const hasTorch = pythonHas(PY, 'torch');
 const seed = testSeed('rollout/worker-extension-nccl');
 const rng = new Rng(seed);
 const work = mkdtempSync(join(tmpdir(), 'murphy-wext-nccl-'));

@@ -10,9 +10,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { PolicyModel } from '../../lib/model/index.js';
 import { testSeed } from '../helpers/random.js';
+import { pythonHas } from '../helpers/python.js';
 
 const PY = '/usr/bin/python3';
-const hasTorch = existsSync(PY) && spawnSync(PY, ['-c', 'import torch'], { encoding: 'utf8' }).status === 0;
+const hasTorch = pythonHas(PY, 'torch');
 const seed = testSeed('rollout/worker-extension');
 const work = mkdtempSync(join(tmpdir(), 'murphy-wext-'));
 after(() => rmSync(work, { recursive: true, force: true }));

@@ -8,7 +8,8 @@ import { REPO } from '../exec/helpers.js';
 function run(file: string): { out: string; status: number | null } {
   const env = { ...process.env };
   delete env.NODE_TEST_CONTEXT; // else the inner runner reports to this one instead of printing
-  const r = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=./test/skip-summary-reporter.mjs', file], { cwd: REPO, env, encoding: 'utf8' });
+  // the runner as package.json's test script starts it: the tests' TypeScript loader, this reporter
+  const r = spawnSync(process.execPath, ['--import', './test/loader/register.mjs', '--test', '--test-reporter=./test/skip-summary-reporter.mjs', file], { cwd: REPO, env, encoding: 'utf8' });
   return { out: r.stdout, status: r.status };
 }
 

@@ -79,7 +79,7 @@ describe('config', () => {
   it('the demo (no model, no dataset) takes the demo defaults for keys nobody set', () => {
     const c = resolveConfig({ flags: { maxSteps: 7 } });
     assert.equal(c.maxSteps, 7);
-    assert.equal(c.learningRate, 5e-3);
+    assert.equal(c.learningRate, 3e-3);
     assert.equal(c.maxCompletionLength, 8);
     assert.equal(c.learningRate, DEMO_DEFAULTS.learningRate);
     const real = resolveConfig({ flags: { model: '/m' } });

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { resumeConfig, runTraining } from '../../lib/commands/run-training.js';
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
+import { createDemoModel } from '../../lib/demo/setup.js';
 import { BUILTIN_VOCAB, PolicyModel, presets } from '../../lib/model/index.js';
 import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
 import { decodeSafetensorsF32, encodeSafetensorsF32, readSafetensorsF32, safetensorsF32Chunks, tensorMismatch, type F32Tensors } from '../../lib/safetensors.js';
@@ -189,7 +190,7 @@ describe('checkpoint manifest and resume fallback', () => {
   it('beta > 0: the KL reference (the initial policy) is saved once, read back checked, and restored on resume', async () => {
     const out = join(root, 'reference');
     const demo = (over: Partial<TrainConfig>): TrainConfig => ({ ...defaultConfig(), out, maxSteps: 2, saveSteps: 2, batchSize: 2, numGenerations: 2, maxCompletionLength: 16, evalProblems: 1, evalIterations: 1, sftSteps: 0, beta: 0.04, ...over });
-    const initial = await PolicyModel.random(defaultConfig().modelPreset, { seed: defaultConfig().seed });
+    const initial = await createDemoModel(defaultConfig().seed, defaultConfig().modelPreset);
     await runTraining(demo({}), { handleSignals: false, report: false });
     const ref = readSafetensorsF32(join(out, 'reference.safetensors')).tensors;
     assert.equal(tensorMismatch(ref, initial.params()), null);

@@ -3,12 +3,14 @@
 // the hash of its bytes on disk, a flipped byte / truncated / missing file is found, and
 // version-1 manifests (SHA-256, written before XXH64) still verify.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { xxh64Buffers, xxh64File } from '../../lib/native.js';
 import { MANIFEST_FILE, ManifestWriter, manifestFault, manifestSizeFault, readManifest, sha256File } from '../../lib/train/manifest.js';
+import { BUILTIN_VOCAB, initModel, PolicyModel } from '../../lib/model/index.js';
+import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng, testSeed } from '../helpers/random.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-manifest-'));
@@ -116,6 +118,45 @@ describe('ManifestWriter', () => {
     buf[at] = buf[at]! ^ 0x01;
     writeFileSync(p, buf);
     assert.equal(await manifestFault(dir), `${p} does not match its SHA-256 in the manifest (corrupted)`);
+  });
+
+  it('the native Hugging Face save hashes each file as it writes it (bf16 and f32, one file and shards); the manifest takes those hashes, no read-back', async () => {
+    const { dir: src } = await initModel({ out: join(root, 'hf-src'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed: rng.int(1 << 30) });
+    const m = await PolicyModel.load(src);
+    const weightBytes = statSync(join(src, 'model.safetensors')).size;
+    for (const dtype of ['bfloat16', 'float32'] as const) {
+      for (const maxShardBytes of [0, Math.floor(weightBytes / 5)]) {
+        const out = join(root, `hf-${dtype}-${maxShardBytes}`);
+        const files = await m.saveHashed(out, { dtype, maxShardBytes });
+        const onDisk = readdirSync(out).filter((f) => f.endsWith('.safetensors') || f.endsWith('.index.json')).sort();
+        assert.deepEqual(files.map((f) => f.file).sort(), onDisk, `${dtype} ${maxShardBytes}`);
+        if (maxShardBytes > 0) assert.ok(onDisk.length > 2, onDisk.join(' '));
+        for (const f of files) assert.deepEqual({ bytes: f.bytes, xxh64: f.xxh64 }, await xxh64File(join(out, f.file)), `${dtype} ${maxShardBytes} ${f.file}`);
+      }
+    }
+    // a checkpoint: the policy's weight file is recorded with the save's hash, and the checkpoint verifies
+    const ck = join(root, 'hf-ckpt');
+    mkdirSync(ck, { recursive: true });
+    const w = new ManifestWriter(ck);
+    const recorded: string[] = [];
+    const record = w.record.bind(w);
+    w.record = (rel, e) => {
+      recorded.push(rel);
+      record(rel, e);
+    };
+    await new NativePolicy(m, { tokenizerDir: src }).saveState(ck, w);
+    assert.deepEqual(recorded, ['policy/model.safetensors']);
+    const man = await w.finish();
+    assert.deepEqual(man.files['policy/model.safetensors'], await xxh64File(join(ck, 'policy', 'model.safetensors')));
+    assert.equal(await manifestFault(ck), null);
+    // what is recorded is taken as is (no read-back): a wrong hash goes into the manifest, and the verification on read finds it
+    const odd = join(root, 'recorded');
+    mkdirSync(odd, { recursive: true });
+    writeFileSync(join(odd, 'w.safetensors'), 'weights');
+    const ow = new ManifestWriter(odd);
+    ow.record('w.safetensors', { bytes: 7, xxh64: '0123456789abcdef' });
+    assert.equal((await ow.finish()).files['w.safetensors']!.xxh64, '0123456789abcdef');
+    assert.match((await manifestFault(odd))!, /w\.safetensors/);
   });
 
   it('a manifest entry without its hash is refused as damaged', async () => {

@@ -3,7 +3,7 @@
 // and a run stopped before its first checkpoint leaving nothing behind.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -11,6 +11,7 @@ import { configDifferences, engineChangeNote, engineRunNote, resumeConfig, runTr
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
 import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
 import { LOCK_FILE, RunLock } from '../../lib/train/lock.js';
+import { writeManifest } from '../../lib/train/manifest.js';
 import { train } from '../../lib/train/loop.js';
 import type { ProgressSink } from '../../lib/train/progress.js';
 import { RunDir } from '../../lib/train/rundir.js';
@@ -138,6 +139,49 @@ describe('resume and the checkpoint configuration', () => {
     // a key that changes the math is still refused
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...c, device: 'auto', learningRate: 0.5 }, null, 2));
     await assert.rejects(runTraining(resumeConfig(dir, {}), { resume: dir, handleSignals: false, report: false }), /differs from the configuration saved with checkpoint .*step-000002 in "learningRate" \(0\.5 vs [\d.e-]+\); /);
+  });
+  it('a checkpoint saved before a config key existed resumes with the key\'s default, saying so; a value that differs is still refused', async () => {
+    const dir = join(root, 'pre-key');
+    mkdirSync(dir, { recursive: true });
+    const c = { ...defaultConfig(), out: dir, maxSteps: 2, saveSteps: 2, batchSize: 2, numGenerations: 2 };
+    await fakeRun(dir, c);
+    // what a run of an older version wrote: neither its config.json nor the checkpoint's has minP or kvCacheFraction
+    const older = (o: Record<string, unknown>): string => {
+      const { minP: _m, kvCacheFraction: _k, ...rest } = o;
+      return JSON.stringify(rest, null, 2);
+    };
+    const ck = join(dir, 'checkpoints', 'step-000002');
+    writeFileSync(join(ck, 'config.json'), older(JSON.parse(readFileSync(join(ck, 'config.json'), 'utf8')) as Record<string, unknown>));
+    await writeManifest(ck);
+    writeFileSync(join(dir, 'config.json'), older(c));
+    const cfg = resumeConfig(dir, {});
+    assert.equal(cfg.minP, 0);
+    assert.equal(cfg.kvCacheFraction, 0.9);
+    const lines: string[] = [];
+    // not refused (the fake checkpoint then cannot be loaded as a native model: a later error)
+    await assert.rejects(runTraining(cfg, { resume: dir, handleSignals: false, report: false, log: (l) => lines.push(l) }), (e: Error) => !/differs from the configuration/.test(e.message));
+    assert.deepEqual(lines.filter((l) => /predates/.test(l)), ['the run\'s saved configuration predates config keys "kvCacheFraction", "minP": resuming with their defaults (kvCacheFraction 0.9, minP 0)']);
+    // a key both files have and whose value differs is refused as before
+    writeFileSync(join(dir, 'config.json'), older({ ...c, learningRate: 0.5 }));
+    await assert.rejects(runTraining(resumeConfig(dir, {}), { resume: dir, handleSignals: false, report: false }), /differs from the configuration saved with checkpoint .*step-000002 in "learningRate" \(0\.5 vs [\d.e-]+\); /);
+    // and a flag may not set a key the old run lacked to another value than its default
+    assert.throws(() => resumeConfig(dir, { minP: 0.1 }), /config key "minP" cannot change on resume \(run has 0, got 0\.1\)/);
+  });
+  it('a run without evaluations (evalProblems 0, set from code) resumes', async () => {
+    const out = join(root, 'no-eval');
+    const first = await runTraining(demo({ out, evalProblems: 0, maxSteps: 1, saveSteps: 1, sftSteps: 0 }), { handleSignals: false, report: false });
+    assert.deepEqual(first.evals, []);
+    const cfg = resumeConfig(out, { maxSteps: 2 });
+    assert.equal(cfg.evalProblems, 0);
+    const r = await runTraining(cfg, { resume: out, handleSignals: false });
+    assert.equal(r.summary.steps, 2);
+    assert.deepEqual(r.evals, []);
+    assert.ok(r.reportPath && existsSync(r.reportPath));
+    // a value the schema refuses, set from code, is refused before anything is written (the run could not resume)
+    const bad = join(root, 'bad-from-code');
+    await assert.rejects(runTraining(demo({ out: bad, evalIterations: 0 }), { handleSignals: false, report: false }),
+      /^ConfigError: config key "evalIterations" \(--eval-iterations\) in the configuration of runTraining: must be an integer >= 1 and <= 10; got 0$/);
+    assert.equal(existsSync(bad), false);
   });
 });
 

@@ -39,6 +39,7 @@
 #include "host_backend.h"
 #include "murphy/sample_rng.h"
 #include "policy_engine.h"
+#include "zero_shard.h"
 
 namespace murphy {
 namespace gpu {
@@ -114,23 +115,32 @@ class DeviceEngine final : public model::PolicyEngine {
   std::string storage() const override { return kF32 ? "f32" : "bf16"; }
   void set_gradient_checkpointing(bool on) override { ckpt_ = on; }
 
-  void get_param(const model::ParamInfo& p, float* out) override {
-    b_->download(out, master_.data() + p.offset, size_t(p.numel) * 4);
-  }
+  void get_param(const model::ParamInfo& p, float* out) override { download_weights(out, p.offset, p.numel); }
   void set_param(const model::ParamInfo& p, const float* in) override {
-    upload_chunked(master_.data() + p.offset, in, p.numel);
-    if (!kF32) refresh_compute(p.offset, p.numel);
+    if (master_released()) {  // ZeRO-1, bf16: round into the compute copy; the shard's part into its master
+      Buf<float> tmp;
+      tmp.ensure(b(), p.numel, "the parameter being set");
+      upload_chunked(tmp.data(), in, p.numel);
+      b_->launch(ToStorage<S>{tmp.data(), wc_own_.data() + p.offset, p.numel});
+      zero_->adopt(tmp.data(), p.offset, p.numel);
+    } else {
+      upload_chunked(master_.data() + p.offset, in, p.numel);
+      if (!kF32) refresh_compute(p.offset, p.numel);
+      if (zero_) zero_->adopt(master_.data() + p.offset, p.offset, p.numel);
+    }
     shadow_.reset();
   }
   void get_grad(const model::ParamInfo& p, float* out) override {
     b_->download(out, grads_.data() + p.offset, size_t(p.numel) * 4);
   }
   void get_adam(const model::ParamInfo& p, float* m, float* v) override {
+    refuse_if_sharded("getAdamState");
     ensure_moments();
     b_->download(m, m_.data() + p.offset, size_t(p.numel) * 4);
     b_->download(v, v_.data() + p.offset, size_t(p.numel) * 4);
   }
   void set_adam(const model::ParamInfo& p, const float* m, const float* v) override {
+    refuse_if_sharded("setAdamState");
     ensure_moments();
     upload_chunked(m_.data() + p.offset, m, p.numel);
     upload_chunked(v_.data() + p.offset, v, p.numel);
@@ -138,11 +148,11 @@ class DeviceEngine final : public model::PolicyEngine {
   int64_t step() const override { return step_; }
   void set_step(int64_t s) override { step_ = s; }
 
-  void save(const std::string& dir, model::FileDType dtype, int64_t max_shard_bytes) override {
+  std::vector<model::SavedFile> save(const std::string& dir, model::FileDType dtype, int64_t max_shard_bytes) override {
     Vec w;
     model::checked_resize(w, L_.total, "the host copy of the weights (save)");
-    b_->download(w.data(), master_.data(), size_t(L_.total) * 4);
-    model::save_weights(dir, L_, w.data(), dtype, max_shard_bytes);
+    download_weights(w.data(), 0, L_.total);
+    return model::save_weights(dir, L_, w.data(), dtype, max_shard_bytes);
   }
 
   void zero_grad() override { b_->zero(grads_.data(), size_t(L_.total) * 4); }
@@ -156,7 +166,7 @@ class DeviceEngine final : public model::PolicyEngine {
     model::Engine::Memory m;
     m.weights = master_.bytes() + wc_own_.bytes();
     m.grads = grads_.bytes();
-    m.optimizer = m_.bytes() + v_.bytes();
+    m.optimizer = m_.bytes() + v_.bytes() + (zero_ ? zero_->bytes() : 0);
     m.reference = ref_.bytes();
     m.activations_peak = act_peak_;
     return m;
@@ -253,6 +263,7 @@ class DeviceEngine final : public model::PolicyEngine {
   }
 
   AdamWResult optimizer_step(const model::AdamWOptions& o) override {
+    refuse_if_sharded("optimizerStep");
     ensure_moments();
     std::vector<AdamWTensor> ts;
     for (const model::ParamInfo& p : L_.params) {
@@ -326,7 +337,7 @@ class DeviceEngine final : public model::PolicyEngine {
                                          const model::SampleOptions& o) override {
     if (!shadow_) {
       shadow_ = model::Engine::random(cfg_, 0, 0.0f);
-      b_->download(shadow_->weights(), master_.data(), size_t(L_.total) * 4);
+      download_weights(shadow_->weights(), 0, L_.total);
       shadow_->set_bf16(bf16_);
     }
     return shadow_->generate(prompts, o);
@@ -340,6 +351,56 @@ class DeviceEngine final : public model::PolicyEngine {
     if (shadow_) shadow_->set_bf16(u);
   }
   model::Engine::Bf16Use bf16() const override { return bf16_; }
+
+  // ---------------------------------------------------------------------------------
+  // ZeRO-1 on the engine's own memory (zero_shard.h)
+
+  void zero_init(const ZeroPlan& plan) override {
+    if (zero_) throw Error("zeroInit: ZeRO-1 is set up on this engine already (zeroSetShard sets the shard)");
+    zero_.reset(new ZeroShard<B, S>(b(), L_, plan, zero_target()));
+    m_.release(), v_.release();  // the shard's moments replace the engine's
+    if (!kF32) master_.release();  // bf16: the shard's fp32 master replaces the full one
+    shadow_.reset();
+  }
+  AdamWResult zero_step(NcclComm& comm, const ZeroStepOptions& o) override {
+    need_zero("zeroStep");
+    AdamWResult r = zero_->step(comm, o, zero_target(), step_);
+    if (!r.skipped) ++step_;
+    shadow_.reset();
+    return r;
+  }
+  int64_t zero_shard_size() const override {
+    if (!zero_) throw Error("zeroShard: ZeRO-1 is not set up on this engine (zeroInit first)");
+    return zero_->size();
+  }
+  void zero_get_shard(float* master, float* m, float* v) override {
+    need_zero("zeroShard");
+    zero_->get(zero_target(), master, m, v);
+  }
+  void zero_set_shard(const float* master, const float* m, const float* v, int64_t step) override {
+    need_zero("zeroSetShard");
+    zero_->set(zero_target(), master, m, v);
+    step_ = step;
+    shadow_.reset();
+  }
+
+  // bf16 weight-sync buckets from the compute copy (bf16: a copy; f32: rounded to nearest even)
+  void pack_bf16(const std::vector<PackEntry>& es, void* out, int64_t out_bytes, bool out_on_device) override {
+    const bool host = std::strcmp(B::name(), "emulate") == 0;
+    if (out_on_device == host)
+      throw Error(std::string("packBf16: the bucket must live where the engine's memory does (") +
+                  (host ? "a host Uint8Array for the emulated engine" : "a u8 DeviceArray for the CUDA engine") + ")");
+    for (const PackEntry& e : es)
+      if (e.numel < 0 || e.offset < 0 || e.offset + e.numel > L_.total || e.byte_offset < 0 || e.byte_offset % 2 ||
+          e.byte_offset + 2 * e.numel > out_bytes)
+        throw Error("packBf16: an entry at byte " + std::to_string(e.byte_offset) + " (" + std::to_string(e.numel) +
+                    " elements) lies outside the bucket of " + std::to_string(out_bytes) + " bytes or the model");
+    for (const PackEntry& e : es) {
+      uint16_t* dst = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(out) + e.byte_offset);
+      if (kF32) b_->launch(ToStorage<uint16_t>{master_.data() + e.offset, dst, e.numel});
+      else b_->copy(dst, wc_own_.data() + e.offset, size_t(e.numel) * 2);
+    }
+  }
 
   // ---------------------------------------------------------------------------------
   // paged generation (docs/gpu.md, "Generation"): KV pools on the backend, one step over them
@@ -431,6 +492,34 @@ class DeviceEngine final : public model::PolicyEngine {
 
  private:
   B* b() { return b_.get(); }
+  ZeroTarget<S> zero_target() {
+    S* wcm = kF32 ? reinterpret_cast<S*>(master_.data()) : wc_own_.data();
+    return ZeroTarget<S>{master_.empty() ? nullptr : master_.data(), wcm, grads_.data(), L_.total};
+  }
+  // ZeRO-1 with bf16 storage keeps no full fp32 master: the weights are the compute copy.
+  bool master_released() const { return !kF32 && master_.empty(); }
+  // fp32 weights [off, off + n) to the host: the master, or the bf16 compute copy widened
+  void download_weights(float* out, int64_t off, int64_t n) {
+    if (!master_released()) {
+      b_->download(out, master_.data() + off, size_t(n) * 4);
+      return;
+    }
+    const int64_t chunk = int64_t(1) << 22;
+    std::vector<uint16_t> h(size_t(std::min(chunk, std::max<int64_t>(n, 1))));
+    for (int64_t i = 0; i < n; i += chunk) {
+      const int64_t c = std::min(chunk, n - i);
+      b_->download(h.data(), wc_own_.data() + off + i, size_t(c) * 2);
+      for (int64_t j = 0; j < c; ++j) out[i + j] = bf16_to_f32(h[size_t(j)]);
+    }
+  }
+  void need_zero(const char* what) const {
+    if (!zero_) throw Error(std::string(what) + ": ZeRO-1 is not set up on this engine (zeroInit first)");
+  }
+  void refuse_if_sharded(const char* what) const {
+    if (zero_)
+      throw Error(std::string(what) + ": this engine's optimizer state is sharded (ZeRO-1, zeroInit): step with zeroStep "
+                  "and read the shard with zeroShard");
+  }
   const S* wc() const { return kF32 ? reinterpret_cast<const S*>(master_.data()) : wc_own_.data(); }
   const model::ParamInfo& head_param() const { return L_.params[size_t(L_.lm_head >= 0 ? L_.lm_head : L_.embed)]; }
   void note_peak(int64_t extra) { act_peak_ = std::max(act_peak_, acts_bytes() + extra); }
@@ -861,6 +950,7 @@ class DeviceEngine final : public model::PolicyEngine {
   } loss_;
   std::unique_ptr<model::Engine> shadow_;
   model::Engine::Bf16Use bf16_;
+  std::unique_ptr<ZeroShard<B, S>> zero_;  // ZeRO-1's shard, after zero_init
   // paged generation: the pools [n_layers][blocks, block_size, n_kv, head_dim] (storage S) and
   // the step's buffers (freed with the pools)
   struct {

@@ -41,8 +41,8 @@ class CpuPolicyEngine final : public PolicyEngine {
   }
   int64_t step() const override { return e_->step(); }
   void set_step(int64_t s) override { e_->set_step(s); }
-  void save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) override {
-    e_->save(dir, dtype, max_shard_bytes);
+  std::vector<model::SavedFile> save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) override {
+    return e_->save(dir, dtype, max_shard_bytes);
   }
   TrainStats accumulate(const TrainInputs& in, const TrainOptions& opt) override { return e_->accumulate(in, opt); }
   AdamWResult optimizer_step(const AdamWOptions& o) override { return e_->optimizer_step(o); }

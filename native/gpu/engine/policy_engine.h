@@ -10,6 +10,13 @@
 
 #include "murphy/model/model.h"
 #include "paged_inputs.h"
+#include "zero_plan.h"
+
+namespace murphy {
+namespace gpu {
+class NcclComm;
+}
+}  // namespace murphy
 
 namespace murphy {
 namespace model {
@@ -31,7 +38,8 @@ class PolicyEngine {
   virtual int64_t step() const = 0;
   virtual void set_step(int64_t s) = 0;
 
-  virtual void save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) = 0;
+  // Each file written with its size and hash (model::save_weights).
+  virtual std::vector<model::SavedFile> save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) = 0;
   virtual TrainStats accumulate(const TrainInputs& in, const TrainOptions& opt) = 0;
   virtual AdamWResult optimizer_step(const AdamWOptions& o) = 0;
   virtual void zero_grad() = 0;
@@ -62,6 +70,37 @@ class PolicyEngine {
   virtual void paged_step(const PagedInputs& in, const PagedSampling& s, int32_t* tokens, float* logp) = 0;
   // The same step without sampling: the fp32 logits of the L rows, [L, vocab].
   virtual void paged_logits(const PagedInputs& in, float* logits) = 0;
+
+  // ZeRO-1 on the engine's own memory (device engines; zero_shard.h, docs/distributed.md). The
+  // CPU engine throws ENOTSUP (lib/dist/zero.ts steps it on the host). zero_init takes over the
+  // current weights as the shard's master with zero moments (the engine's own moments are
+  // released; its optimizer_step and Adam state calls are refused from then on); zero_step is
+  // collective (every rank of the communicator calls it) and blocks on NCCL with the deadline;
+  // zero_get/set_shard: host copies of the shard's master weights and moments [size].
+  virtual void zero_init(const gpu::ZeroPlan&) { no_zero(); }
+  virtual AdamWResult zero_step(gpu::NcclComm&, const gpu::ZeroStepOptions&) { no_zero(); }
+  virtual int64_t zero_shard_size() const { no_zero(); }
+  virtual void zero_get_shard(float*, float*, float*) { no_zero(); }
+  virtual void zero_set_shard(const float*, const float*, const float*, int64_t) { no_zero(); }
+
+  // Weight-sync buckets packed from the engine's compute weights where they live (device
+  // engines): out[byte_offset .. + 2 numel) = the bf16 weights of [offset, offset + numel) of the
+  // flat vector, for each entry; `out` (out_bytes) must be device memory for "cuda" and host
+  // memory for "emulate" (out_on_device says which it is). The CPU engine throws ENOTSUP.
+  struct PackEntry {
+    int64_t offset = 0, numel = 0, byte_offset = 0;
+  };
+  virtual void pack_bf16(const std::vector<PackEntry>&, void*, int64_t, bool) {
+    throw Error("packing bf16 weights in the engine's memory runs on the device engines; pack on the host (toBf16)",
+                ErrorCode::NotSup);
+  }
+
+ private:
+  [[noreturn]] static void no_zero() {
+    throw Error("ZeRO-1 on the engine's memory runs on the device engines (--device cuda|emulate); the CPU engine "
+                "steps its shard on the host (lib/dist/zero.ts)",
+                ErrorCode::NotSup);
+  }
 };
 
 // The CPU engine behind the interface.

@@ -62,6 +62,18 @@ MURPHY_HD float dot(const float* a, const float* b, int64_t n, int64_t m) {
   return s;
 }
 
+// What a block of the forward and dQ kernels owns: block = tile index x H + q head h; it reads
+// kv head g; the tile has nq query rows.
+struct QueryBlock {
+  int64_t h, g, nq;
+  Tile tl;
+};
+MURPHY_HD QueryBlock query_block(int64_t block, const int32_t* tiles, int64_t H, int64_t G, int32_t fault) {
+  const int64_t h = block % H;
+  const Tile tl = tile_at(tiles, block / H);
+  return QueryBlock{h, kv_head(h, H, G, fault), tl.row1 - tl.row0, tl};
+}
+
 // Rows [row, row + n) of head `head` of a [T, heads, D] tensor into shared [n, D] (fp32),
 // swizzled with `swz` (0: plain).
 template <typename T>
@@ -70,6 +82,32 @@ MURPHY_HD void load_rows(const Thread& t, const T* x, int64_t row, int64_t n, in
   for (int64_t i = t.thread; i < n * D; i += t.block_dim) {
     const int64_t r = i / D, e = i % D;
     dst[r * D + (e ^ (r & swz))] = ld(x, ((row + r) * heads + head) * D + e);
+  }
+}
+
+// The inverse, for the write phases: shared [n, D] (plain rows) into rows [row, row + n) of
+// head `head` of a [T, heads, D] tensor, as  x = scale * src (/ row_div[r] when given).
+template <typename T>
+MURPHY_HD void store_rows(const Thread& t, T* x, int64_t row, int64_t n, int64_t heads, int64_t head, int64_t D,
+                          const float* src, float scale, const float* row_div = nullptr) {
+  for (int64_t i = t.thread; i < n * D; i += t.block_dim) {
+    const int64_t r = i / D, e = i % D;
+    float v = scale * src[i];
+    if (row_div != nullptr) v /= row_div[r];
+    st(x, ((row + r) * heads + head) * D + e, v);
+  }
+}
+
+// What the backward kernels stage of a run of query rows [row, row + n) of q head h: Q and dO
+// (plain rows) and the forward's lse and D = rowsum(dO o O) of each row ([T, H] buffers).
+template <typename T>
+MURPHY_HD void load_query_rows(const Thread& t, const T* q, const T* dout, const float* lse, const float* delta, int64_t row,
+                               int64_t n, int64_t H, int64_t h, int64_t D, float* sQ, float* sO, float* sLse, float* sD) {
+  load_rows(t, q, row, n, H, h, D, sQ);
+  load_rows(t, dout, row, n, H, h, D, sO);
+  for (int64_t r = t.thread; r < n; r += t.block_dim) {
+    sLse[r] = lse[(row + r) * H + h];
+    sD[r] = delta[(row + r) * H + h];
   }
 }
 
@@ -103,10 +141,9 @@ struct AttnForward {
 
   MURPHY_HD void operator()(int phase, const Thread& t, float* sh) const {
     const int64_t H = n_heads, D = head_dim, B = tile;
-    const int64_t h = t.block % H;
-    const attn::Tile tl = attn::tile_at(tiles, t.block / H);
-    const int64_t g = attn::kv_head(h, H, n_kv, fault);
-    const int64_t nq = tl.row1 - tl.row0;
+    const attn::QueryBlock qb = attn::query_block(t.block, tiles, H, n_kv, fault);
+    const int64_t h = qb.h, g = qb.g, nq = qb.nq;
+    const attn::Tile tl = qb.tl;
     float* sQ = sh;
     float* sA = sQ + B * D;
     float* sK = sA + B * D;
@@ -123,10 +160,7 @@ struct AttnForward {
       return;
     }
     if (phase == 1 + 4 * nk_tiles) {
-      for (int64_t i = t.thread; i < nq * D; i += t.block_dim) {
-        const int64_t r = i / D, e = i % D;
-        st(o, ((tl.row0 + r) * H + h) * D + e, sA[i] / sL[r]);
-      }
+      attn::store_rows(t, o, tl.row0, nq, H, h, D, sA, 1.0f, sL);  // o = acc / l (1 * acc is acc exactly)
       for (int64_t r = t.thread; r < nq; r += t.block_dim) lse[(tl.row0 + r) * H + h] = sM[r] + logf(sL[r]);
       return;
     }
@@ -221,10 +255,9 @@ struct AttnBackwardDq {
 
   MURPHY_HD void operator()(int phase, const Thread& t, float* sh) const {
     const int64_t H = n_heads, D = head_dim, B = tile;
-    const int64_t h = t.block % H;
-    const attn::Tile tl = attn::tile_at(tiles, t.block / H);
-    const int64_t g = attn::kv_head(h, H, n_kv, fault);
-    const int64_t nq = tl.row1 - tl.row0;
+    const attn::QueryBlock qb = attn::query_block(t.block, tiles, H, n_kv, fault);
+    const int64_t h = qb.h, g = qb.g, nq = qb.nq;
+    const attn::Tile tl = qb.tl;
     float* sQ = sh;
     float* sO = sQ + B * D;  // dO
     float* sA = sO + B * D;
@@ -235,20 +268,12 @@ struct AttnBackwardDq {
     float* sD = sLse + B;
     const int nk_tiles = key_tiles(tl);
     if (phase == 0) {
-      attn::load_rows(t, q, tl.row0, nq, H, h, D, sQ);
-      attn::load_rows(t, dout, tl.row0, nq, H, h, D, sO);
+      attn::load_query_rows(t, q, dout, lse, delta, tl.row0, nq, H, h, D, sQ, sO, sLse, sD);
       for (int64_t i = t.thread; i < nq * D; i += t.block_dim) sA[i] = 0.0f;
-      for (int64_t r = t.thread; r < nq; r += t.block_dim) {
-        sLse[r] = lse[(tl.row0 + r) * H + h];
-        sD[r] = delta[(tl.row0 + r) * H + h];
-      }
       return;
     }
     if (phase == 1 + 3 * nk_tiles) {
-      for (int64_t i = t.thread; i < nq * D; i += t.block_dim) {
-        const int64_t r = i / D, e = i % D;
-        st(dq, ((tl.row0 + r) * H + h) * D + e, scale * sA[i]);
-      }
+      attn::store_rows(t, dq, tl.row0, nq, H, h, D, sA, scale);
       return;
     }
     const int64_t kt = (phase - 1) / 3, k0 = tl.seq0 + kt * B, nk = attn::min64(B, tl.row1 - k0);
@@ -336,11 +361,8 @@ struct AttnBackwardDkDv {
       return;
     }
     if (phase == 1 + 3 * int(rep) * nc) {
-      for (int64_t i = t.thread; i < nk * D; i += t.block_dim) {
-        const int64_t j = i / D, e = i % D, at = ((tl.row0 + j) * G + g) * D + e;
-        st(dk, at, scale * sdK[i]);
-        st(dv, at, sdV[i]);
-      }
+      attn::store_rows(t, dk, tl.row0, nk, G, g, D, sdK, scale);
+      attn::store_rows(t, dv, tl.row0, nk, G, g, D, sdV, 1.0f);  // 1 * dV is dV exactly
       return;
     }
     const int64_t step = (phase - 1) / 3, r = step / nc, c = step % nc;
@@ -348,12 +370,7 @@ struct AttnBackwardDkDv {
     const int64_t q0 = tl.row0 + c * C, nq = attn::min64(C, tl.seq1 - q0);
     switch ((phase - 1) % 3) {
       case 0:
-        attn::load_rows(t, q, q0, nq, H, h, D, sQ);
-        attn::load_rows(t, dout, q0, nq, H, h, D, sO);
-        for (int64_t i = t.thread; i < nq; i += t.block_dim) {
-          sLse[i] = lse[(q0 + i) * H + h];
-          sD[i] = delta[(q0 + i) * H + h];
-        }
+        attn::load_query_rows(t, q, dout, lse, delta, q0, nq, H, h, D, sQ, sO, sLse, sD);
         break;
       case 1:
         for (int64_t x = t.thread; x < nq * nk; x += t.block_dim) {

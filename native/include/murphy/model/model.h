@@ -28,6 +28,14 @@ namespace model {
 enum class Arch : int32_t { Qwen3 = 0, Olmo2 = 1 };
 enum class FileDType : int32_t { F32 = 0, BF16 = 1, F16 = 2 };
 
+// A file a save wrote: its name (relative to the directory), size and XXH64 (seed 0) of the
+// bytes as they were written, so a checkpoint's manifest need not read them back.
+struct SavedFile {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t xxh64 = 0;
+};
+
 struct ModelConfig {
   Arch arch = Arch::Qwen3;
   std::string model_type;
@@ -171,8 +179,9 @@ class Engine {
   void set_bf16(const Bf16Use& u);
   Bf16Use bf16() const { return bf16_; }
 
-  // Writes `dir`/model.safetensors or sharded files plus the index (each file atomically).
-  void save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) const;
+  // Writes `dir`/model.safetensors or sharded files plus the index (each file atomically);
+  // returns each file with its size and hash (hashed while written).
+  std::vector<SavedFile> save(const std::string& dir, FileDType dtype, int64_t max_shard_bytes) const;
 
   // Forward + loss + backward of one micro-batch; gradients accumulate into the grad buffer.
   TrainStats accumulate(const TrainInputs& in, const TrainOptions& opt);

@@ -1,0 +1,45 @@
+// test/helpers/compile-cache.ts: a C helper is compiled once per distinct input, and again when
+// its source, a header in an -I folder or a flag changes.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { compileCached, compileKey } from '../helpers/compile-cache.js';
+
+const haveCc = spawnSync('cc', ['--version'], { stdio: 'ignore' }).status === 0;
+const work = mkdtempSync(join(tmpdir(), 'murphy-cc-cache-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+describe('compiled test helpers are cached by content', { skip: haveCc ? false : 'no C compiler (cc)' }, () => {
+  it('the same build is one key; a changed source, header or flag is another; the result runs', () => {
+    const inc = join(work, 'inc');
+    mkdirSync(inc);
+    const src = join(work, 'main.c');
+    writeFileSync(join(inc, 'value.h'), `#define VALUE ${process.pid % 100}\n`);
+    writeFileSync(src, '#include <stdio.h>\n#include "value.h"\nint main(void) { printf("%d\\n", VALUE + OFFSET); return 0; }\n');
+    const o = { compiler: 'cc', flags: [`-I${inc}`, '-DOFFSET=1'], sources: [src] };
+    const k = compileKey(o);
+    assert.equal(compileKey(o), k);
+    const exe = compileCached({ ...o, out: join(work, 'a', 'prog') });
+    assert.ok(statSync(exe).mode & 0o100, 'the copy is executable');
+    assert.equal(spawnSync(exe, { encoding: 'utf8' }).stdout, `${(process.pid % 100) + 1}\n`);
+    assert.notEqual(compileKey({ ...o, flags: [`-I${inc}`, '-DOFFSET=2'] }), k);
+    writeFileSync(join(inc, 'value.h'), '#define VALUE 40\n');
+    const k2 = compileKey(o);
+    assert.notEqual(k2, k, 'a header in an -I folder is part of the key');
+    assert.equal(spawnSync(compileCached({ ...o, out: join(work, 'b', 'prog') }), { encoding: 'utf8' }).stdout, '41\n', 'a stale build was used');
+    writeFileSync(src, '#include <stdio.h>\nint main(void) { puts("changed"); return 0; }\n');
+    assert.notEqual(compileKey(o), k2);
+    assert.equal(spawnSync(compileCached({ ...o, out: join(work, 'c', 'prog') }), { encoding: 'utf8' }).stdout, 'changed\n');
+    assert.deepEqual(readdirSync(join(work, 'c')), ['prog']);
+  });
+  it('a compile error throws with the compiler\'s message and caches nothing', () => {
+    const src = join(work, 'bad.c');
+    writeFileSync(src, 'int main(void) { return undeclared_name; }\n');
+    const o = { compiler: 'cc', flags: [], sources: [src], out: join(work, 'bad') };
+    assert.throws(() => compileCached(o), /undeclared_name/);
+    assert.throws(() => compileCached(o), /undeclared_name/);
+  });
+});

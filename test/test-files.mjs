@@ -1,0 +1,51 @@
+// The test files `npm test` runs, in the order it starts them: the slowest first (by the wall
+// time each took alone, measured on the 2-core development VM; see README "Set up, run, test"),
+// then every other test/**/*.test.ts alphabetically. Node's runner starts files in the order
+// given, cores + 1 at a time (package.json), so the long ones must not be left for last: a 28 s
+// file started at the end would leave a core idle for most of its run.
+// `node test/test-files.mjs` prints one path a line (the GPU suite, test/gpu/, is not among them).
+import { readdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The slowest files, slowest first (wall seconds alone, 2026-12-01: 14 s down to 4 s; update when a file's cost changes a lot). */
+export const SLOWEST = [
+  'test/exec/benchmarks.test.ts',
+  'test/exec/hostile.test.ts',
+  'test/dist/train-2proc-wsync.test.ts',
+  'test/dist/train-2proc-emulate.test.ts',
+  'test/train/rundir.test.ts',
+  'test/exec/protocol.test.ts',
+  'test/rollout/weight-sync.test.ts',
+  'test/dist/train-2proc.test.ts',
+  'test/dist/train-nccl-fake.test.ts',
+  'test/exec/tempdirs.test.ts',
+  'test/eval/iterk.test.ts',
+  'test/exec/remote.test.ts',
+  'test/report/report.test.ts',
+  'test/exec/mutations.test.ts',
+];
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** Every test/**\/*.test.ts outside test/gpu/, relative to the repository, sorted. */
+function allTestFiles(dir = join(ROOT, 'test')) {
+  return readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) => {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) return relative(ROOT, p) === join('test', 'gpu') ? [] : allTestFiles(p);
+      return e.isFile() && e.name.endsWith('.test.ts') ? [relative(ROOT, p)] : [];
+    })
+    .sort();
+}
+
+/** The run order: the SLOWEST that exist, then the rest alphabetically; each file once. */
+export function testFiles() {
+  const all = allTestFiles();
+  const first = SLOWEST.filter((f) => all.includes(f));
+  return [...first, ...all.filter((f) => !first.includes(f))];
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  process.stdout.write(testFiles().join('\n') + '\n');
+}
