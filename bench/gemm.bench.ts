@@ -16,10 +16,14 @@
 // CPU time instead of wall time (process.cpuUsage(), time.process_time()): a per-core comparison
 // that time-slicing by other processes on a busy machine does not distort (their cache traffic
 // still does). `taskset -c 0` around a --cpu-time run keeps both sides on one core.
+// After each of the peer's turns the native side waits until the peer's threads have gone idle
+// (quiet(), below): OpenBLAS's workers spin for a while after a call, and on 2 cores that spin
+// took one core from the native products timed next (the small ones ran at one core's speed).
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import os from 'node:os';
-import { cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../lib/native.js';
+import { alignedArray, cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../lib/native.js';
 import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
 import { gemmShapes, modelCases, type ModelCase, type ShapeProduct } from './model-shapes.js';
 import { describePeer, type TorchPeer } from './peer.js';
@@ -35,7 +39,42 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 const load1 = () => Math.round(os.loadavg()[0] * 100) / 100;
 
 // ---- the peer: one Python process, asked shape by shape
-interface PeerProc { info: TorchPeer; time(m: number, k: number, n: number, reps: number, layout: string, inner: number): Promise<{ torch_best_ms: number; numpy_best_ms: number }>; close(): void }
+interface PeerProc {
+  info: TorchPeer;
+  time(m: number, k: number, n: number, reps: number, layout: string, inner: number): Promise<{ torch_best_ms: number; numpy_best_ms: number }>;
+  /** Resolves once the peer's threads use no CPU (its BLAS workers stopped spinning); ms waited. */
+  quiet(): Promise<number>;
+  close(): void;
+}
+
+/** CPU time (clock ticks) of all threads of process `pid`, or null where /proc cannot say. */
+function processTicks(pid: number): number | null {
+  try {
+    let sum = 0;
+    for (const t of readdirSync(`/proc/${pid}/task`)) {
+      const f = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+      const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');  // from field 3 (state) on
+      sum += Number(fields[11]) + Number(fields[12]);  // utime, stime (fields 14 and 15)
+    }
+    return sum;
+  } catch {
+    return null;
+  }
+}
+
+/** Waits until process `pid` used no CPU over a 25 ms window (at most `maxMs`); the ms waited. */
+async function waitIdle(pid: number, maxMs = 1000): Promise<number> {
+  const t0 = performance.now();
+  let last = processTicks(pid);
+  if (last === null) return 0;
+  while (performance.now() - t0 < maxMs) {
+    await new Promise((r) => setTimeout(r, 25));
+    const now = processTicks(pid);
+    if (now === null || now === last) break;
+    last = now;
+  }
+  return performance.now() - t0;
+}
 
 async function startPeer(): Promise<PeerProc | null> {
   if (flag('--no-torch')) return null;
@@ -60,6 +99,7 @@ async function startPeer(): Promise<PeerProc | null> {
         p.stdin.write(`${JSON.stringify({ m, k, n, reps, layout, inner })}\n`);
         return next();
       },
+      quiet: () => waitIdle(p.pid!),
       close: () => p.stdin.end(),
     };
   } catch (e) {
@@ -69,8 +109,11 @@ async function startPeer(): Promise<PeerProc | null> {
 }
 
 // ---- native side
+// Operands on 64-byte boundaries (alignedArray), as the model's weights are; the peer's (PyTorch
+// tensors) are 64-byte aligned too. A plain typed array is 16-byte aligned here, which cost the
+// single-row products ~15% (every zmm load of a weight row straddled two cache lines).
 function filled(n: number, seed: number): Float32Array {
-  const a = new Float32Array(n);
+  const a = alignedArray(Float32Array, n);
   let s = seed >>> 0;
   for (let i = 0; i < Math.min(n, 65536); i++) {
     s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
@@ -81,7 +124,7 @@ function filled(n: number, seed: number): Float32Array {
 }
 function toBf16Bits(a: Float32Array): Uint16Array {
   const u = new Uint32Array(a.buffer, a.byteOffset, a.length);
-  const out = new Uint16Array(a.length);
+  const out = alignedArray(Uint16Array, a.length);
   for (let i = 0; i < a.length; i++) out[i] = ((u[i] + 0x7fff + ((u[i] >>> 16) & 1)) >>> 16) & 0xffff;
   return out;
 }
@@ -130,8 +173,12 @@ function shapes(c: ModelCase): [string, number, number, number, ShapeProduct][] 
 // dY @ W, dY^T @ X (torch_peer.serve_gemm's "layout": which operand is a transposed view).
 const peerLayout: Record<ShapeProduct, string> = { forward: 'nt', backwardInput: 'nn', backwardWeight: 'tn' };
 
+const quietMs: number[] = [];  // how long the peer's threads went on using CPU after its start and its turns
 const peer = await startPeer();
 if (peer) log(describePeer(peer.info, threads));
+// The peer's start-up (loading torch, its thread pools) goes on using CPU after its first line:
+// the first shapes' native figures were one core's until it settled.
+if (peer && !cpuTime) quietMs.push(await peer.quiet());
 const gemm = gemmInfo();
 log(`gemm.bench: native path ${path === 'auto' ? gemm.best : path}, ${threads} threads, ${rounds} round(s) per shape, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 const loadStart = os.loadavg();
@@ -144,7 +191,7 @@ for (const c of modelCases(quick)) {
     const aLen = product === 'forward' ? L.m * L.k : L.m * L.n;
     const bLen = product === 'backwardWeight' ? L.m * L.k : L.n * L.k;
     const outLen = product === 'forward' ? L.m * L.n : product === 'backwardInput' ? L.m * L.k : L.n * L.k;
-    const a = filled(aLen, 1), b = filled(bLen, 2), out = new Float32Array(outLen);
+    const a = filled(aLen, 1), b = filled(bLen, 2), out = alignedArray(Float32Array, outLen);
     const wb = product === 'forward' ? toBf16Bits(b) : null;
     const f32 = () => { linearProduct(product, a, b, out, L, { accumulate: product === 'backwardWeight', path }); };
     const bf16 = () => { linearProduct('forward', a, wb!, out, L, { path }); };
@@ -161,6 +208,7 @@ for (const c of modelCases(quick)) {
         const p = await peer.time(m, k, n, reps, peerLayout[product], inner);
         tt = Math.min(tt, p.torch_best_ms);
         tn = Math.min(tn, p.numpy_best_ms);
+        if (!cpuTime) quietMs.push(await peer.quiet());
       }
     }
     const peerMs = peer ? Math.min(tt, tn) : null;
@@ -189,7 +237,8 @@ if (jsonPath) {
   writeJsonAtomic(jsonPath, {
     date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
     threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, torch_peer: peer?.info ?? null,
-    note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms',
+    note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms; wall-time runs wait after each peer turn until the peer process uses no CPU (its OpenBLAS threads spin after a call): peer_quiet_ms',
+    peer_quiet_ms: quietMs.length ? { median: quietMs.sort((x, y) => x - y)[quietMs.length >> 1], max: quietMs[quietMs.length - 1], turns: quietMs.length } : null,
     rows,
   });
   log(`gemm.bench: wrote ${jsonPath}`);

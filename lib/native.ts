@@ -484,6 +484,26 @@ export function gemmInfo(): { best: string; paths: string[] } {
   return gemmAddon().gemmInfo();
 }
 
+/** The address of a typed array's first element modulo 64, in bytes. */
+export function addressMod64(view: ArrayBufferView): number {
+  const a = addon();
+  if (!a.addressMod64) throw new MurphyNativeError('this native binary predates addressMod64: rebuild it (npm run build:native)', 'ENOLIB');
+  return a.addressMod64(view);
+}
+
+/**
+ * A Float32Array or Uint16Array of n zeros whose first element is on a 64-byte boundary, as the
+ * model's weights are (native code aligns them; a JS typed array is only 8- or 16-byte aligned,
+ * and a vector load straddling two cache lines costs two): for benchmarks that time the native
+ * products on host arrays.
+ */
+export function alignedArray<T extends Float32Array | Uint16Array>(Kind: { new (n: number): T; BYTES_PER_ELEMENT: number }, n: number): T {
+  const raw = new Kind(n + 64 / Kind.BYTES_PER_ELEMENT);
+  const skip = ((64 - addressMod64(raw)) % 64) / Kind.BYTES_PER_ELEMENT;
+  if (!Number.isInteger(skip)) return raw.subarray(0, n) as T;  // not even element-aligned: leave it
+  return raw.subarray(skip, skip + n) as T;
+}
+
 function hashAddon() {
   const a = addon();
   if (!a.xxh64File || !a.xxh64Buffers) throw new MurphyNativeError('this native binary predates the checkpoint hash (xxh64File): rebuild it (npm run build:native)', 'ENOLIB');

@@ -307,6 +307,7 @@ export interface RawAddon {
     accumulate: boolean; path: string;
   }) => string;
   gemmInfo?: () => { best: string; paths: string[] };
+  addressMod64?: (view: ArrayBufferView) => number;
   /** The checkpoint integrity hash (native/addon/hash.cc); absent from binaries that predate it. */
   xxh64File?: (path: string) => Promise<{ bytes: number; xxh64: string }>;
   xxh64Buffers?: (chunks: readonly ArrayBufferView[]) => Promise<string>;

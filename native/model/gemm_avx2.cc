@@ -3,7 +3,8 @@
 //
 //   C[M,N] (+)= A[M,K] B[K,N], strided views (GemmArgs), fp32 accumulation.
 //
-// The driver (task grid, shared packing, K slices) is gemm_driver.cc's, with 6 x 16 tiles.
+// The driver (task grid, shared packing, K slices) is gemm_driver.cc's, with 6 x 16 tiles; the
+// packing routines are gemm_pack.inc's (shared with the AVX-512 path) on 8-lane ymm primitives.
 // Micro-kernel: MR = 6 rows x NR = 16 columns = 12 ymm accumulators, 2 B vectors and one
 // broadcast A value: 15 of the 16 ymm registers; per k 12 FMAs per 8 loads. The first K slice
 // writes C (beta 0), adds to it (beta 1) or scales it (other beta); later slices add.
@@ -40,6 +41,7 @@ constexpr int NR = 16;
 using gemm_driver::CallBuf;
 using gemm_driver::grain_for;
 using gemm_driver::imin;
+using gemm_driver::split_weight_rows;
 constexpr gemm_driver::Tile kTile{MR, NR};
 
 }  // namespace
@@ -93,96 +95,24 @@ MURPHY_AI void transpose8(__m256 r[8]) {
   }
 }
 
-// Stores the first `w` (6 or 8) lanes of v at d.
-MURPHY_AI void store_lanes(float* d, __m256 v, int w) {
+// The vector primitives of gemm_pack.inc (8-lane ymm), then the packing routines.
+using Vec = __m256;
+constexpr int VW = 8;
+MURPHY_AI __m256 load_n(const float* p, int64_t n) { return load8(p, n); }
+MURPHY_AI __m256 load_n(const uint16_t* p, int64_t n) { return load8(p, n); }
+// The first w lanes of v at d (w = 8, or MR = 6 as one 4- and one 2-lane store).
+MURPHY_AI void store_n(float* d, __m256 v, int w) {
   if (w == 8) return _mm256_storeu_ps(d, v);
-  _mm_storeu_ps(d, _mm256_castps256_ps128(v));
-  _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(v, 1));
-}
-
-// Transposing copy: rows [0, nrows) (nrows <= 8) of src (row stride ld, k contiguous; f32 or
-// bf16) at k in [0, kc) -> dst[k * dst_ld + row], the first w lanes per k (rows past nrows 0).
-template <typename T>
-MURPHY_AI void transpose_pack(const T* src, int64_t ld, int nrows, int64_t kc, float* dst, int64_t dst_ld, int w) {
-  __m256 r[8];
-  for (int64_t k = 0; k < kc; k += 8) {
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) r[i] = i < nrows ? load8(src + i * ld + k, kc - k) : _mm256_setzero_ps();
-    transpose8(r);
-    const int64_t n = imin(8, kc - k);
-    for (int64_t i = 0; i < n; ++i) store_lanes(dst + (k + i) * dst_ld, r[i], w);
-  }
-}
-
-// One MR-row strip: dst[k * MR + r] = A(i0 + r, k0 + k) for r < mr (0 for r >= mr), k < kc.
-void pack_a(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int mr, int64_t k0, int64_t kc, float* dst) {
-  if (a_rs == 1) {
-    const float* src = A + i0 + k0 * a_cs;
-    if (mr == MR) {
-      for (int64_t k = 0; k < kc; ++k) {
-        _mm_storeu_ps(dst + k * MR, _mm_loadu_ps(src + k * a_cs));
-        _mm_storel_pi(reinterpret_cast<__m64*>(dst + k * MR + 4),
-                      _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(src + k * a_cs + 4))));
-      }
-      return;
-    }
-    for (int64_t k = 0; k < kc; ++k)
-      for (int r = 0; r < MR; ++r) dst[k * MR + r] = r < mr ? src[k * a_cs + r] : 0.0f;
+  if (w == 6) {
+    _mm_storeu_ps(d, _mm256_castps256_ps128(v));
+    _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(v, 1));
     return;
   }
-  if (a_cs == 1) return transpose_pack(A + i0 * a_rs + k0, a_rs, mr, kc, dst, MR, MR);
-  for (int64_t k = 0; k < kc; ++k)
-    for (int r = 0; r < MR; ++r) dst[k * MR + r] = r < mr ? A[(i0 + r) * a_rs + (k0 + k) * a_cs] : 0.0f;
+  _mm256_maskstore_ps(d, lanes(w), v);
 }
+MURPHY_AI void transpose(__m256 r[8]) { transpose8(r); }
 
-// pack_a for every MR-row strip of rows [i0, i0 + rows): strip s at dst + s MR kc.
-void pack_a_block(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
-                  float* dst) {
-  const int64_t ns = (rows + MR - 1) / MR;
-  for (int64_t st = 0; st < ns; ++st)
-    pack_a(A, a_rs, a_cs, i0 + st * MR, int(imin(MR, rows - st * MR)), k0, kc, dst + st * MR * kc);
-}
-
-// Panels of NR columns: dst[p NR kc + k NR + j] = B(k0 + k, j0 + p NR + j), 0 past ncols.
-void pack_b(const float* B, int64_t b_rs, int64_t b_cs, int64_t k0, int64_t kc, int64_t j0, int64_t ncols,
-            float* dst) {
-  if (b_cs == 1) {  // rows of B contiguous: read each row's segment front to back
-    const int64_t np = (ncols + NR - 1) / NR;
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* src = B + (k0 + k) * b_rs + j0;
-      for (int64_t p = 0; p < np; ++p) {
-        const int64_t nr = imin(NR, ncols - p * NR);
-        float* d = dst + p * NR * kc + k * NR;
-        _mm256_storeu_ps(d, load8(src + p * NR, nr));
-        _mm256_storeu_ps(d + 8, load8(src + p * NR + 8, nr - 8));
-      }
-    }
-    return;
-  }
-  for (int64_t p = 0; p * NR < ncols; ++p) {
-    const int64_t jp = j0 + p * NR, nr = imin(NR, ncols - p * NR);
-    float* d = dst + p * NR * kc;
-    if (b_rs == 1) {
-      const float* src = B + k0 + jp * b_cs;
-      transpose_pack(src, b_cs, int(imin(8, nr)), kc, d, NR, 8);
-      transpose_pack(src + 8 * b_cs, b_cs, int(nr > 8 ? nr - 8 : 0), kc, d + 8, NR, 8);
-    } else {
-      for (int64_t k = 0; k < kc; ++k)
-        for (int j = 0; j < NR; ++j) d[k * NR + j] = j < nr ? B[(k0 + k) * b_rs + (jp + j) * b_cs] : 0.0f;
-    }
-  }
-}
-
-// bf16 W[N, K] -> f32 panels as pack_b for B(k, j) = W[j, k], widening.
-void pack_b_widen(const uint16_t* W, int64_t K, int64_t k0, int64_t kc, int64_t j0, int64_t ncols, float* dst) {
-  for (int64_t p = 0; p * NR < ncols; ++p) {
-    const int64_t jp = j0 + p * NR, nr = imin(NR, ncols - p * NR);
-    const uint16_t* src = W + jp * K + k0;
-    float* d = dst + p * NR * kc;
-    transpose_pack(src, K, int(imin(8, nr)), kc, d, NR, 8);
-    transpose_pack(src + 8 * K, K, int(nr > 8 ? nr - 8 : 0), kc, d + 8, NR, 8);
-  }
-}
+#include "gemm_pack.inc"
 
 // The micro-kernel: C[mr, nr] (mode 0: =, 1: +=, 2: = beta C +) sum_k a[k, r] b[k, :].
 MURPHY_AI void kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc, int mr,
@@ -319,9 +249,31 @@ MURPHY_AI void skinny_rows(const float* X, const WT* W, float* Y, int64_t M, int
   if (m < M) skinny_block<1, JB>(X, W, Y, N, K, m, j, acc);
 }
 
+// The single-row product (gemm_gemv.inc) on ymm: one 4-way reduction, then the K % 8 tail in
+// scalars.
+MURPHY_AI __m256 load_w(const float* w, int64_t k) { return loadu8(w + k); }
+MURPHY_AI __m256 load_w(const uint16_t* w, int64_t k) { return loadu8(w + k); }
+MURPHY_AI __m256 fmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+MURPHY_AI __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+template <typename WT>
+MURPHY_AI void gemv_finish(const __m256* s, const float* x, const WT* const* w, int64_t K, int64_t k, int64_t j, float* y,
+                           bool acc) {
+  __m128 r = hsum4(s[0], s[1], s[2], s[3]);
+  if (acc) r = _mm_add_ps(r, _mm_loadu_ps(y + j));
+  alignas(16) float out[4];
+  _mm_store_ps(out, r);
+  for (int q = 0; q < 4; ++q) {
+    for (int64_t kk = k; kk < K; ++kk) out[q] += x[kk] * value(w[q][kk]);
+    y[j + q] = out[q];
+  }
+}
+#include "gemm_gemv.inc"
+
 template <typename WT>
 void skinny(const float* X, const WT* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j0, int64_t j1, bool acc) {
   int64_t j = j0;
+  if (M == 1)
+    for (; j + 4 <= j1; j += 4) gemv_block(X, W, Y, K, j, acc);
   for (; j + 4 <= j1; j += 4) skinny_rows<4>(X, W, Y, M, N, K, j, acc);
   for (; j < j1; ++j) skinny_rows<1>(X, W, Y, M, N, K, j, acc);
 }
@@ -367,9 +319,7 @@ void gemm_f32(const GemmArgs& a) {
 }
 
 void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
-  parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
-    v3::skinny_f32(X, W, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
-  });
+  split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v3::skinny_f32(X, W, Y, M, N, K, j0, j1, accumulate); });
 }
 
 void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
@@ -379,9 +329,7 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     v3::round_bf16(X + r0 * K, xr.p + r0 * K, (r1 - r0) * K);
   });
   if (M <= kSkinnyRows) {
-    parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
-      v3::skinny_widen(xr.p, Wb, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
-    });
+    split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v3::skinny_widen(xr.p, Wb, Y, M, N, K, j0, j1, accumulate); });
     return;
   }
   const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {

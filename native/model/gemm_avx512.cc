@@ -3,7 +3,8 @@
 //
 //   C[M,N] (+)= A[M,K] B[K,N], strided views (GemmArgs), fp32 accumulation.
 //
-// The driver (task grid, shared packing, K slices) is gemm_driver.cc's, with 12 x 32 tiles.
+// The driver (task grid, shared packing, K slices) is gemm_driver.cc's, with 12 x 32 tiles; the
+// packing routines are gemm_pack.inc's (shared with the AVX2 path) on 16-lane zmm primitives.
 // Micro-kernel: MR = 12 rows x NR = 32 columns = 24 zmm accumulators; per k two B vectors and
 // 12 broadcast A values (24 FMAs per 14 loads). The first K slice writes C (beta 0), adds to it
 // (beta 1) or scales it (other beta); later slices add.
@@ -15,9 +16,9 @@
 // Skinny products (decode, M <= kSkinnyRows): no packing; blocks of 4 weight rows x 4 input rows
 // accumulate 16-lane partial dot products (16 zmm) and reduce them at the end in one tree
 // (reduce16: 45 shuffles and adds for the 16 sums), so each weight row is read from memory once
-// and reused from L1 for every input row. One input row (M = 1, a GEMV) takes 8 weight rows at a
-// time (8 independent sums). K runs in whole vectors on plain loads, the tail masked (masked zmm
-// loads cost load throughput).
+// and reused from L1 for every input row. One input row (M = 1, a GEMV) takes 4 weight rows x 2
+// k vectors per step (8 independent sums, 4 weight streams). K runs in whole vectors on plain
+// loads, the tail masked (masked zmm loads cost load throughput).
 #include "gemm.h"
 #include "gemm_driver.h"
 
@@ -47,6 +48,7 @@ using gemm_driver::CallBuf;
 using gemm_driver::grain_for;
 using gemm_driver::imin;
 using gemm_driver::round_up;
+using gemm_driver::split_weight_rows;
 constexpr gemm_driver::Tile kTile{MR, NR};
 
 }  // namespace
@@ -88,105 +90,20 @@ MURPHY_AI void transpose16(__m512 r[16]) {
   }
 }
 
-// Transposing copy: rows [0, nrows) of src (row stride ld, k contiguous) at k in [0, kc) ->
-// dst[k * dst_ld + row] for row < 16 (rows past nrows are 0), `store` lanes per row of dst.
-// Loads whole cache lines of each row: gathers down a column thrash L1 when the row stride is a
-// multiple of 4 KiB (every row in one set).
-MURPHY_AI void transpose_pack(const float* src, int64_t ld, int nrows, int64_t kc, float* dst, int64_t dst_ld,
-                              __mmask16 store) {
-  __m512 r[16];
-  for (int64_t k = 0; k < kc; k += 16) {
-    const __mmask16 mk = lanes(kc - k);
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) r[i] = i < nrows ? _mm512_maskz_loadu_ps(mk, src + i * ld + k) : _mm512_setzero_ps();
-    transpose16(r);
-    const int64_t n = imin(16, kc - k);
-    for (int64_t i = 0; i < n; ++i) _mm512_mask_storeu_ps(dst + (k + i) * dst_ld, store, r[i]);
-  }
+// The vector primitives of gemm_pack.inc (16-lane zmm), then the packing routines.
+using Vec = __m512;
+constexpr int VW = 16;
+MURPHY_AI __m512 load_n(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(lanes(n), p); }
+MURPHY_AI __m512 load_n(const uint16_t* p, int64_t n) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes(n), p)), 16));
 }
+MURPHY_AI void store_n(float* d, __m512 v, int w) {
+  if (w == 16) _mm512_storeu_ps(d, v);
+  else _mm512_mask_storeu_ps(d, lanes(w), v);
+}
+MURPHY_AI void transpose(__m512 r[16]) { transpose16(r); }
 
-// dst[k * MR + r] = A(i0 + r, k0 + k) for r < mr (0 for r >= mr), k < kc. Works on 32-bit
-// values: fp32, or bf16 pairs viewed as floats.
-void pack_a(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int mr, int64_t k0, int64_t kc, float* dst) {
-  const __mmask16 m = lanes(mr), mMR = lanes(MR);
-  if (a_rs == 1) {
-    const float* src = A + i0 + k0 * a_cs;
-    for (int64_t k = 0; k < kc; ++k)
-      _mm512_mask_storeu_ps(dst + k * MR, mMR, _mm512_maskz_loadu_ps(m, src + k * a_cs));
-    return;
-  }
-  if (a_cs == 1) return transpose_pack(A + i0 * a_rs + k0, a_rs, mr, kc, dst, MR, mMR);
-  for (int64_t k = 0; k < kc; ++k)
-    for (int r = 0; r < MR; ++r) dst[k * MR + r] = r < mr ? A[(i0 + r) * a_rs + (k0 + k) * a_cs] : 0.0f;
-}
-
-// pack_a for every MR-row strip of rows [i0, i0 + rows): strip s at dst + s MR kc. Columns of A
-// contiguous (a_rs = 1, dY^T in the weight gradient): each k-row segment is read front to back.
-void pack_a_block(const float* A, int64_t a_rs, int64_t a_cs, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
-                  float* dst) {
-  const int64_t ns = (rows + MR - 1) / MR;
-  if (a_rs == 1) {
-    const __mmask16 mMR = lanes(MR);
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* src = A + i0 + (k0 + k) * a_cs;
-      for (int64_t st = 0; st < ns; ++st)
-        _mm512_mask_storeu_ps(dst + st * MR * kc + k * MR, mMR,
-                              _mm512_maskz_loadu_ps(lanes(imin(MR, rows - st * MR)), src + st * MR));
-    }
-    return;
-  }
-  for (int64_t st = 0; st < ns; ++st)
-    pack_a(A, a_rs, a_cs, i0 + st * MR, int(imin(MR, rows - st * MR)), k0, kc, dst + st * MR * kc);
-}
-
-// Panels of NR columns: dst[p NR kc + k NR + j] = B(k0 + k, j0 + p NR + j), 0 past ncols.
-void pack_b(const float* B, int64_t b_rs, int64_t b_cs, int64_t k0, int64_t kc, int64_t j0, int64_t ncols,
-            float* dst) {
-  if (b_cs == 1) {  // rows of B contiguous: read each row's segment front to back (one stream per row)
-    const int64_t np = (ncols + NR - 1) / NR;
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* src = B + (k0 + k) * b_rs + j0;
-      for (int64_t p = 0; p < np; ++p) {
-        const int64_t nr = imin(NR, ncols - p * NR);
-        float* d = dst + p * NR * kc + k * NR;
-        _mm512_store_ps(d, _mm512_maskz_loadu_ps(lanes(nr), src + p * NR));
-        _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(lanes(nr - 16), src + p * NR + 16));
-      }
-    }
-    return;
-  }
-  for (int64_t p = 0; p * NR < ncols; ++p) {
-    const int64_t jp = j0 + p * NR, nr = imin(NR, ncols - p * NR);
-    float* d = dst + p * NR * kc;
-    if (b_rs == 1) {
-      const float* src = B + k0 + jp * b_cs;
-      transpose_pack(src, b_cs, int(imin(16, nr)), kc, d, NR, 0xffff);
-      transpose_pack(src + 16 * b_cs, b_cs, int(nr > 16 ? nr - 16 : 0), kc, d + 16, NR, 0xffff);
-    } else {
-      for (int64_t k = 0; k < kc; ++k)
-        for (int j = 0; j < NR; ++j) d[k * NR + j] = j < nr ? B[(k0 + k) * b_rs + (jp + j) * b_cs] : 0.0f;
-    }
-  }
-}
-
-// bf16 W[N, K] (K in bf16 values) -> f32 panels as pack_b for B(k, j) = W[j, k], widening.
-void pack_b_widen(const uint16_t* W, int64_t K, int64_t k0, int64_t kc, int64_t j0, int64_t ncols, float* dst) {
-  for (int64_t p = 0; p * NR < ncols; ++p) {
-    const int64_t jp = j0 + p * NR, nr = imin(NR, ncols - p * NR);
-    float* d = dst + p * NR * kc;
-    for (int j = 0; j < NR; ++j) {
-      if (j >= nr) {
-        for (int64_t k = 0; k < kc; ++k) d[k * NR + j] = 0.0f;
-        continue;
-      }
-      const uint16_t* row = W + (jp + j) * K + k0;
-      for (int64_t k = 0; k < kc; ++k) {
-        const uint32_t u = uint32_t(row[k]) << 16;
-        std::memcpy(d + k * NR + j, &u, 4);
-      }
-    }
-  }
-}
+#include "gemm_pack.inc"
 
 // One MR-row strip of a task across its column block.
 void strip_f32(int64_t kc, const float* ap, const float* bp, int64_t ncols, float* c, int64_t ldc, int mr, int mode,
@@ -259,13 +176,28 @@ MURPHY_AI void skinny_rows(const float* X, int64_t ldx, const WT* W, float* Y, i
   }
 }
 
+// The single-row product (gemm_gemv.inc) on zmm: the K % 16 tail masked, then one 4-way reduction.
+MURPHY_AI __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+MURPHY_AI __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+template <typename WT>
+MURPHY_AI void gemv_finish(__m512* s, const float* x, const WT* const* w, int64_t K, int64_t k, int64_t j, float* y,
+                           bool acc) {
+  if (k < K) {
+    const __mmask16 mk = lanes(K - k);
+    const __m512 x0 = _mm512_maskz_loadu_ps(mk, x + k);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) s[q] = _mm512_fmadd_ps(x0, load_w(w[q], k, mk), s[q]);
+  }
+  store_sums<4>(s, y + j, acc);
+}
+#include "gemm_gemv.inc"
+
 template <typename WT>
 void skinny(const float* X, int64_t ldx, const WT* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j0, int64_t j1,
             bool acc) {
   int64_t j = j0;
-  // one input row (a GEMV): 8 weight rows at a time, for 8 independent sums and weight streams
   if (M == 1)
-    for (; j + 8 <= j1; j += 8) skinny_block<1, 8>(X, ldx, W, Y, N, K, 0, j, acc);
+    for (; j + 4 <= j1; j += 4) gemv_block(X, W, Y, K, j, acc);
   for (; j + 4 <= j1; j += 4) skinny_rows<4>(X, ldx, W, Y, M, N, K, j, acc);
   for (; j < j1; ++j) skinny_rows<1>(X, ldx, W, Y, M, N, K, j, acc);
 }
@@ -405,9 +337,7 @@ void gemm_f32(const GemmArgs& a) {
 }
 
 void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
-  parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
-    v4::skinny_f32(X, W, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
-  });
+  split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v4::skinny_f32(X, W, Y, M, N, K, j0, j1, accumulate); });
 }
 
 void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate,
@@ -418,9 +348,7 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     CallBuf xr(size_t(M * K));
     parallel_for(M, grain_for(M, 100.0 * double(M) * double(K), 16), [&](int64_t r0, int64_t r1) { v4::round_rows_bf16(X + r0 * K, xr.p + r0 * K, (r1 - r0) * K); });
     if (M <= kSkinnyRows) {
-      parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
-        v4::skinny_widen(xr.p, Wb, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
-      });
+      split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v4::skinny_widen(xr.p, Wb, Y, M, N, K, j0, j1, accumulate); });
       return;
     }
     const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
@@ -437,9 +365,7 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     for (int64_t r = r0; r < r1; ++r) v4::pair_row_bf16(X + r * K, Xp + r * ldx, K, ldx);
   });
   if (M <= kSkinnyRows) {
-    parallel_for((N + 3) / 4, grain_for((N + 3) / 4, 2.0 * double(M) * double(N) * double(K), 8), [&](int64_t b0, int64_t b1) {
-      v4bf::skinny_dp(Xp, ldx, Wb, Y, M, N, K, b0 * 4, imin(N, b1 * 4), accumulate);
-    });
+    split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v4bf::skinny_dp(Xp, ldx, Wb, Y, M, N, K, j0, j1, accumulate); });
     return;
   }
   // W as pairs: W[j, 2kp], W[j, 2kp + 1] are one 32-bit value when K is even; an odd K (no

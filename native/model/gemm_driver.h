@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "../cpu/threads.h"
+
 namespace murphy {
 namespace model {
 namespace gemm_driver {
@@ -25,6 +27,21 @@ inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 constexpr double kSerialFlops = 2e6;
 // parallel_for's grain for n items of a product of `flops`: everything in one chunk when small.
 inline int64_t grain_for(int64_t n, double flops, int64_t grain) { return flops < kSerialFlops ? (n > 0 ? n : 1) : grain; }
+
+// Skinny (decode) products below this many flops run on the calling thread: ~2 us of one core,
+// about what a job handed to the pool costs when its workers are spinning (native/cpu/threads.cc:
+// they spin ~100 us after each job, so back-to-back decode products find them awake; a sleeping
+// worker costs the caller only the wake-up call, the caller doing the chunks it does not take).
+// Bigger ones (the small model's single-row 256 x 768, 0.4 MFLOP) split the weight rows.
+constexpr double kSkinnySerialFlops = 2e5;
+// Runs fn(j0, j1) over the weight rows [0, N) of a skinny product Y[M, N] = X[M, K] W[N, K]^T,
+// in blocks of 4 rows (the kernels' weight-row block), split between the threads.
+template <class F>
+void split_weight_rows(int64_t M, int64_t N, int64_t K, const F& fn) {
+  const int64_t blocks = (N + 3) / 4;
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  parallel_for(blocks, flops < kSkinnySerialFlops ? blocks : 8, [&](int64_t b0, int64_t b1) { fn(b0 * 4, imin(N, b1 * 4)); });
+}
 
 // The micro-tile: MR rows x NR columns of C per micro-kernel call.
 struct Tile {

@@ -4,7 +4,7 @@
 // forward, with and without accumulation, on fresh random shapes plus the edge sizes: 1, primes,
 // sizes that are not multiples of the 12 x 32 tile, that cross the K slice (256 values / 256 bf16
 // pairs), the 512-column and 384-row task blocks, the skinny-path boundary (32 rows) and decode
-// rows (M = 1..8).
+// rows (M = 1..8, fixed and drawn fresh, with K tails and weight rows split between threads).
 // Tolerances are the rounding-error bounds, so they cannot flake and an indexing error fails:
 //   fp32:  |y - y64| <= K 2^-23 sum_k |a b| + 2^-23 |y_old|
 //   bf16 weights, against the bf16-rounded inputs: the same bound (exact products, fp32 sums);
@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { gemmInfo, linearProduct, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
+import { addressMod64, alignedArray, gemmInfo, linearProduct, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
 import { Rng, testSeed } from '../helpers/random.js';
 
 const seed = testSeed('gemm');
@@ -74,6 +74,10 @@ const edge: Shape[] = [
   { m: 12, n: 32, k: 256 }, { m: 24, n: 64, k: 1 }, { m: 61, n: 3, k: 300 },
   // decode (skinny) products, M = 1..8: ragged row blocks (4 weight rows, 2 / 6 input rows) and K tails
   { m: 1, n: 131, k: 1001 }, { m: 5, n: 67, k: 45 }, { m: 8, n: 34, k: 260 },
+  // single rows (the GEMV): K = 61 runs every step kind (AVX-512: 32, 16, masked 13; AVX2: 16, 8,
+  // 5 scalars); over 2e5 flops the weight rows are split between the threads (N not a multiple
+  // of the 4-row block), and so is a 4-row product
+  { m: 1, n: 203, k: 61 }, { m: 1, n: 250, k: 1013 }, { m: 4, n: 130, k: 400 },
 ];
 function randomShapes(count: number): Shape[] {
   const out: Shape[] = [];
@@ -83,7 +87,16 @@ function randomShapes(count: number): Shape[] {
   }
   return out;
 }
-const sizes = [...edge, ...randomShapes(6)];
+/** Decode products drawn fresh: M = 1..8, any K tail, most over the 2e5 flops that split the weight rows between threads. */
+function decodeShapes(count: number): Shape[] {
+  const out: Shape[] = [];
+  while (out.length < count) {
+    const s = { m: 1 + rng.int(8), n: 1 + rng.int(400), k: 1 + rng.int(900) };
+    if (s.m * s.n * s.k <= 1e6) out.push(s);
+  }
+  return out;
+}
+const sizes = [...edge, ...randomShapes(6), ...decodeShapes(4)];
 // Products big enough (>= 2e6 flops) for the AVX-512 driver to pack operands once per call and
 // share them between tasks: A shared (several column blocks), B shared (several row blocks), K
 // over several slices of 256, ragged edges (docs/kernels.md, "CPU GEMM").
@@ -184,6 +197,20 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
       }
     }
     assert.match(bad.err, /MURPHY_GEMM_PATH must be 'auto', .*'avx2'.*; got 'avx3'/);
+  });
+
+  it('alignedArray places arrays of any length on 64-byte boundaries (as the model\'s weights are)', () => {
+    const plain = [1, 3, 17, 1000].map((n) => addressMod64(new Float32Array(n)));
+    for (const n of [1, 3, 17, 1000, 1 + rng.int(5000)]) {
+      const f = alignedArray(Float32Array, n), h = alignedArray(Uint16Array, n);
+      assert.equal(f.length, n);
+      assert.equal(h.length, n);
+      assert.equal(addressMod64(f), 0, `Float32Array(${n})`);
+      assert.equal(addressMod64(h), 0, `Uint16Array(${n})`);
+      assert.ok(f.every((x) => x === 0) && h.every((x) => x === 0));
+    }
+    assert.ok(plain.every((m) => m >= 0 && m < 64 && m % 4 === 0), `plain arrays at ${plain.join(', ')} mod 64`);
+    assert.throws(() => addressMod64({} as ArrayBufferView), /addressMod64: pass a typed array/);
   });
 
   it('refuses bad input with one line naming it', () => {

@@ -1,5 +1,8 @@
 // Stress test of native/cpu/threads.cc: many tiny parallel_for calls from two threads at once,
-// with nested calls and exceptions. Built and run by thread_pool.test.ts.
+// with nested calls and exceptions; then jobs that need every thread of the pool at once (each
+// chunk waits at a barrier for the others: a worker that missed a job, spinning or asleep, or one
+// started by a resize that missed the first job after it, hangs here). Built and run by
+// thread_pool.test.ts, with the pool's spin on and off (MURPHY_POOL_SPIN_US).
 #include <atomic>
 #include <cstdio>
 #include <stdexcept>
@@ -8,7 +11,7 @@
 using namespace murphy;
 int main() {
   std::atomic<long> total{0};
-  auto work = [&](int id) {
+  auto work = [&](int) {
     for (int it = 0; it < 20000; ++it) {
       std::atomic<long> s{0};
       parallel_for(8 + it % 5, 1, [&](int64_t b, int64_t e) {
@@ -26,5 +29,18 @@ int main() {
   };
   std::thread a(work, 0), b(work, 1);
   a.join(); b.join();
+  // every thread in every job: n chunks of one item each for n threads, each waiting for all
+  const int threads = num_threads();
+  for (int round = 0; round < 3; ++round) {
+    if (round > 0) set_num_threads(round == 1 ? threads + 1 : threads);  // fresh workers
+    const int n = num_threads();
+    for (int it = 0; it < 2000; ++it) {
+      std::atomic<int> arrived{0};
+      parallel_for(n, 1, [&](int64_t, int64_t) {
+        arrived.fetch_add(1);
+        while (arrived.load() < n) std::this_thread::yield();
+      });
+    }
+  }
   printf("ok %ld calls, %d threads\n", (long)total, num_threads());
 }
