@@ -38,6 +38,28 @@ Buf host(const Napi::Value& v, const char* name, Kind k, int64_t expect, bool op
   return b;
 }
 
+// { lr, beta1, beta2, eps, weightDecay, maxGradNorm } into the engine's options (AdamWOptions or
+// ZeroStepOptions: the same fields).
+template <typename O>
+void read_adamw(const Napi::Object& h, O& o) {
+  o.lr = req_number(h, "lr");
+  o.beta1 = req_number(h, "beta1");
+  o.beta2 = req_number(h, "beta2");
+  o.eps = req_number(h, "eps");
+  o.weight_decay = req_number(h, "weightDecay");
+  o.max_grad_norm = decltype(o.max_grad_norm)(req_number(h, "maxGradNorm"));
+}
+
+// An optimizer step's result: { gradNorm, clipCoef, skipped, step }.
+Napi::Object adamw_result(Napi::Env env, const AdamWResult& r, int64_t step) {
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("gradNorm", r.grad_norm);
+  out.Set("clipCoef", r.clip_coef);
+  out.Set("skipped", r.skipped);
+  out.Set("step", double(step));
+  return out;
+}
+
 class Task : public Napi::AsyncWorker {
  public:
   using Run = std::function<void()>;
@@ -421,23 +443,11 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       if (!info[0].IsObject()) throw Error("optimizerStep: pass the hyper-parameters object");
       Napi::Object h = info[0].As<Napi::Object>();
       model::AdamWOptions o;
-      o.lr = req_number(h, "lr");
-      o.beta1 = req_number(h, "beta1");
-      o.beta2 = req_number(h, "beta2");
-      o.eps = req_number(h, "eps");
-      o.weight_decay = req_number(h, "weightDecay");
-      o.max_grad_norm = float(req_number(h, "maxGradNorm"));
+      read_adamw(h, o);
       auto r = std::make_shared<AdamWResult>();
       PolicyEngine* e = eng_.get();
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *r = e->optimizer_step(o); },
-                   [=](Napi::Env env) -> Napi::Value {
-                     Napi::Object out = Napi::Object::New(env);
-                     out.Set("gradNorm", r->grad_norm);
-                     out.Set("clipCoef", r->clip_coef);
-                     out.Set("skipped", r->skipped);
-                     out.Set("step", double(e->step()));
-                     return out;
-                   });
+                   [=](Napi::Env env) -> Napi::Value { return adamw_result(env, *r, e->step()); });
     });
   }
 
@@ -795,25 +805,13 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       if (!info[1].IsObject()) throw Error("zeroStep: pass the hyper-parameters object");
       Napi::Object h = info[1].As<Napi::Object>();
       gpu::ZeroStepOptions o;
-      o.lr = req_number(h, "lr");
-      o.beta1 = req_number(h, "beta1");
-      o.beta2 = req_number(h, "beta2");
-      o.eps = req_number(h, "eps");
-      o.weight_decay = req_number(h, "weightDecay");
-      o.max_grad_norm = req_number(h, "maxGradNorm");
+      read_adamw(h, o);
       o.timeout_ms = to_number(info[2], "timeoutMs");
       if (!(o.timeout_ms > 0)) throw Error("zeroStep: timeoutMs must be > 0");
       auto r = std::make_shared<AdamWResult>();
       PolicyEngine* e = eng_.get();
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *r = e->zero_step(*comm, o); },
-                   [=](Napi::Env env) -> Napi::Value {
-                     Napi::Object out = Napi::Object::New(env);
-                     out.Set("gradNorm", r->grad_norm);
-                     out.Set("clipCoef", r->clip_coef);
-                     out.Set("skipped", r->skipped);
-                     out.Set("step", double(e->step()));
-                     return out;
-                   });
+                   [=](Napi::Env env) -> Napi::Value { return adamw_result(env, *r, e->step()); });
     });
   }
 

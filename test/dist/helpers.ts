@@ -1,9 +1,16 @@
 // Test helpers: a world of N ranks inside one process, of the CPU backend (loopback TCP) or of
 // the NCCL backend on the tests' fake library (device -1, host buffers; the fake's communicators
 // of one id form a world). Rank 0 listens on a free port and the others start once it does.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before } from 'node:test';
 import type { Collective } from '../../lib/dist/collective.js';
 import { NcclCollective, type NcclCollectiveOptions } from '../../lib/dist/nccl-collective.js';
 import { TcpCollective, type TcpCollectiveOptions } from '../../lib/dist/tcp.js';
+import { findNccl } from '../../lib/gpu/nccl.js';
+import type { TrainBatch } from '../../lib/model/index.js';
+import { buildFakeNccl } from '../helpers/fake-nccl.js';
+import type { Rng } from '../helpers/random.js';
 
 const open: Collective[] = [];
 
@@ -36,4 +43,38 @@ export function localWorld(n: number, over: Partial<TcpCollectiveOptions> = {}):
  */
 export function ncclLocalWorld(n: number, over: Partial<NcclCollectiveOptions> = {}): Promise<NcclCollective[]> {
   return world(n, (rank, masterPort, onListening) => NcclCollective.create({ rank, worldSize: n, masterAddr: '127.0.0.1', masterPort, device: -1, connectTimeoutMs: 20_000, timeoutMs: 60_000, onListening, ...over }));
+}
+
+/**
+ * Registers the file's hooks for the fake NCCL: before, builds it under root/fake and loads it
+ * (MURPHY_NCCL); after, closes every world and removes root.
+ */
+export function useFakeNccl(root: string, cleanup: () => void): void {
+  before(() => {
+    process.env.MURPHY_NCCL = buildFakeNccl(join(root, 'fake', 'libnccl.so.2'));
+    assert.equal(findNccl({ install: true }).found, true);
+  });
+  after(async () => {
+    await closeWorlds();
+    cleanup();
+  });
+}
+
+/**
+ * A GRPO batch of `seqs` random sequences (6-15 tokens, the first of each masked) for the
+ * ZeRO-1 tests. Advantages alternate in sign: the random model's log-probs sit far below
+ * oldLogp, so a batch of only negative advantages would be clipped everywhere (zero gradient,
+ * nothing for ZeRO-1 to clip).
+ */
+export function zeroTestBatch(rng: Rng, seqs: number, vocab: number): TrainBatch {
+  const lens = Array.from({ length: seqs }, () => 6 + rng.int(10));
+  const T = lens.reduce((a, b) => a + b, 0);
+  const seqOffsets = new Int32Array(seqs + 1);
+  lens.forEach((l, i) => (seqOffsets[i + 1] = seqOffsets[i]! + l));
+  const tokens = Int32Array.from({ length: T }, () => rng.int(vocab));
+  const mask = Uint8Array.from({ length: T }, (_, t) => (seqOffsets.includes(t) ? 0 : 1));
+  const adv = new Float32Array(T);
+  for (let s = 0; s < seqs; s++) adv.fill((s % 2 === 0 ? 1 : -1) * rng.uniform(0.1, 1), seqOffsets[s]!, seqOffsets[s + 1]!);
+  const oldLogp = Float32Array.from({ length: T }, () => -1 - rng.uniform(0, 3));
+  return { tokens, seqOffsets, mask, advantages: adv, oldLogp };
 }

@@ -7,27 +7,18 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { resolveConfig } from '../../lib/config/index.js';
 import { runTraining } from '../../lib/commands/run-training.js';
 import type { Collective } from '../../lib/dist/collective.js';
-import { findNccl } from '../../lib/gpu/nccl.js';
 import { setNumThreads } from '../../lib/native.js';
 import { readSafetensorsF32 } from '../../lib/safetensors.js';
-import { buildFakeNccl } from '../helpers/fake-nccl.js';
-import { closeWorlds, localWorld, ncclLocalWorld } from './helpers.js';
+import { closeWorlds, localWorld, ncclLocalWorld, useFakeNccl } from './helpers.js';
 import { metrics } from './train-runs.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-dp-nccl-'));
 setNumThreads(1);
-before(() => {
-  process.env.MURPHY_NCCL = buildFakeNccl(join(root, 'fake', 'libnccl.so.2'));
-  assert.equal(findNccl({ install: true }).found, true);
-});
-after(async () => {
-  await closeWorlds();
-  rmSync(root, { recursive: true, force: true });
-});
+useFakeNccl(root, () => rmSync(root, { recursive: true, force: true }));
 
 const FLAGS = { maxSteps: 2, saveSteps: 2, batchSize: 4, numGenerations: 4, sftSteps: 4, sftLearningRate: 0.03, microBatchTokens: 512, evalProblems: 1, evalIterations: 1, evalSamples: 1, device: 'cpu' };
 

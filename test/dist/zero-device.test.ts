@@ -22,48 +22,28 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { SoloCollective, type Collective } from '../../lib/dist/collective.js';
 import { DistributedPolicy } from '../../lib/dist/zero.js';
-import { findNccl } from '../../lib/gpu/nccl.js';
 import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
 import { setNumThreads } from '../../lib/native.js';
 import { readSafetensorsF32 } from '../../lib/safetensors.js';
 import { NativePolicy } from '../../lib/train/policy.js';
-import { buildFakeNccl } from '../helpers/fake-nccl.js';
 import { Rng, testSeed } from '../helpers/random.js';
-import { closeWorlds, ncclLocalWorld } from './helpers.js';
+import { closeWorlds, ncclLocalWorld, zeroTestBatch, useFakeNccl } from './helpers.js';
 import { planBuckets, flatLayout } from '../../lib/dist/buckets.js';
 import { planShards, rangeCounts } from '../../lib/dist/shards.js';
 
 const seed = testSeed('dist/zero-device');
 setNumThreads(1);
 const root = mkdtempSync(join(tmpdir(), 'murphy-zero-dev-'));
-before(() => {
-  process.env.MURPHY_NCCL = buildFakeNccl(join(root, 'fake', 'libnccl.so.2'));
-  assert.equal(findNccl({ install: true }).found, true);
-});
-after(async () => {
-  await closeWorlds();
-  rmSync(root, { recursive: true, force: true });
-});
+useFakeNccl(root, () => rmSync(root, { recursive: true, force: true }));
 
 const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
 const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
 const BUCKET = 8192;
 
-function batch(rng: Rng, seqs: number, vocab: number): TrainBatch {
-  const lens = Array.from({ length: seqs }, () => 6 + rng.int(10));
-  const T = lens.reduce((a, b) => a + b, 0);
-  const seqOffsets = new Int32Array(seqs + 1);
-  lens.forEach((l, i) => (seqOffsets[i + 1] = seqOffsets[i]! + l));
-  const tokens = Int32Array.from({ length: T }, () => rng.int(vocab));
-  const mask = Uint8Array.from({ length: T }, (_, t) => (seqOffsets.includes(t) ? 0 : 1));
-  const adv = new Float32Array(T);
-  for (let s = 0; s < seqs; s++) adv.fill((s % 2 === 0 ? 1 : -1) * rng.uniform(0.1, 1), seqOffsets[s]!, seqOffsets[s + 1]!);
-  const oldLogp = Float32Array.from({ length: T }, () => -1 - rng.uniform(0, 3));
-  return { tokens, seqOffsets, mask, advantages: adv, oldLogp };
-}
+const batch = zeroTestBatch;
 
 type Storage = 'f32' | 'bf16';
 interface Ranks { models: PolicyModel[]; dps: DistributedPolicy[] }

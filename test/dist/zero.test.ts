@@ -12,11 +12,11 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { SoloCollective } from '../../lib/dist/collective.js';
 import { DistributedPolicy } from '../../lib/dist/zero.js';
-import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
+import { PolicyModel } from '../../lib/model/index.js';
 import { setNumThreads } from '../../lib/native.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng, testSeed } from '../helpers/random.js';
-import { closeWorlds, localWorld } from './helpers.js';
+import { closeWorlds, localWorld, zeroTestBatch } from './helpers.js';
 
 const seed = testSeed('dist/zero');
 // Two ranks share this process (and the CPU with other test files): one kernel thread.
@@ -24,20 +24,7 @@ setNumThreads(1);
 const root = mkdtempSync(join(tmpdir(), 'murphy-zero-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-function batch(rng: Rng, seqs: number, vocab: number): TrainBatch {
-  const lens = Array.from({ length: seqs }, () => 6 + rng.int(10));
-  const T = lens.reduce((a, b) => a + b, 0);
-  const seqOffsets = new Int32Array(seqs + 1);
-  lens.forEach((l, i) => (seqOffsets[i + 1] = seqOffsets[i]! + l));
-  const tokens = Int32Array.from({ length: T }, () => rng.int(vocab));
-  const mask = Uint8Array.from({ length: T }, (_, t) => (seqOffsets.includes(t) ? 0 : 1));
-  const adv = new Float32Array(T);
-  // alternating signs: the random model's log-probs sit far below oldLogp, so a batch of only
-  // negative advantages would be clipped everywhere (zero gradient, nothing for ZeRO-1 to clip)
-  for (let s = 0; s < seqs; s++) adv.fill((s % 2 === 0 ? 1 : -1) * rng.uniform(0.1, 1), seqOffsets[s]!, seqOffsets[s + 1]!);
-  const oldLogp = Float32Array.from({ length: T }, () => -1 - rng.uniform(0, 3));
-  return { tokens, seqOffsets, mask, advantages: adv, oldLogp };
-}
+const batch = zeroTestBatch;
 
 const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
 const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
