@@ -202,112 +202,6 @@ _MISSING = object()
 WORLD_REF = [None]
 
 
-def make_valuer(world):
-    """classify(v) -> (kind, plain value or None); see the comment above."""
-    _type = type
-    _id = _oid
-    _issubclass = issubclass
-    classes = world.classes
-    exact_scalars = frozenset(map(id, (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))))
-    conv = [
-        (int, int.__int__), (float, float.__float__), (complex, complex.__complex__), (str, str.__str__),
-        (bytes, bytes.__bytes__),
-    ]
-    seqs = [(tuple, tuple.__iter__, tuple), (list, list.__iter__, list), (frozenset, frozenset.__iter__, frozenset), (set, set.__iter__, set)]
-    _dict_items = dict.items
-    problems = []  # (kind, detail): tampered classes found on the way
-
-    def behaves(t):
-        """Whether the program-defined part of t's class hierarchy defines behaviour."""
-        if _id(_type(t)) not in classes:
-            return True  # a metaclass of the program's
-        for c in _cls_mro(t):
-            if _id(c) in classes:
-                continue
-            for k in _cls_dict(c):
-                if _type(k) is str and k in BEHAVIOUR:
-                    return True
-        return False
-
-    def walk(v, depth, budget):
-        budget[0] -= 1
-        if budget[0] < 0 or depth > 100:
-            return "u", "too large or too deeply nested"
-        t = _type(v)
-        tid = _id(t)
-        if tid in exact_scalars:
-            return "p", v
-        if t is list or t is tuple or t is set or t is frozenset:
-            return walk_items(t, t.__iter__(v), t, depth, budget)
-        if t is dict:
-            return walk_dict(v, depth, budget)
-        known = tid in classes
-        if known:
-            if _cls_flags(t) & HEAPTYPE:
-                k = world.class_changed(t)
-                if k is not None:
-                    problems.append("replaced %s.%s" % (_cls_name(t), k))
-                    return "u", _cls_name(t)
-        elif behaves(t):
-            return "u", _cls_name(t)
-        for base, fn in conv:
-            if _issubclass(t, base):
-                return "p", fn(v)
-        for base, it, make in seqs:
-            if _issubclass(t, base):
-                return walk_items(base, it(v), make, depth, budget)
-        if _issubclass(t, dict):
-            return walk_dict(v, depth, budget)
-        return ("t" if known else "n"), None
-
-    def walk_items(base, it, make, depth, budget):
-        kind = "p"
-        out = []
-        for x in it:
-            k, pv = walk(x, depth + 1, budget)
-            if k == "u":
-                return "u", pv
-            if k != "p":
-                kind = "t"
-            else:
-                out.append(pv)
-        if kind != "p":
-            return "t", None
-        try:
-            return "p", make(out)
-        except TypeError:
-            return "t", None
-
-    def walk_dict(v, depth, budget):
-        out = []
-        kind = "p"
-        for key, val in _dict_items(v):
-            k1, p1 = walk(key, depth + 1, budget)
-            k2, p2 = walk(val, depth + 1, budget)
-            if k1 == "u" or k2 == "u":
-                return "u", p1 if k1 == "u" else p2
-            if k1 != "p" or k2 != "p":
-                kind = "t"
-            else:
-                out.append((p1, p2))
-        if kind != "p":
-            return "t", None
-        try:
-            return "p", dict(out)
-        except TypeError:
-            return "t", None
-
-    def classify(v):
-        """(kind, plain): kind "p", "t", "n" (an inert object of the program's: no behaviour of
-        its own, so it compares by identity) or "u"."""
-        k, pv = walk(v, 0, [2000000])
-        if k == "n":
-            return "n", None
-        return k, pv
-
-    return classify, problems
-
-
 def judge(m):
     """The supervisor's verdict on one reported check (a Msg.CHECK message): None when it holds,
     else (errorType, message)."""
@@ -503,7 +397,7 @@ def _w_dict(v, depth, budget, st):
 
 
 def _w_classify(v, st):
-    """(kind, plain value or type name), as make_valuer's classify; never raises."""
+    """(kind, plain value or type name); see the comment above about the kinds; never raises."""
     try:
         return st[24](v, 0, [2000000], st)
     except st[23]:
