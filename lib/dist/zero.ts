@@ -14,8 +14,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { adamw, type AdamWHyper, type AdamWTensor } from '../native.js';
 import { resolveAdamWOptions } from '../native/options.js';
-import { encodeSafetensorsF32, readSafetensorsF32, tensorMismatch } from '../safetensors.js';
-import type { OptimizerResult, Policy, PolicyStateInfo } from '../train/policy.js';
+import { encodeSafetensorsF32, readSafetensorsF32 } from '../safetensors.js';
+import { readMasterWeights, type OptimizerResult, type Policy, type PolicyStateInfo } from '../train/policy.js';
 import { writeFileAtomic } from '../train/rundir.js';
 import { flatLayout, planBuckets, type Bucket, type FlatParam } from './buckets.js';
 import { broadcastJson, type Collective } from './collective.js';
@@ -281,17 +281,12 @@ export class DistributedPolicy implements Policy {
   /** Ranks other than 0: their part of rank 0's saveState. Returns the directory written to. */
   async joinSave(): Promise<string> {
     const { dir } = await broadcastJson<{ dir: string }>(this.coll, undefined);
-    if (this.dev) await this.gatherMaster();
+    if (this.dev) await this.gatherMaster(); // collective: rank 0 gathers the master for master.safetensors
     this.writeShard(dir);
     await this.coll.barrier();
     return dir;
   }
 
-  /**
-   * Every rank: the weights from master.safetensors (through the inner policy), then this
-   * rank's master shard and moments: its own shard file when the world size is the same,
-   * else re-sharded from all shard files, or from a one-process optimizer.safetensors.
-   */
   /**
    * Device path (collective): the full fp32 master weights, all-gathered from the shards bucket
    * by bucket through the collective's host staging (checkpoints only: the engine's own weights
@@ -313,16 +308,13 @@ export class DistributedPolicy implements Policy {
    * returns them flat (the fp32 values: with bf16 storage the engine keeps the rounded ones).
    */
   private loadWeights(dir: string): { flat: Float32Array; optimizerState: boolean } {
-    const path = join(dir, 'master.safetensors');
-    if (!existsSync(path)) {
+    const tensors = readMasterWeights(dir, this.inner.params());
+    if (!tensors) {
       const flat = this.flatWeights();
       const s = this.shard();
       flat.set(s.master, this.range.begin);
       return { flat, optimizerState: existsSync(join(dir, 'optimizer.safetensors')) };
     }
-    const { tensors } = readSafetensorsF32(path);
-    const bad = tensorMismatch(tensors, this.inner.params());
-    if (bad) throw new Error(`${path}: ${bad}`);
     const flat = new Float32Array(this.total);
     for (const p of this.layout) {
       const t = tensors[p.name]!.data;
@@ -332,6 +324,11 @@ export class DistributedPolicy implements Policy {
     return { flat, optimizerState: existsSync(join(dir, 'optimizer.safetensors')) };
   }
 
+  /**
+   * Every rank: the weights from master.safetensors (through the inner policy), then this
+   * rank's master shard and moments: its own shard file when the world size is the same,
+   * else re-sharded from all shard files, or from a one-process optimizer.safetensors.
+   */
   async loadState(dir: string): Promise<PolicyStateInfo> {
     const info = this.dev ? { hfDir: join(dir, 'policy'), ...this.loadWeights(dir) } : { ...(await this.inner.loadState(dir)), flat: null };
     const flat = info.flat ?? this.flatWeights();

@@ -117,13 +117,7 @@ export class NativePolicy implements Policy {
     // Everything is read and checked against the model before any parameter is set, so a
     // damaged file leaves the model as it was.
     const params = this.model.params();
-    const master = join(dir, 'master.safetensors');
-    let weights: F32Tensors | null = null;
-    if (existsSync(master)) {
-      weights = readSafetensorsF32(master).tensors;
-      const bad = tensorMismatch(weights, params);
-      if (bad) throw new Error(`${master}: ${bad}`);
-    }
+    const weights = readMasterWeights(dir, params);
     const opt = join(dir, 'optimizer.safetensors');
     let moments: { step: number; tensors: Record<string, Float32Array> } | null = null;
     if (existsSync(opt)) {
@@ -141,4 +135,17 @@ export class NativePolicy implements Policy {
     if (moments) this.model.loadOptimizerState(moments);
     return { hfDir: join(dir, 'policy'), optimizerState: moments !== null };
   }
+}
+
+/**
+ * A checkpoint's master.safetensors (the fp32 weights), read and checked against the model's
+ * parameters (one line naming the file and the mismatch); null when the checkpoint has none.
+ */
+export function readMasterWeights(dir: string, params: readonly { name: string; shape: readonly number[] }[]): F32Tensors | null {
+  const path = join(dir, 'master.safetensors');
+  if (!existsSync(path)) return null;
+  const { tensors } = readSafetensorsF32(path);
+  const bad = tensorMismatch(tensors, params);
+  if (bad) throw new Error(`${path}: ${bad}`);
+  return tensors;
 }
