@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -33,35 +34,49 @@ int default_threads() {
 // inside one runs serially instead of waiting for the pool it is part of.
 thread_local bool t_in_region = false;
 
+// One part of a job's chunks, claimed front to back (padded: the threads' counters on separate lines).
+struct alignas(64) Part {
+  std::atomic<int64_t> next{0};
+};
+
 // One parallel_for call. It lives on the caller's stack; workers reach it only through
 // Pool::job_ (read under the pool's mutex) and the caller does not return while any worker
 // still holds it, so a late worker can never touch the next call's counters.
+// Chunk c covers [n c / chunks, n (c + 1) / chunks). The chunks are cut into `nparts` parts of
+// `per_part` (a plain parallel_for: one part); thread t claims from part t % nparts first, then
+// from the parts after it.
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
-  int64_t n = 0, chunks = 0;
-  std::atomic<int64_t> next{0};
+  int64_t n = 0, chunks = 0, per_part = 0;
+  int nparts = 1;
+  Part* parts = nullptr;
   // Changed under the pool's mutex (so a sleeping caller's wait sees them); atomics so that the
   // caller's spin can read them without it.
   std::atomic<int64_t> pending{0};  // chunks not yet finished
   std::atomic<int> attached{0};     // workers currently inside drain()
   std::exception_ptr error;
 
-  // Takes chunks until none is left; returns how many this thread finished.
-  int64_t drain() {
+  // Takes chunks until none is left, starting with thread `tid`'s part; returns how many this
+  // thread finished.
+  int64_t drain(int tid) {
     int64_t done = 0;
     const bool outer = t_in_region;
     t_in_region = true;
-    for (;;) {
-      const int64_t c = next.fetch_add(1);
-      if (c >= chunks) break;
-      const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-      try {
-        (*fn)(begin, end);
-      } catch (...) {
-        std::lock_guard<std::mutex> lk(error_mutex);
-        if (!error) error = std::current_exception();
+    for (int i = 0; i < nparts; ++i) {
+      const int p = (tid + i) % nparts;
+      for (;;) {
+        const int64_t c = parts[p].next.fetch_add(1);
+        if (c >= per_part) break;
+        const int64_t g = int64_t(p) * per_part + c;
+        const int64_t begin = n * g / chunks, end = n * (g + 1) / chunks;
+        try {
+          (*fn)(begin, end);
+        } catch (...) {
+          std::lock_guard<std::mutex> lk(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+        ++done;
       }
-      ++done;
     }
     t_in_region = outer;
     return done;
@@ -127,7 +142,7 @@ class Pool {
     start(n);
   }
 
-  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn, bool affine) {
     if (n <= 0) return;
     grain = std::max<int64_t>(1, grain);
     const int64_t max_chunks = (n + grain - 1) / grain;
@@ -141,6 +156,12 @@ class Pool {
     job.n = n;
     // a few chunks per thread balances uneven work without much overhead
     job.chunks = std::min<int64_t>(max_chunks, int64_t(n_threads_) * 4);
+    // affine: one part per thread (fewer when there are fewer chunks), whole chunks each
+    job.nparts = affine ? int(std::min<int64_t>(n_threads_, job.chunks)) : 1;
+    job.per_part = job.chunks / job.nparts;
+    job.chunks = job.per_part * job.nparts;
+    for (int p = 0; p < job.nparts; ++p) parts_[p].next.store(0, std::memory_order_relaxed);
+    job.parts = parts_.get();
     job.pending.store(job.chunks, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lk(m_);
@@ -148,7 +169,7 @@ class Pool {
       generation_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_all();  // no system call when every worker is spinning
-    const int64_t mine = job.drain();
+    const int64_t mine = job.drain(0);
     {
       std::lock_guard<std::mutex> lk(m_);
       job.pending.fetch_sub(mine, std::memory_order_relaxed);
@@ -171,12 +192,14 @@ class Pool {
   void start(int n) {
     n_threads_ = std::max(1, n);
     quit_.store(false);
+    parts_.reset(new Part[size_t(n_threads_)]);
     // a worker waits for the jobs after this generation (one posted before it runs included)
     const uint64_t gen = generation_.load();
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, gen] { worker(gen); });
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, gen, i] { worker(gen, i); });
   }
 
-  void worker(uint64_t seen) {
+  // Worker `tid` (1 .. threads - 1; the calling thread is 0).
+  void worker(uint64_t seen, int tid) {
     for (;;) {
       spin_until([&] { return quit_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; },
                  spin_us_);
@@ -190,7 +213,7 @@ class Pool {
         if (!job) continue;  // that call already finished without us
         job->attached.fetch_add(1, std::memory_order_relaxed);
       }
-      const int64_t done = job->drain();
+      const int64_t done = job->drain(tid);
       std::lock_guard<std::mutex> lk(m_);
       job->pending.fetch_sub(done, std::memory_order_release);
       job->attached.fetch_sub(1, std::memory_order_release);
@@ -214,6 +237,7 @@ class Pool {
   std::condition_variable cv_, done_cv_;
   std::vector<std::thread> workers_;
   int n_threads_ = 1;
+  std::unique_ptr<Part[]> parts_;  // the running job's part counters (one job at a time: run_mutex_)
   std::atomic<bool> quit_{false};
   std::atomic<uint64_t> generation_{0};
   Job* job_ = nullptr;
@@ -233,7 +257,11 @@ void set_num_threads(int n) {
 }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  pool().run(n, grain, fn);
+  pool().run(n, grain, fn, false);
+}
+
+void parallel_for_affine(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  pool().run(n, grain, fn, true);
 }
 
 }  // namespace murphy

@@ -17,4 +17,12 @@ void set_num_threads(int n);
 // calling thread.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+// parallel_for whose chunks have a home thread: [0, n) is cut into one contiguous part per
+// thread (the calling thread's first, then the workers' in a fixed order), and each thread takes
+// the chunks of its own part first, front to back, then helps with the chunks the others have not
+// claimed. When every thread is running, repeated calls of one size give each thread the same
+// items, so memory-bound loops over the same data (a decode step's weight rows) find their part
+// in that core's caches; a thread that is late or descheduled leaves its chunks to the others.
+void parallel_for_affine(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
 }  // namespace murphy

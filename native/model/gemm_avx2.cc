@@ -196,11 +196,11 @@ MURPHY_AI float value(uint16_t v) { return bf16_bits_to_f32(v); }
 
 // Y[m0 .. m0 + MB, j .. j + JB) (+)= X W^T over all of K: whole 8-value steps in vectors (plain
 // loads: a masked load per step cost a third of the speed), the K % 8 tail in scalars.
-// JB is a multiple of 4, or 1.
+// JB is 1, 3 or a multiple of 4.
 template <int MB, int JB, typename WT>
 MURPHY_AI void skinny_block(const float* X, const WT* W, float* Y, int64_t N, int64_t K, int64_t m0, int64_t j, bool acc) {
   __m256 s[MB * JB];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int q = 0; q < MB * JB; ++q) s[q] = _mm256_setzero_ps();
   const int64_t K8 = K & ~int64_t(7);
   for (int64_t k = 0; k < K8; k += 8) {
@@ -212,14 +212,15 @@ MURPHY_AI void skinny_block(const float* X, const WT* W, float* Y, int64_t N, in
       // (10 loads per 8 FMAs for 2 rows: load-bound)
       if constexpr (MB > 1) asm("" : "+x"(w[q]));
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int m = 0; m < MB; ++m) {
-      const __m256 x = loadu8(X + (m0 + m) * K + k);
+      __m256 x = loadu8(X + (m0 + m) * K + k);
+      if constexpr (JB > 1) asm("" : "+x"(x));  // the same, for the input row's vector
 #pragma GCC unroll 8
       for (int q = 0; q < JB; ++q) s[m * JB + q] = _mm256_fmadd_ps(x, w[q], s[m * JB + q]);
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int m = 0; m < MB; ++m) {
     float* y = Y + (m0 + m) * N + j;
     if constexpr (JB % 4 == 0) {
@@ -230,6 +231,11 @@ MURPHY_AI void skinny_block(const float* X, const WT* W, float* Y, int64_t N, in
         if (acc) r = _mm_add_ps(r, _mm_loadu_ps(y + g));
         _mm_storeu_ps(y + g, r);
       }
+    } else if constexpr (JB == 3) {
+      const __m256* v = s + m * JB;
+      alignas(16) float r[4];
+      _mm_store_ps(r, hsum4(v[0], v[1], v[2], v[2]));
+      for (int q = 0; q < 3; ++q) y[q] = acc ? y[q] + r[q] : r[q];
     } else {
       y[0] = acc ? y[0] + hsum(s[m]) : hsum(s[m]);
     }
@@ -242,9 +248,13 @@ MURPHY_AI void skinny_block(const float* X, const WT* W, float* Y, int64_t N, in
   }
 }
 
+// Rows of X against weight rows j .. j + JB: blocks of 4 input rows when JB = 3 (12 sums, 3
+// weights, 1 input: the 16 ymm registers), of 2 otherwise, then the one left.
 template <int JB, typename WT>
 MURPHY_AI void skinny_rows(const float* X, const WT* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j, bool acc) {
   int64_t m = 0;
+  if constexpr (JB == 3)
+    for (; m + 4 <= M; m += 4) skinny_block<4, 3>(X, W, Y, N, K, m, j, acc);
   for (; m + 2 <= M; m += 2) skinny_block<2, JB>(X, W, Y, N, K, m, j, acc);
   if (m < M) skinny_block<1, JB>(X, W, Y, N, K, m, j, acc);
 }
@@ -274,6 +284,8 @@ void skinny(const float* X, const WT* W, float* Y, int64_t M, int64_t N, int64_t
   int64_t j = j0;
   if (M == 1)
     for (; j + 4 <= j1; j += 4) gemv_block(X, W, Y, K, j, acc);
+  if (M >= 4)
+    for (; j + 3 <= j1; j += 3) skinny_rows<3>(X, W, Y, M, N, K, j, acc);
   for (; j + 4 <= j1; j += 4) skinny_rows<4>(X, W, Y, M, N, K, j, acc);
   for (; j < j1; ++j) skinny_rows<1>(X, W, Y, M, N, K, j, acc);
 }

@@ -4,7 +4,8 @@
 // forward, with and without accumulation, on fresh random shapes plus the edge sizes: 1, primes,
 // sizes that are not multiples of the 12 x 32 tile, that cross the K slice (256 values / 256 bf16
 // pairs), the 512-column and 384-row task blocks, the skinny-path boundary (32 rows) and decode
-// rows (M = 1..8, fixed and drawn fresh, with K tails and weight rows split between threads).
+// rows (M = 1..8, fixed and drawn fresh, with K tails and weight rows split between threads,
+// also on 1, 3 and 4 threads: the affine parts of split_weight_rows, the AVX2 4 x 3 blocks).
 // Tolerances are the rounding-error bounds, so they cannot flake and an indexing error fails:
 //   fp32:  |y - y64| <= K 2^-23 sum_k |a b| + 2^-23 |y_old|
 //   bf16 weights, against the bf16-rounded inputs: the same bound (exact products, fp32 sums);
@@ -13,7 +14,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { addressMod64, alignedArray, gemmInfo, linearProduct, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
+import { addressMod64, alignedArray, cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
 import { Rng, testSeed } from '../helpers/random.js';
 
 const seed = testSeed('gemm');
@@ -176,6 +177,39 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
       }
     });
   }
+
+  // The skinny path's weight rows split between 1, 3 and 4 threads (parallel_for_affine: one
+  // part per thread, claimed by its home thread first; the chunk edges fall on 4-row blocks, the
+  // AVX2 4 x 3 blocks then leave 1-3 rows per chunk to the 4-row and 1-row blocks). Fresh shapes
+  // over the 2e5 flops that split: M = 1..8, N not a multiple of 3 or 4, K with a tail.
+  const splitPaths = allPaths.filter((p) => p.startsWith('avx512') || p === 'avx2');
+  it(`decode products on 1, 3 and 4 threads (${splitPaths.join(', ')}), fp32 and bf16 weights`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, () => {
+    const threads = cpuInfo().threads;
+    const shapes: Shape[] = [];
+    for (let m = 1; m <= 8; m++) shapes.push({ m, n: 101 + rng.int(300), k: 201 + rng.int(500) });
+    try {
+      for (const t of [1, 3, 4]) {
+        setNumThreads(t);
+        for (const path of splitPaths) {
+          for (const s of shapes) {
+            const { a, b, ref } = fp32Case('forward', s);
+            for (const accumulate of [false, true]) {
+              const old = accumulate ? rng.normals(s.m * s.n) : null;
+              const out = old ? Float32Array.from(old) : new Float32Array(s.m * s.n).fill(Number.NaN);
+              linearProduct('forward', a, b, out, s, { accumulate, path });
+              check(`${path} ${t} threads ${s.m}x${s.n}x${s.k} acc=${accumulate}`, out, ref.y, ref.abs, old, ref.inner, 0);
+            }
+            const { x, wb, exact } = bf16Case(s);
+            const out = new Float32Array(s.m * s.n).fill(Number.NaN);
+            linearProduct('forward', x, wb, out, s, { path });
+            check(`${path} bf16 ${t} threads ${s.m}x${s.n}x${s.k}`, out, exact.y, exact.abs, null, exact.inner, 0);
+          }
+        }
+      }
+    } finally {
+      setNumThreads(threads);
+    }
+  });
 
   it('MURPHY_GEMM_PATH sets the path auto takes (avx2 here), and a bad name fails with one line', async () => {
     const native = fileURLToPath(new URL('../../lib/native.ts', import.meta.url));
