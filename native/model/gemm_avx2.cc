@@ -249,12 +249,12 @@ MURPHY_AI void skinny_block(const float* X, const WT* W, float* Y, int64_t N, in
 }
 
 // Rows of X against weight rows j .. j + JB: blocks of 4 input rows when JB = 3 (12 sums, 3
-// weights, 1 input: the 16 ymm registers), of 2 otherwise, then the one left.
+// weights, 1 input: the 16 ymm registers) or 1, of 2 otherwise, then the one left.
 template <int JB, typename WT>
 MURPHY_AI void skinny_rows(const float* X, const WT* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j, bool acc) {
   int64_t m = 0;
-  if constexpr (JB == 3)
-    for (; m + 4 <= M; m += 4) skinny_block<4, 3>(X, W, Y, N, K, m, j, acc);
+  if constexpr (JB == 3 || JB == 1)
+    for (; m + 4 <= M; m += 4) skinny_block<4, JB>(X, W, Y, N, K, m, j, acc);
   for (; m + 2 <= M; m += 2) skinny_block<2, JB>(X, W, Y, N, K, m, j, acc);
   if (m < M) skinny_block<1, JB>(X, W, Y, N, K, m, j, acc);
 }
@@ -323,6 +323,10 @@ void round_bf16(const float* src, float* dst, int64_t n) {
 using gemm_driver::drive;
 using gemm_driver::PackB;
 
+// split_weight_rows' unit: from 4 input rows on the weight rows go in blocks of 3 (4 x 3), and
+// units of 12 rows leave no chunk with 1-2 rows for narrower blocks (only N's last unit can).
+static int64_t skinny_unit(int64_t M) { return M >= 4 ? 12 : 4; }
+
 void gemm_f32(const GemmArgs& a) {
   const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
     v3::pack_b(a.B, a.b_rs, a.b_cs, k0, kc, j0, nc, dst);
@@ -331,7 +335,7 @@ void gemm_f32(const GemmArgs& a) {
 }
 
 void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
-  split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v3::skinny_f32(X, W, Y, M, N, K, j0, j1, accumulate); });
+  split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v3::skinny_f32(X, W, Y, M, N, K, j0, j1, accumulate); }, skinny_unit(M));
 }
 
 void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
@@ -341,7 +345,8 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     v3::round_bf16(X + r0 * K, xr.p + r0 * K, (r1 - r0) * K);
   });
   if (M <= kSkinnyRows) {
-    split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v3::skinny_widen(xr.p, Wb, Y, M, N, K, j0, j1, accumulate); });
+    split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v3::skinny_widen(xr.p, Wb, Y, M, N, K, j0, j1, accumulate); },
+                      skinny_unit(M));
     return;
   }
   const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {

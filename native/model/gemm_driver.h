@@ -35,14 +35,18 @@ inline int64_t grain_for(int64_t n, double flops, int64_t grain) { return flops 
 // Bigger ones (the small model's single-row 256 x 768, 0.4 MFLOP) split the weight rows.
 constexpr double kSkinnySerialFlops = 2e5;
 // Runs fn(j0, j1) over the weight rows [0, N) of a skinny product Y[M, N] = X[M, K] W[N, K]^T,
-// in blocks of 4 rows (the kernels' weight-row block), split between the threads with a home
-// thread per part (parallel_for_affine): a decode step's product reads its weight once, and
-// giving each core the same rows every call keeps them in that core's caches.
+// in blocks of `unit` rows (a multiple of the kernels' weight-row blocks: 4, or 12 where blocks
+// of 3 rows are used too, so that no chunk leaves rows to a narrower block), at least ~32 rows a
+// chunk, split between the threads with a home thread per part (parallel_for_affine): a decode
+// step's product reads its weight once, and giving each core the same rows every call keeps
+// them in that core's caches.
 template <class F>
-void split_weight_rows(int64_t M, int64_t N, int64_t K, const F& fn) {
-  const int64_t blocks = (N + 3) / 4;
+void split_weight_rows(int64_t M, int64_t N, int64_t K, const F& fn, int64_t unit = 4) {
+  const int64_t blocks = (N + unit - 1) / unit;
   const double flops = 2.0 * double(M) * double(N) * double(K);
-  parallel_for_affine(blocks, flops < kSkinnySerialFlops ? blocks : 8, [&](int64_t b0, int64_t b1) { fn(b0 * 4, imin(N, b1 * 4)); });
+  const int64_t grain = 32 / unit > 1 ? 32 / unit : 1;
+  parallel_for_affine(blocks, flops < kSkinnySerialFlops ? blocks : grain,
+                      [&](int64_t b0, int64_t b1) { fn(b0 * unit, imin(N, b1 * unit)); });
 }
 
 // The micro-tile: MR rows x NR columns of C per micro-kernel call.
