@@ -16,7 +16,8 @@
 // products are exact in f32 and summed in fp32, as on the AVX-512 paths.
 // Skinny products (decode, M <= kSkinnyRows): no packing; blocks of 4 weight rows x up to 2
 // input rows accumulate 8-lane partial dot products (8 ymm accumulators) and reduce them at the
-// end, so each weight row is read from memory once and reused from L1 for every input row.
+// end, so each weight row is read from memory once and reused from L1 for every input row; from
+// 4 input rows on, blocks of 3 weight rows x 4 input rows (12 accumulators).
 #include <cstring>
 
 #include "../cpu/simd.h"
