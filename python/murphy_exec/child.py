@@ -674,7 +674,9 @@ def child_main(req, pl, units, start, chan_fd, key, cfg, tests=None):
         """The tests [(i, fn, args)], one after the other on one worker thread. Their ends are
         reported in order, each when its generator says it returned; this thread wakes when the
         last test ends, or every 0.2 s meanwhile (so that the supervisor's clock for each test
-        starts at most that late, without a wake-up per test)."""
+        starts at most that late, without a wake-up per test). At each wake-up: the tests that
+        ended since the last one, then one tamper check (made after every one of them ended: the
+        same check each would get on its own, back to back), then their ends."""
         if not items:
             return
         jobs = [(ws.unit_state(i, unit_box), fn, args) for i, fn, args in items]
@@ -685,15 +687,21 @@ def child_main(req, pl, units, start, chan_fd, key, cfg, tests=None):
         k = 0
         while k < n:
             last.acquire(True, 0.2)
-            while k < n:
-                gen = started[k][0]
+            ended = []
+            j = k
+            while j < n:
+                gen = started[j][0]
                 if gen.gi_frame is None:
-                    ok = False
+                    ended.append(False)
                 elif gen.gi_suspended:
-                    ok = True
+                    ended.append(True)
                 else:
                     break  # still running (or not started yet)
-                check_world()
+                j += 1
+            if not ended:
+                continue
+            check_world()
+            for ok in ended:
                 send({"m": Msg.END, "i": items[k][0], "passed": ok})
                 k += 1
                 if k < n:

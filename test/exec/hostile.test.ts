@@ -66,6 +66,8 @@ const HOSTILE: Record<string, string> = {
   'patched assert helpers (math.isclose, pytest.approx, unittest)':
     'import math, pytest, unittest\nmath.isclose = lambda *a, **k: True\npytest.approx = lambda *a, **k: None\n' +
     'unittest.TestCase.assertEqual = lambda *a, **k: None\n' + GOOD,
+  // Correct answers, but a watched module changed during the tests: the tamper check after the tests fails them all.
+  'patching a standard module during a test': 'import math\ndef add(a, b):\n    math.isclose = lambda *a, **k: True\n    return a + b\n',
   'patched sys.exit and os._exit': 'import sys, os\nsys.exit = lambda *a: None\nos._exit = lambda *a: None\n' + GOOD,
   'patching a standard class the tests rely on (Fraction.__eq__)': 'import fractions\nfractions.Fraction.__eq__ = lambda s, o: True\n' + GOOD,
   'walking the heap with gc': 'import gc\n' + GOOD + 'try:\n    gc.get_objects()\nexcept Exception:\n    pass\n',
