@@ -408,7 +408,6 @@ _STAR = compile("from solution import *", TEST_FILE, "exec", dont_inherit=True)
 def compile_tree(stmts, filename=TEST_FILE):
     """Statements -> a code object whose asserts report their checks (still to be bound)."""
     mod = ast.Module(body=[_REWRITER.visit(s) for s in stmts], type_ignores=[])
-    ast.fix_missing_locations(mod)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "'str' object is not callable": the placeholders
         return compile(mod, filename, "exec", dont_inherit=True)

@@ -101,4 +101,28 @@ describe('tests compiled once per problem', () => {
     const { outs } = await harness([buildRequest(1, p, 'def f():\n    return 1\n', LIMITS, false)]);
     assert.match(outs[0].error ?? '', /the problem's tests do not parse: 'return' outside function/);
   });
+
+  it('the assert rewriter locates every node it makes as ast.fix_missing_locations would (the walk it no longer needs)', async () => {
+    const script = `
+import ast, sys
+sys.path.insert(0, sys.argv[1])
+from checks import _AssertRewriter
+def shape(c):
+    """Everything compile() made of the tree: bytecode, names, constants, positions."""
+    return (c.co_code, c.co_names, c.co_varnames, list(c.co_positions()),
+            tuple(shape(k) if type(k) is type(c) else (type(k), k) for k in c.co_consts))
+SOURCES = ["assert f(1) == 2", "assert not f(1)", "assert not not (a < b <= c)", "assert f(1) and not g(2) and h == 3",
+           "assert not (a and b)", "assert x in [1, 2, 3], 'message'", "assert (f(\\n  1)\\n  == [1,\\n 2])",
+           "def t():\\n    for i in range(3):\\n        assert not i < 0\\n    assert f(i) is not None"]
+for src in SOURCES:
+    r = _AssertRewriter("__cmp_placeholder", "__truth_placeholder")
+    fast = compile(ast.Module(body=[r.visit(s) for s in ast.parse(src).body], type_ignores=[]), "t.py", "exec")
+    ref = ast.fix_missing_locations(ast.Module(body=[r.visit(s) for s in ast.parse(src).body], type_ignores=[]))
+    assert shape(fast) == shape(compile(ref, "t.py", "exec")), src
+print("ok", len(SOURCES))
+`;
+    const py = await probePython(process.env.MURPHY_PYTHON ?? 'python3');
+    const { stdout } = await run(py.executable, ['-I', '-B', '-c', script, harnessDir()]);
+    assert.equal(stdout.trim(), 'ok 8');
+  });
 });
