@@ -744,8 +744,8 @@ def child_main(req, pl, units, start, chan_fd, key, cfg, tests=None):
     _exit(0)
 
 
-# One runner per test kind, on the harness thread. Each compiles what it needs before the
-# program runs, then hands the program's and the tests' code to worker threads (ctx.run_setup,
+# One runner per test kind, on the harness thread. Each binds the tests the server compiled
+# (ctx.tests, ctx.bind) before the program runs, then hands the program's and the tests' code to worker threads (ctx.run_setup,
 # ctx.run_units) and reads back only whether each returned.
 
 
