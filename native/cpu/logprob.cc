@@ -13,7 +13,10 @@
 // memory streams while the exponentials run; exp in base 2 with a degree-5 polynomial
 // (lp_exp2, its error bound there and in docs/kernels.md). Explicit vectors, compiled for
 // AVX-512, AVX2 and baseline and picked at run time; parallel over rows.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -49,6 +52,20 @@ void check_target(int64_t row, int32_t y, int64_t vocab) {
   if (y < 0 || int64_t(y) >= vocab)
     throw Error("logprob: target id " + std::to_string(y) + " at row " + std::to_string(row) +
                 " is outside the vocabulary [0, " + std::to_string(vocab) + "); check the token ids");
+}
+
+// Backward writes its gradient with non-temporal stores when the whole output is at least
+// this many bytes: the last-level cache's size (sysconf; 32 MiB when unknown), since such an
+// output leaves the cache before anyone reads it, and a plain store would first read each
+// line from memory. Smaller outputs (the model's chunks, consumed by the next matrix product
+// while in cache) use plain stores. MURPHY_STREAM_MIN_BYTES overrides it (tests force each path).
+int64_t stream_min_bytes() {
+  static const int64_t v = [] {
+    if (const char* env = std::getenv("MURPHY_STREAM_MIN_BYTES")) return int64_t(std::strtoll(env, nullptr, 10));
+    const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return int64_t(llc > 0 ? llc : 32l << 20);
+  }();
+  return v;
 }
 
 float load_logit(const void* logits, DType dt, int64_t idx) {
@@ -103,6 +120,7 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
   for (int64_t n = 0; n < a.n_rows; ++n) check_target(n, a.targets[n], a.vocab);
   const float inv_t = 1.0f / a.temperature;
   const int64_t V = a.vocab;
+  const bool stream = a.n_rows * V * (a.dtype == DType::F32 ? 4 : 2) >= stream_min_bytes();
   parallel_for(a.n_rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
       const int64_t off = n * V;
@@ -115,7 +133,7 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
           std::memset(out, 0, size_t(V) * 4);
           continue;
         }
-        MURPHY_SIMD_CALL(row_grad_f32, static_cast<const float*>(a.logits) + off, out, V, inv_t, lse, -g * inv_t);
+        MURPHY_SIMD_CALL(row_grad_f32, static_cast<const float*>(a.logits) + off, out, V, inv_t, lse, -g * inv_t, stream);
         out[y] += g * inv_t;
       } else {
         uint16_t* out = static_cast<uint16_t*>(a.grad_logits) + off;
@@ -124,7 +142,7 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
           continue;
         }
         const uint16_t* z = static_cast<const uint16_t*>(a.logits) + off;
-        MURPHY_SIMD_CALL(row_grad_bf16, z, out, V, inv_t, lse, -g * inv_t);
+        MURPHY_SIMD_CALL(row_grad_bf16, z, out, V, inv_t, lse, -g * inv_t, stream);
         // the target entry in full precision, then rounded once
         float p = std::exp(bf16_to_f32(z[y]) * inv_t - lse);
         out[y] = f32_to_bf16(g * inv_t * (1.0f - p));

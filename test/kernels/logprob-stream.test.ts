@@ -1,0 +1,43 @@
+// The log-prob backward writes large gradients with non-temporal stores and small ones with
+// plain stores (native/cpu/logprob.cc, stream_min_bytes); both paths must write the same bits,
+// in every compiled copy (AVX-512, AVX2, baseline via MURPHY_SIMD). The plain path is checked
+// against the float64 reference in logprob.test.ts. (Whether a store was non-temporal is not
+// visible from here; the threshold decides, and this test sets it.)
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, it } from 'node:test';
+import { STREAM_MIN_BYTES, type StreamCheck } from '../helpers/stream-check.js';
+import { testSeed } from '../helpers/random.js';
+
+// read once by the addon, at its first backward call: set before anything loads it
+process.env.MURPHY_STREAM_MIN_BYTES = String(STREAM_MIN_BYTES);
+const { cpuInfo } = await import('../../lib/native.js');
+const { checkStreaming } = await import('../helpers/stream-check.js');
+
+const seed = testSeed('logprob-stream');
+const script = fileURLToPath(new URL('../helpers/stream-check.ts', import.meta.url));
+
+function verify(r: StreamCheck) {
+  assert.ok(r.cases >= 50, `${r.cases} cases`);
+  assert.deepEqual(r.mismatches, [], `(${r.simd}, seed ${seed}): streamed and plain outputs differ`);
+}
+
+describe('log-prob backward: streaming stores write the plain stores\' bits', () => {
+  it(`this CPU's copy (${cpuInfo().simd}), f32 and bf16, every vocabulary tail and output alignment`, () => {
+    verify(checkStreaming(seed));
+  });
+
+  it('the AVX2 and baseline copies (MURPHY_SIMD lowers the level)', async () => {
+    const levels = cpuInfo().simd === 'avx512' ? ['avx2', 'baseline'] : cpuInfo().simd === 'avx2' ? ['baseline'] : [];
+    const run = promisify(execFile);
+    const results = await Promise.all(levels.map((l) =>
+      run(process.execPath, ['--import', 'tsx', script, String(seed)], { env: { ...process.env, MURPHY_SIMD: l } })));
+    results.forEach((r, i) => {
+      const e = JSON.parse(r.stdout) as StreamCheck;
+      assert.equal(e.simd, levels[i], 'MURPHY_SIMD picked the copy');
+      verify(e);
+    });
+  });
+});
