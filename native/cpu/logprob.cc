@@ -121,6 +121,7 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
   const float inv_t = 1.0f / a.temperature;
   const int64_t V = a.vocab;
   const bool stream = a.n_rows * V * (a.dtype == DType::F32 ? 4 : 2) >= stream_min_bytes();
+  const bool bf16_isa = simd_level_index() == 2 && cpu_has_avx512_bf16();  // AVX-512 copy's bf16 rounding
   parallel_for(a.n_rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
       const int64_t off = n * V;
@@ -142,7 +143,8 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
           continue;
         }
         const uint16_t* z = static_cast<const uint16_t*>(a.logits) + off;
-        MURPHY_SIMD_CALL(row_grad_bf16, z, out, V, inv_t, lse, -g * inv_t, stream);
+        if (bf16_isa) cpu_v4::row_grad_bf16_cvt(z, out, V, inv_t, lse, -g * inv_t, stream);
+        else MURPHY_SIMD_CALL(row_grad_bf16, z, out, V, inv_t, lse, -g * inv_t, stream);
         // the target entry in full precision, then rounded once
         float p = std::exp(bf16_to_f32(z[y]) * inv_t - lse);
         out[y] = f32_to_bf16(g * inv_t * (1.0f - p));
