@@ -1,18 +1,19 @@
-// The log-prob backward writes large gradients with non-temporal stores and small ones with
-// plain stores (native/cpu/logprob.cc, stream_min_bytes); both paths must write the same bits,
-// in every compiled copy (AVX-512, AVX2, baseline via MURPHY_SIMD). The plain path is checked
-// against the float64 reference in logprob.test.ts. (Whether a store was non-temporal is not
-// visible from here; the threshold decides, and this test sets it.)
+// The log-prob kernels take other paths for operands larger than the cache (native/cpu/
+// logprob.cc, cache_bytes: backward writes with non-temporal stores, forward on fp32 takes each
+// block's max in a pass of its own); both paths must give the same bits, in every compiled copy
+// (AVX-512 with and without BF16, AVX2, baseline via MURPHY_SIMD). The cache paths are checked
+// against the float64 reference in logprob.test.ts. (Which path ran is not visible from here;
+// the threshold decides, and this test sets it.)
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
-import { STREAM_MIN_BYTES, type StreamCheck } from '../helpers/stream-check.js';
+import { CACHE_BYTES, type StreamCheck } from '../helpers/stream-check.js';
 import { testSeed } from '../helpers/random.js';
 
 // read once by the addon, at its first backward call: set before anything loads it
-process.env.MURPHY_STREAM_MIN_BYTES = String(STREAM_MIN_BYTES);
+process.env.MURPHY_LOGPROB_CACHE_BYTES = String(CACHE_BYTES);
 const { cpuInfo } = await import('../../lib/native.js');
 const { checkStreaming } = await import('../helpers/stream-check.js');
 
@@ -21,10 +22,10 @@ const script = fileURLToPath(new URL('../helpers/stream-check.ts', import.meta.u
 
 function verify(r: StreamCheck) {
   assert.ok(r.cases >= 50, `${r.cases} cases`);
-  assert.deepEqual(r.mismatches, [], `(${r.simd}, seed ${seed}): streamed and plain outputs differ`);
+  assert.deepEqual(r.mismatches, [], `(${r.simd}, seed ${seed}): the memory and cache paths differ`);
 }
 
-describe('log-prob backward: streaming stores write the plain stores\' bits', () => {
+describe('log-prob kernels: the memory paths give the cache paths\' bits', () => {
   it(`this CPU's copy (${cpuInfo().simd}), f32 and bf16, every vocabulary tail and output alignment`, () => {
     verify(checkStreaming(seed));
   });
