@@ -32,6 +32,14 @@ export function checkStreaming(seed: number): StreamCheck {
     for (const v of [5, 31, 64, 100, 257, 1000, 1500, maxV]) {
       const rows = Math.ceil(CACHE_BYTES / (v * esz)) + 1 + rng.int(3); // the whole call at or above it
       const z = rng.normals(rows * v, 3);
+      // each block of 1,024 gets its maximum near its start or its end (alternating rows), where
+      // a block's max taken in the wrong range would miss it
+      for (let r = 0; r < rows; r++) {
+        for (let b = 0; b < v; b += 1024) {
+          const len = Math.min(1024, v - b), at = Math.min(len - 1, rng.int(64));
+          z[r * v + b + (r % 2 ? at : len - 1 - at)] = 12 + rng.uniform(0, 4);
+        }
+      }
       const logits = dtype === 'f32' ? z : (toBf16(z) as Uint16Array);
       const targets = Int32Array.from({ length: rows }, () => rng.int(v));
       const lse = Float32Array.from({ length: rows }, () => rng.uniform(1, 8));
