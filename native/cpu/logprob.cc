@@ -12,7 +12,10 @@
 // its exponentials from L1, merged onto the running max in fp64 (online softmax), so that the
 // memory streams while the exponentials run; exp in base 2 with a degree-5 polynomial
 // (lp_exp2, its error bound there and in docs/kernels.md). Explicit vectors, compiled for
-// AVX-512, AVX2 and baseline and picked at run time; parallel over rows.
+// AVX-512, AVX2 and baseline and picked at run time; parallel over rows. Operands larger than
+// the cache take paths for memory (cache_bytes below: streaming stores for the gradient, a
+// separate max pass for fp32 rows) with the same results; bf16 gradients are rounded by
+// vcvtne2ps2bf16 where the CPU has AVX512-BF16.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
