@@ -1,4 +1,4 @@
-// Kernel benchmarks: `npm run bench [-- --json FILE] [--quick] [--no-torch] [--gpu] [--gemm]`
+// Kernel benchmarks: `npm run bench [-- --json FILE] [--quick] [--no-torch] [--4k-pages] [--gpu] [--gemm]`
 // (--gemm: the CPU matrix products against OpenBLAS instead, bench/gemm.bench.ts).
 //
 // Each kernel runs at a realistic size under tinybench; the table shows the median time, the
@@ -12,6 +12,7 @@
 // (baseline_ratio) and over PyTorch CPU on the same shapes (torch_ratio, when Debian's
 // python3-torch is installed).
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import { cliArgs, machineInfo, writeJsonAtomic, type KernelRow } from './common.js';
 import { measureStreamFloor, mergeFloors, type Access } from './stream.js';
@@ -47,6 +48,33 @@ if (flag('--gpu')) {
   const genArgs = j >= 0 && rest[j + 1] ? [...rest.slice(0, j + 1), rest[j + 1]!.replace(/(\.json)?$/, '.generate.json'), ...rest.slice(j + 2)] : rest;
   const g = spawnSync(process.execPath, ['--import', 'tsx', new URL('./gpu-generate.bench.ts', import.meta.url).pathname, '--device', ...genArgs], { stdio: 'inherit' });
   process.exit((r.status ?? 1) || (m.status ?? 1) || (g.status ?? 1));
+}
+
+// The kernels' arrays on 2 MiB pages, as the bandwidth probe's (bench/stream.cc): glibc gives
+// Node's large ArrayBuffers (and the PyTorch peer's tensors) fresh mmap'd memory on 4 KiB pages
+// unless transparent huge pages are "always" or malloc asks for them (glibc >= 2.35:
+// GLIBC_TUNABLES=glibc.malloc.hugetlb=1). On the 2-vCPU KVM VM 4 KiB pages cost the log-prob
+// backward 1.4x and the forward 1.15x per core (docs/kernels.md). So the run re-executes
+// itself with the tunable; --4k-pages keeps the default. The JSON records which, and how much
+// memory the kernels' process held on huge pages at the end (AnonHugePages).
+const HUGE_TUNABLE = 'glibc.malloc.hugetlb=1';
+if (process.platform === 'linux' && !flag('--4k-pages') && !(process.env.GLIBC_TUNABLES ?? '').includes('glibc.malloc.hugetlb')) {
+  const env = { ...process.env, GLIBC_TUNABLES: [process.env.GLIBC_TUNABLES, HUGE_TUNABLE].filter(Boolean).join(':') };
+  const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, ...argv], { stdio: 'inherit', env });
+  process.exit(r.status ?? 1);
+}
+
+/** The kernels' page size as configured, and the process's memory on huge pages now (MiB). */
+function kernelPages(): { tunable: string | null; transparent_hugepage: string | null; anon_huge_pages_mib: number | null } {
+  const read = (f: string) => { try { return readFileSync(f, 'utf8'); } catch { return null; } };
+  const thp = read('/sys/kernel/mm/transparent_hugepage/enabled');
+  const rollup = read('/proc/self/smaps_rollup');
+  const kb = rollup ? /AnonHugePages:\s+(\d+) kB/.exec(rollup)?.[1] : undefined;
+  return {
+    tunable: (process.env.GLIBC_TUNABLES ?? '').includes(HUGE_TUNABLE) ? HUGE_TUNABLE : null,
+    transparent_hugepage: thp ? (/\[(\w+)\]/.exec(thp)?.[1] ?? null) : null,
+    anon_huge_pages_mib: kb === undefined ? null : Math.round(Number(kb) / 1024),
+  };
 }
 
 const quick = flag('--quick');
@@ -267,12 +295,14 @@ async function main() {
   for (const l of lines) console.log(line(l));
   console.log(`floor: ${floorGbps.toFixed(1)} GB/s (${floor.best.kernel}, ${floor.best.threads} threads, best of ${floor.reps / 2} before and ${floor.reps / 2} after the kernels; kernels: median); own pattern: read ${acc.read.gbps.toFixed(1)} GB/s (sum = ${acc.read.variant ?? acc.read.kernel}), copy ${acc.copy.gbps.toFixed(1)} (${acc.copy.kernel}), in place ${acc.inplace.gbps.toFixed(1)} (${acc.inplace.kernel}); ${floor.huge_pages ? '2 MiB' : '4 KiB'} pages; ${threads} threads; SIMD ${cpuInfo().simd}; targets: >= 70% of the floor and >= 2x PyTorch`);
   if (run && !run.peer.fair) console.log(`PyTorch peer not fair (${run.peer.unfair_reason}): no torch ratios`);
+  const pages = kernelPages();
+  console.log(`kernels' arrays: ${pages.tunable ? `2 MiB pages asked for (GLIBC_TUNABLES=${pages.tunable})` : '4 KiB pages unless transparent huge pages are "always"'}; transparent_hugepage=${pages.transparent_hugepage}; ${pages.anon_huge_pages_mib ?? '?'} MiB on huge pages at the end`);
 
   const jsonPath = opt('--json');
   if (jsonPath) {
     writeJsonAtomic(jsonPath, {
       date: new Date().toISOString(), machine: machineInfo(), threads, simd: cpuInfo().simd, quick,
-      floor_gbps: floorGbps, floor, torch_peer: run?.peer ?? null, torch_raw_ms: run?.cases ?? null, cases: rows,
+      floor_gbps: floorGbps, floor, kernel_pages: pages, torch_peer: run?.peer ?? null, torch_raw_ms: run?.cases ?? null, cases: rows,
     });
     log(`wrote ${jsonPath}`);
   }
