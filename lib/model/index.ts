@@ -454,6 +454,16 @@ export class PolicyModel {
   zeroInit(plan: ZeroPlan): void { this.e.zeroInit(plan); }
   /** The ZeRO-1 step on the device over an NCCL communicator (every rank calls it). */
   async zeroStep(comm: RawNcclComm, h: AdamWHyper, timeoutMs: number): Promise<OptimizerResult> { return this.e.zeroStep(comm, h, timeoutMs); }
+  /**
+   * ZeRO-1's overlap: the next accumulate (the last micro-batch of the step) starts each
+   * bucket's gradient reduction on `comm` during its backward, as soon as the bucket's
+   * gradients are final; zeroStep waits for them.
+   */
+  zeroOverlapNext(comm: RawNcclComm, timeoutMs: number): void { this.e.zeroOverlapNext(comm, timeoutMs); }
+  /** Starts the bucket reductions not started yet (collective: a rank without micro-batches starts them all). */
+  zeroFlush(comm: RawNcclComm, timeoutMs: number): Promise<void> { return this.e.zeroFlush(comm, timeoutMs); }
+  /** Where the last overlapped step started each bucket's reduction (the gradient frontier; 0: end of backward or flush; -1: the step). */
+  zeroOverlapTrace(): number[] { return this.e.zeroOverlapTrace(); }
   /** Host copies of this rank's shard: fp32 master weights, moments, step. */
   zeroShard(): ZeroShard { return this.e.zeroShard(); }
   /** Sets the shard's master weights, moments and the step count. */

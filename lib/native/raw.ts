@@ -178,6 +178,10 @@ export interface RawEngine {
   zeroInit?: (plan: RawZeroPlan) => void;
   zeroStep?: (comm: RawNcclComm, h: ResolvedAdamWOptions, timeoutMs: number) => Promise<RawAdamWResult & { step: number }>;
   zeroShard?: () => RawZeroShard;
+  /** The overlap of ZeRO-1's gradient reductions with the backward pass (zero_shard.h); absent from binaries that predate it. */
+  zeroOverlapNext?: (comm: RawNcclComm, timeoutMs: number) => void;
+  zeroFlush?: (comm: RawNcclComm, timeoutMs: number) => Promise<void>;
+  zeroOverlapTrace?: () => number[];
   zeroSetShard?: (master: Float32Array, m: Float32Array, v: Float32Array, step: number) => void;
   /** bf16 weight-sync buckets packed in the engine's memory (device engines); absent from binaries that predate it. */
   packBf16?: (entries: { name: string; offset: number }[], out: RawTensor) => void;
