@@ -18,7 +18,7 @@ export interface DeviceZeroModel {
   readonly engine: { device: 'cpu' | 'cuda' | 'emulate'; storage: 'bf16' | 'f32' };
   zeroInit(plan: ZeroPlan): void;
   zeroStep(comm: RawNcclComm, h: AdamWHyper, timeoutMs: number): Promise<OptimizerResult>;
-  zeroOverlapNext(comm: RawNcclComm, timeoutMs: number): void;
+  zeroOverlapNext(comm: RawNcclComm, timeoutMs: number, timeline?: boolean): void;
   zeroFlush(comm: RawNcclComm, timeoutMs: number): Promise<void>;
   zeroShard(): ZeroShard;
   zeroSetShard(s: ZeroShard): void;
@@ -61,9 +61,9 @@ export class DeviceZero {
    * (the accumulate) runs with the engine armed, in the collective's call order, so its
    * backward starts each bucket's reduction as soon as the bucket's gradients are final.
    */
-  accumulateOverlapped<T>(body: () => Promise<T>): Promise<T> {
+  accumulateOverlapped<T>(body: () => Promise<T>, timeline = false): Promise<T> {
     return this.coll.exclusive('accumulate', (comm, ms) => {
-      this.model.zeroOverlapNext(comm.handle, ms);
+      this.model.zeroOverlapNext(comm.handle, ms, timeline);
       return body();
     });
   }

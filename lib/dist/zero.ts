@@ -53,6 +53,8 @@ export interface ZeroOptions {
    * same calls and the same numbers).
    */
   overlap?: boolean;
+  /** With the overlap on CUDA: record the device timeline of each step (PolicyModel.zeroOverlapTrace; the GPU check). */
+  timeline?: boolean;
   /** Shard alignment, elements (default 64). */
   align?: number;
   /**
@@ -102,6 +104,7 @@ export class DistributedPolicy implements Policy {
   /** The device path (the shard lives in the engine), or null (the host path: the arrays above). */
   private dev: DeviceZero | null = null;
   private readonly overlap: boolean;
+  private readonly timeline: boolean;
 
   private constructor(
     readonly coll: Collective,
@@ -117,6 +120,7 @@ export class DistributedPolicy implements Policy {
     this.shards = planShards(this.total, coll.worldSize, opts.align);
     this.buckets = planBuckets(this.layout, reduceBucketBytes(opts.bucketBytes), 4);
     this.overlap = opts.overlap ?? true;
+    this.timeline = opts.timeline ?? false;
     this.range = this.shards.ranges[coll.rank]!;
     const n = this.range.end - this.range.begin;
     this.master = new Float32Array(n);
@@ -215,7 +219,7 @@ export class DistributedPolicy implements Policy {
    * then calls reduceGradients() before any other collective, also one without micro-batches).
    */
   accumulate(batch: TrainBatch, loss: LossOptions, gradScale: number, opts: { last?: boolean } = {}): Promise<TrainStats> {
-    if (opts.last && this.overlapping) return this.dev!.accumulateOverlapped(() => this.inner.accumulate(batch, loss, gradScale));
+    if (opts.last && this.overlapping) return this.dev!.accumulateOverlapped(() => this.inner.accumulate(batch, loss, gradScale), this.timeline);
     return this.inner.accumulate(batch, loss, gradScale);
   }
 

@@ -264,21 +264,32 @@ void NcclComm::broadcast(const void* send, void* recv, size_t count, int dtype, 
   wait("ncclBroadcast", timeout_ms);
 }
 
-void NcclComm::start_all_reduce(const void* send, void* recv, size_t count, int dtype, int op, double timeout_ms) {
+void NcclComm::start_all_reduce(const void* send, void* recv, size_t count, int dtype, int op, double timeout_ms,
+                                void** event) {
   std::lock_guard<std::mutex> lk(mu_);
   check_open("ncclAllReduce");
   nccl_type_size(dtype);
+  record_start(event);
   MURPHY_NCCL_CALL("ncclAllReduce", api_->AllReduce(send, recv, count, dtype, op, comm_, stream_));
   wait("ncclAllReduce", timeout_ms, false);
 }
 
 void NcclComm::start_reduce_scatter(const void* send, void* recv, size_t recvcount, int dtype, int op,
-                                    double timeout_ms) {
+                                    double timeout_ms, void** event) {
   std::lock_guard<std::mutex> lk(mu_);
   check_open("ncclReduceScatter");
   nccl_type_size(dtype);
+  record_start(event);
   MURPHY_NCCL_CALL("ncclReduceScatter", api_->ReduceScatter(send, recv, recvcount, dtype, op, comm_, stream_));
   wait("ncclReduceScatter", timeout_ms, false);
+}
+
+void NcclComm::record_start(void** event) {
+#ifdef MURPHY_WITH_CUDA
+  if (event && stream_) *event = nccl_event_record(stream_);
+#else
+  (void)event;
+#endif
 }
 
 void NcclComm::finish(const char* what, double timeout_ms) {

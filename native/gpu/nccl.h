@@ -143,8 +143,13 @@ class NcclComm {
   // communicator's stream while the caller goes on. finish() waits for every call started (and
   // the stream) with the deadline. Without a device (a fake library) there is no stream: NCCL
   // taking the call is its completion.
-  void start_all_reduce(const void* send, void* recv, size_t count, int dtype, int op, double timeout_ms);
-  void start_reduce_scatter(const void* send, void* recv, size_t recvcount, int dtype, int op, double timeout_ms);
+  // `event` (CUDA build, a communicator on a device): a timing event recorded on the
+  // communicator's stream after its wait for the default stream, just before the call (the
+  // overlap's device timeline; nccl_event_*). Left untouched without a stream.
+  void start_all_reduce(const void* send, void* recv, size_t count, int dtype, int op, double timeout_ms,
+                        void** event = nullptr);
+  void start_reduce_scatter(const void* send, void* recv, size_t recvcount, int dtype, int op, double timeout_ms,
+                            void** event = nullptr);
   void finish(const char* what, double timeout_ms);
 
   // ncclCommFinalize (polled with the deadline; aborted past it), then ncclCommDestroy.
@@ -160,6 +165,7 @@ class NcclComm {
  private:
   NcclComm(int nranks, int rank, int device) : nranks_(nranks), rank_(rank), device_(device) {}
   void check_open(const char* what) const;
+  void record_start(void** event);
   // Polls until the communicator is idle (and, CUDA build, with `stream` its stream done);
   // aborts past the deadline.
   void wait(const char* what, double timeout_ms, bool stream = true);
@@ -184,6 +190,12 @@ bool nccl_stream_done(cudaStream_t s);
 // Makes s wait (on the device) for the work queued so far on the default stream (uploads).
 void nccl_stream_wait_default(cudaStream_t s);
 void nccl_stream_destroy(cudaStream_t s) noexcept;
+// Timing events (the overlap's device timeline, zero_shard.h): one recorded on `s` (nullptr: the
+// legacy default stream, where the engine computes); the milliseconds from a to b once both
+// have completed (waits for them; > 0: a completed first); destroy.
+void* nccl_event_record(cudaStream_t s);
+float nccl_event_elapsed_ms(void* a, void* b);
+void nccl_event_destroy(void* e) noexcept;
 #endif
 
 }  // namespace gpu

@@ -264,6 +264,7 @@ class DeviceEngine final : public model::PolicyEngine {
       b_->launch(ScatterRows<S>{dxc_.data(), idx_.data(), dxf.data(), cn, H});
     }
     backward(dxf.data(), T);
+    if (zero_) zero_->backward_done();
     grads_final_from(0);
     return st;
   }
@@ -375,16 +376,17 @@ class DeviceEngine final : public model::PolicyEngine {
     shadow_.reset();
     return r;
   }
-  void zero_overlap_next(std::shared_ptr<NcclComm> comm, double timeout_ms) override {
+  void zero_overlap_next(std::shared_ptr<NcclComm> comm, double timeout_ms, bool timeline) override {
     need_zero("zeroOverlapNext");
-    zero_->arm(std::move(comm), timeout_ms);
+    zero_->arm(std::move(comm), timeout_ms, timeline);
   }
   void zero_flush(std::shared_ptr<NcclComm> comm, double timeout_ms) override {
     need_zero("zeroFlush");
     zero_->flush(std::move(comm), timeout_ms, zero_target());
   }
-  std::vector<int64_t> zero_overlap_trace() const override {
+  std::vector<int64_t> zero_overlap_trace(double* timeline_ms) const override {
     need_zero("zeroOverlapTrace");
+    *timeline_ms = zero_->timeline_ms();
     return zero_->trace();
   }
   int64_t zero_shard_size() const override {

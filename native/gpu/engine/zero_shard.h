@@ -127,9 +127,12 @@ class ZeroShard {
 
   // ---- overlap (the file comment's last paragraph)
 
-  // The next backward starts each bucket's reduction on `comm` as soon as its gradients are final.
-  void arm(std::shared_ptr<NcclComm> comm, double timeout_ms) {
+  // The next backward starts each bucket's reduction on `comm` as soon as its gradients are
+  // final. timeline (CUDA): timing events at the first start (on the NCCL stream, just before
+  // the call) and at the end of the backward (on the compute stream); timeline_ms() after the step.
+  void arm(std::shared_ptr<NcclComm> comm, double timeout_ms, bool timeline = false) {
     check_comm(*comm);
+    timeline_ = timeline;
     if (!(timeout_ms > 0)) throw Error("zeroOverlapNext: timeoutMs must be > 0");
     if (started_ > 0 && comm.get() != comm_.get())
       throw Error("zeroOverlapNext: this step's reductions were started on another communicator");
@@ -150,12 +153,34 @@ class ZeroShard {
   void grads_final_from(int64_t x, const ZeroTarget<S>& t) {
     if (!armed_) return;
     for (int64_t k = plan_.n_buckets() - 1 - started_; k >= 0 && plan_.buckets[size_t(k)] >= x; --k) {
-      if (started_ == 0) trace_.clear();
-      reduce_bucket(*comm_, k, t, true, ms_);
+      if (started_ == 0) {
+        trace_.clear();
+        drop_events();
+        timeline_ms_ = std::nan("");
+      }
+      reduce_bucket(*comm_, k, t, true, ms_, started_ == 0 && timeline_ ? &ev_start_ : nullptr);
       ++started_;
       trace_.push_back(x);
     }
   }
+
+  // The engine's backward has queued its last kernel (timeline: the compute stream's event).
+  void backward_done() {
+#ifdef MURPHY_WITH_CUDA
+    if (armed_ && timeline_ && comm_->device() >= 0) {
+      nccl_event_destroy(ev_end_);
+      ev_end_ = nullptr;
+      ev_end_ = nccl_event_record(nullptr);
+    }
+#endif
+  }
+
+  // Milliseconds from the first started reduction (on the device) to the end of the backward in
+  // the last overlapped step: > 0 when the reduction began before the backward ended; NaN
+  // without the timeline's events (not armed with it, no device, or no start during the backward).
+  double timeline_ms() const { return timeline_ms_; }
+
+  ~ZeroShard() { drop_events(); }
 
   // Starts every bucket not started yet (collective: a rank without micro-batches starts them
   // all here, where the others' last backward starts theirs).
@@ -182,6 +207,10 @@ class ZeroShard {
       started_ = 0;
       comm_.reset();
       comm.finish("the overlapped gradient reductions", ms);
+#ifdef MURPHY_WITH_CUDA
+      if (ev_start_ && ev_end_) timeline_ms_ = double(nccl_event_elapsed_ms(ev_start_, ev_end_));
+#endif
+      drop_events();
     } else {
       for (int64_t k = plan_.n_buckets() - 1; k >= 0; --k) reduce_bucket(comm, k, t, false, ms);
     }
@@ -257,19 +286,27 @@ class ZeroShard {
 
   // Step 1 for bucket k: equal parts reduce-scattered in place, else all-reduced in place;
   // started (overlap) or waited for (the reference).
-  void reduce_bucket(NcclComm& comm, int64_t k, const ZeroTarget<S>& t, bool start, double ms) {
+  void reduce_bucket(NcclComm& comm, int64_t k, const ZeroTarget<S>& t, bool start, double ms, void** event = nullptr) {
     const BucketParts p = bucket_parts(plan_, k);
     if (p.m == 0) return;
     float* b = t.grads + p.begin;
     if (p.equal) {
       float* mine = t.grads + p.start[size_t(plan_.rank)];
-      if (start) comm.start_reduce_scatter(b, mine, size_t(p.m), ncclFloat32, ncclSum, ms);
+      if (start) comm.start_reduce_scatter(b, mine, size_t(p.m), ncclFloat32, ncclSum, ms, event);
       else comm.reduce_scatter(b, mine, size_t(p.m), ncclFloat32, ncclSum, ms);
     } else {
       const size_t n = size_t(p.end - p.begin);
-      if (start) comm.start_all_reduce(b, b, n, ncclFloat32, ncclSum, ms);
+      if (start) comm.start_all_reduce(b, b, n, ncclFloat32, ncclSum, ms, event);
       else comm.all_reduce(b, b, n, ncclFloat32, ncclSum, ms);
     }
+  }
+
+  void drop_events() noexcept {
+#ifdef MURPHY_WITH_CUDA
+    nccl_event_destroy(ev_start_);
+    nccl_event_destroy(ev_end_);
+#endif
+    ev_start_ = ev_end_ = nullptr;
   }
 
   // The communicator must be this plan's rank and world, and live where the engine's memory
@@ -299,6 +336,9 @@ class ZeroShard {
   bool armed_ = false;
   int64_t started_ = 0;
   std::vector<int64_t> trace_;
+  bool timeline_ = false;
+  void *ev_start_ = nullptr, *ev_end_ = nullptr;
+  double timeline_ms_ = std::nan("");
 };
 
 }  // namespace gpu
