@@ -20,6 +20,8 @@
 //   - The timeline of the starts (the engine's trace): each bucket is started at the first point
 //     of the backward where all its gradients are final, computed here from the layout (after the
 //     head and final norm, after each layer from the last, after the embedding).
+//   - Refusals (the CPU engine, before zeroInit), and a peer that never reaches its last
+//     backward: the started call is aborted at the deadline and the accumulate rejects naming it.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -150,6 +152,19 @@ describe('ZeRO-1: gradient reductions overlapped with the backward pass (emulate
     } finally {
       delete process.env.FAKE_NCCL_LOG;
     }
+    await closeWorlds();
+  });
+
+  it('refusals, and a peer that never reaches its last backward: the deadline aborts the started call (an error, not a hang)', async () => {
+    const [solo] = await ncclLocalWorld(1);
+    const cpu = await PolicyModel.random('tiny', { seed: 1 });
+    await assert.rejects(solo!.exclusive('accumulate', async (comm, ms) => cpu.zeroOverlapNext(comm.handle, ms)), (e: Error & { code?: string }) => /device engines/.test(e.message));
+    const emu = await PolicyModel.random('tiny', { seed: 1, device: 'emulate', storage: 'bf16' });
+    await assert.rejects(solo!.exclusive('accumulate', async (comm, ms) => emu.zeroOverlapNext(comm.handle, ms)), /zeroOverlapNext: ZeRO-1 is not set up on this engine \(zeroInit first\)/);
+    await closeWorlds();
+    const x = await ranks(await ncclLocalWorld(2, { timeoutMs: 2000 }), 8192, true);
+    const b = zeroTestBatch(new Rng(seed + 8), 2, x.models[0]!.info.vocabSize);
+    await assert.rejects(x.dps[0]!.accumulate(b, loss, 0.5, { last: true }), /accumulate #\d+ on rank 0: NCCL nccl(ReduceScatter|AllReduce) did not complete within 2 s on rank 0 of 2: the communicator was aborted/);
     await closeWorlds();
   });
 

@@ -132,12 +132,12 @@ class ZeroShard {
   // the call) and at the end of the backward (on the compute stream); timeline_ms() after the step.
   void arm(std::shared_ptr<NcclComm> comm, double timeout_ms, bool timeline = false) {
     check_comm(*comm);
-    timeline_ = timeline;
     if (!(timeout_ms > 0)) throw Error("zeroOverlapNext: timeoutMs must be > 0");
     if (started_ > 0 && comm.get() != comm_.get())
       throw Error("zeroOverlapNext: this step's reductions were started on another communicator");
     comm_ = std::move(comm);
     ms_ = timeout_ms;
+    timeline_ = timeline;
     armed_ = true;
   }
   bool armed() const { return armed_; }
