@@ -5,15 +5,16 @@
 // kept on disk, keyed by the file's path and content and by this loader's text and esbuild's
 // version, so esbuild starts only when a file changed. Type-checking stays `npm run lint:types`.
 //
-// A test file (*.test.ts) is loaded as one module: esbuild bundles it with every relative
-// module it imports (its helpers, lib/, bench/; packages and node: builtins stay imports), so
-// the process compiles and links one module instead of ~50-150, each a round trip to this
-// hooks thread (about 0.1-0.25 s of CPU less per test file). Semantics kept: each bundled
-// module's import.meta.url, .dirname and .filename are its own file's (written in as
-// literals), the test file keeps its URL (its own relative paths and its packages resolve as
-// before), one instance of each module per process (dynamic import()s of relative paths are
-// bundled too), and the source map points every line back into its .ts file. The bundle is
-// kept with the content hash of every file in it and used while they all still match.
+// The .ts file a process starts with (a test file; lib/cli.ts when a test runs the CLI from
+// the sources; a test's helper program) is loaded as one module: esbuild bundles it with every
+// relative module it imports (its helpers, lib/, bench/; packages and node: builtins stay
+// imports), so the process compiles and links one module instead of ~50-150, each a round trip
+// to this hooks thread (about 0.1-0.15 s of CPU less per test file). Semantics kept: each
+// bundled module's import.meta.url, .dirname and .filename are its own file's (written in by
+// esbuild's define: code, not strings), the entry keeps its URL (its relative paths and its
+// packages resolve as before), one instance of each module per process (relative dynamic
+// import()s are bundled too), and the source map points every line back into its own file.
+// The bundle is kept with the content hash of every file in it, used while they all match.
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -51,7 +52,15 @@ function writeAtomic(path, text) {
   renameSync(tmp, path);
 }
 
+/** The URLs of the .ts files a process (or worker) started with: each is bundled. */
+const entries = new Set();
+
 export async function resolve(specifier, context, next) {
+  if (context.parentURL === undefined) {
+    const r = await next(specifier, context);
+    if (r.url.startsWith('file:') && r.url.endsWith('.ts')) entries.add(r.url);
+    return r;
+  }
   // From a .ts file, a relative ./x.js is ./x.ts when that exists (as tsx resolves it), looked up
   // first: Node's own not-found error for ./x.js costs more than the check (~0.1 s of CPU over
   // the ~140 modules of lib/). Anything else: Node's resolution, then the same .ts fallback.
@@ -100,7 +109,7 @@ function withOwnImportMeta(source, file) {
   });
 }
 
-/** The test file `file` bundled with the relative modules it imports; cached with every input's content hash. */
+/** The entry `file` bundled with the relative modules it imports; cached with every input's content hash. */
 async function bundled(file) {
   const cached = join(CACHE, sha256('bundle', file) + '.json');
   try {
@@ -144,6 +153,6 @@ async function bundled(file) {
 export async function load(url, context, next) {
   if (!url.startsWith('file:') || !url.endsWith('.ts')) return next(url, context);
   const file = fileURLToPath(url);
-  const code = file.endsWith('.test.ts') ? await bundled(file) : transformed(file);
+  const code = entries.has(url) ? await bundled(file) : transformed(file);
   return { format: 'module', source: code, shortCircuit: true };
 }
