@@ -12,6 +12,8 @@ import { fileURLToPath } from 'node:url';
 
 export const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const LIB = join(REPO, 'lib');
+/** Node's arguments that run TypeScript as the tests do (test/loader: esbuild, kept by content; ~0.2-0.4 s of CPU less a start than `--import tsx`). */
+export const TS_LOADER = ['--import', join(REPO, 'test', 'loader', 'register.mjs')];
 const DIST = join(REPO, 'dist');
 
 /** Every .ts file under `dir`, recursively. */
@@ -45,7 +47,7 @@ export function cliArgs(): string[] {
   const dist = force === 'dist' || (force === undefined && distIsFresh());
   if (dist && !existsSync(join(DIST, 'cli.js'))) throw new Error('MURPHY_TEST_CLI=dist but dist/cli.js is missing: run `npm run build:ts`');
   if (dist) chosen = [join(DIST, 'cli.js')];
-  else chosen = ['--import', force === 'tsx' ? 'tsx' : join(REPO, 'test', 'loader', 'register.mjs'), join(LIB, 'cli.ts')];
+  else chosen = [...(force === 'tsx' ? ['--import', 'tsx'] : TS_LOADER), join(LIB, 'cli.ts')];
   return chosen;
 }
 
