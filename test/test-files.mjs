@@ -2,9 +2,10 @@
 // time each took alone, measured on the 2-core development VM; see README "Set up, run, test"),
 // then every other test/**/*.test.ts alphabetically. Node's runner starts files in the order
 // given, cores + 1 at a time (package.json), so the long ones must not be left for last: a 28 s
-// file started at the end would leave a core idle for most of its run.
+// file started at the end would leave a core idle for most of its run. The files a group in
+// test/groups/ imports run in that group's process instead of their own (see the groups).
 // `node test/test-files.mjs` prints one path a line (the GPU suite, test/gpu/, is not among them).
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -43,9 +44,20 @@ function allTestFiles(dir = join(ROOT, 'test')) {
     .sort();
 }
 
-/** The run order: the SLOWEST that exist, then the rest alphabetically; each file once. */
+/** The test files that test/groups/*.test.ts import (`import '../x/y.test.js';`), relative to the repository. */
+export function groupedFiles() {
+  const dir = join(ROOT, 'test', 'groups');
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((n) => n.endsWith('.test.ts'))
+    .sort()
+    .flatMap((n) => [...readFileSync(join(dir, n), 'utf8').matchAll(/^import '(\.\.\/[^']+\.test)\.js';$/gm)].map((m) => relative(ROOT, join(dir, m[1] + '.ts'))));
+}
+
+/** The run order: the SLOWEST that exist, then the rest alphabetically; each file once; grouped files through their group. */
 export function testFiles() {
-  const all = allTestFiles();
+  const grouped = new Set(groupedFiles());
+  const all = allTestFiles().filter((f) => !grouped.has(f));
   const first = SLOWEST.filter((f) => all.includes(f));
   return [...first, ...all.filter((f) => !first.includes(f))];
 }
