@@ -18,6 +18,7 @@ export const SLOWEST = [
   'test/exec/benchmarks.test.ts',
   'test/exec/hostile.test.ts',
   'test/exec/protocol.test.ts',
+  'test/groups/medium.test.ts',
   'test/exec/tempdirs.test.ts',
   'test/dist/train-2proc-emulate.test.ts',
   'test/dist/train-2proc-wsync.test.ts',

@@ -30,10 +30,11 @@ describe('npm test file order', () => {
     assert.ok(grouped.length > 0 && files.includes('test/groups/core.test.ts'));
     assert.equal(new Set(grouped).size, grouped.length, 'a file in two groups');
     // what would change the process for the files after it: environment, native thread count,
-    // working directory, exit code, process listeners, child processes and workers, the fake NCCL
+    // working directory, exit code, process listeners and signals, child processes and workers,
+    // the fake NCCL
     const changes = [
       /process\.env(\.\w+|\[[^\]]+\])\s*(=(?!=)|\?\?=|\|\|=)/, /delete\s+process\.env/, /\bsetNumThreads\(/, /process\.chdir\(/, /process\.exitCode/, /process\.exit\(/,
-      /process\.(on|once|addListener|prependListener)\(/, /node:child_process/, /new Worker\(/, /\buseFakeNccl\(/, /\bmock\./, /globalThis\.\w+\s*=(?!=)/,
+      /process\.(on|once|addListener|prependListener)\(/, /node:child_process/, /new Worker\(/, /\buseFakeNccl\(/, /\bmock\./, /globalThis\.\w+\s*=(?!=)/, /process\.kill\(/,
     ];
     for (const f of grouped) {
       assert.ok(existsSync(join(REPO, f)), `${f} is imported by a group in test/groups/ but does not exist`);
