@@ -393,6 +393,58 @@ def _test_codes(code, out=None, prefix=""):
     return out
 
 
+# --------------------------------------------------------------------------- the tests, compiled in the server
+# The tests are the problem's (trusted), never the program's: the server compiles them once per
+# problem, before it forks (compile_tests), and every child of that problem inherits the code
+# objects. The rewritten asserts call string placeholders, random per server process; each child
+# replaces them with its own reporters (bind_reporters), so the tests call the reporters as
+# constants and the placeholders never reach a program's code.
+
+PLACEHOLDERS = ("__murphy_cmp_" + os.urandom(16).hex(), "__murphy_truth_" + os.urandom(16).hex())
+_REWRITER = _AssertRewriter(*PLACEHOLDERS)
+_STAR = compile("from solution import *", TEST_FILE, "exec", dont_inherit=True)
+
+
+def compile_tree(stmts, filename=TEST_FILE):
+    """Statements -> a code object whose asserts report their checks (still to be bound)."""
+    mod = ast.Module(body=[_REWRITER.visit(s) for s in stmts], type_ignores=[])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "'str' object is not callable": the placeholders
+        return compile(mod, filename, "exec", dont_inherit=True)
+
+
+def _compile_assert(src):
+    """One MBPP assert; a SyntaxError is kept, to fail that test alone."""
+    try:
+        return compile_tree(ast.parse(src, TEST_FILE).body)
+    except SyntaxError as e:
+        return e
+
+
+def compile_tests(req, pl, units):
+    """The code objects a problem's tests need (each runner's `tests`), from the request and its
+    plan (planning.py). Raises SyntaxError when the tests as a whole do not compile; one assert
+    that does not compile fails only its own test (MBPP)."""
+    kind = req["kind"]
+    if kind == "assert":
+        return {
+            "units": [_compile_assert(u["source"]) for u in units],
+            "setup": compile(req["setup"], TEST_FILE, "exec", dont_inherit=True) if req.get("setup") else None,
+            "imports": compile(req["imports"], TEST_FILE, "exec", dont_inherit=True) if req.get("imports") else None,
+        }
+    if kind == "humaneval":
+        out = {"test": compile_tree(ast.parse(req["test"], TEST_FILE).body), "units": [], "pre": []}
+        if pl["mode"] != "whole":
+            for u in units:
+                out["units"].append(compile_tree(list(u["pre"]) + [u["stmt"]] + list(u.get("post") or [])))
+            # setup statements of the units a resumed child skips (they may define names)
+            out["pre"] = [compile_tree(list(u["pre"])) if u["pre"] else None for u in units]
+        return out
+    if kind == "pytest":
+        return {"test": compile_tree(ast.parse(req["testCode"], TEST_FILE).body), "star": _STAR}
+    return {}
+
+
 # --------------------------------------------------------------------------- the harness thread
 
 
@@ -458,7 +510,9 @@ def _private_world_class():
     return type("World", (), ns)
 
 
-def child_main(req, pl, units, start, chan_fd, key, cfg):
+def child_main(req, pl, units, start, chan_fd, key, cfg, tests=None):
+    """Runs the program and its tests (from unit `start` on) in this forked child. tests: what
+    compile_tests(req, pl, units) returned (the server's; computed here when absent)."""
     # Captured before any candidate code runs; never handed to a worker thread.
     _write = os.write
     _mdumps = marshal.dumps
@@ -619,7 +673,9 @@ def child_main(req, pl, units, start, chan_fd, key, cfg):
         """The tests [(i, fn, args)], one after the other on one worker thread. Their ends are
         reported in order, each when its generator says it returned; this thread wakes when the
         last test ends, or every 0.2 s meanwhile (so that the supervisor's clock for each test
-        starts at most that late, without a wake-up per test)."""
+        starts at most that late, without a wake-up per test). At each wake-up: the tests that
+        ended since the last one, then one tamper check (made after every one of them ended: the
+        same check each would get on its own, back to back), then their ends."""
         if not items:
             return
         jobs = [(ws.unit_state(i, unit_box), fn, args) for i, fn, args in items]
@@ -630,32 +686,34 @@ def child_main(req, pl, units, start, chan_fd, key, cfg):
         k = 0
         while k < n:
             last.acquire(True, 0.2)
-            while k < n:
-                gen = started[k][0]
+            ended = []
+            j = k
+            while j < n:
+                gen = started[j][0]
                 if gen.gi_frame is None:
-                    ok = False
+                    ended.append(False)
                 elif gen.gi_suspended:
-                    ok = True
+                    ended.append(True)
                 else:
                     break  # still running (or not started yet)
-                check_world()
+                j += 1
+            if not ended:
+                continue
+            check_world()
+            for ok in ended:
                 send({"m": Msg.END, "i": items[k][0], "passed": ok})
                 k += 1
                 if k < n:
                     send({"m": Msg.BEGIN, "i": items[k][0]})
 
-    ph_cmp = "__murphy_cmp_" + key.hex()
-    ph_truth = "__murphy_truth_" + key.hex()
-    rewriter = _AssertRewriter(ph_cmp, ph_truth)
-    bound = {ph_cmp: r_cmp, ph_truth: r_truth}
+    bound = {PLACEHOLDERS[0]: r_cmp, PLACEHOLDERS[1]: r_truth}
 
-    def compile_tree(stmts, filename=TEST_FILE):
-        mod = ast.Module(body=[rewriter.visit(s) for s in stmts], type_ignores=[])
-        ast.fix_missing_locations(mod)
-        with warnings.catch_warnings():  # only ever before the program runs
-            warnings.simplefilter("ignore")  # "'str' object is not callable": the placeholders
-            code = compile(mod, filename, "exec", dont_inherit=True)
-        return bind_reporters(code, bound)
+    def bind(code):
+        """The tests' code with this child's reporters in place of the placeholders."""
+        return bind_reporters(code, bound) if type(code) is types.CodeType else code
+
+    if tests is None:
+        tests = compile_tests(req, pl, units)
 
     sys.modules["pytest"] = pytest_shim
     sys.argv = [SOL_FILE]
@@ -677,7 +735,7 @@ def child_main(req, pl, units, start, chan_fd, key, cfg):
         return mod
 
     ctx = types.SimpleNamespace(
-        _exec=_exec, check_world=check_world, compile_tree=compile_tree, guard=guard, new_module=new_module,
+        _exec=_exec, check_world=check_world, bind=bind, tests=tests, guard=guard, new_module=new_module,
         run_setup=run_setup, run_units=run_units, send=send, sol_code=sol_code, ws=ws, run_job=run_job,
         start_program=start_program,
     )
@@ -686,8 +744,8 @@ def child_main(req, pl, units, start, chan_fd, key, cfg):
     _exit(0)
 
 
-# One runner per test kind, on the harness thread. Each compiles what it needs before the
-# program runs, then hands the program's and the tests' code to worker threads (ctx.run_setup,
+# One runner per test kind, on the harness thread. Each binds the tests the server compiled
+# (ctx.tests, ctx.bind) before the program runs, then hands the program's and the tests' code to worker threads (ctx.run_setup,
 # ctx.run_units) and reads back only whether each returned.
 
 
@@ -706,22 +764,12 @@ def load_solution(ctx, req, pre=(), post=lambda g: ()):
     return g
 
 
-def _compile_units(ctx, units, pick):
-    out = []
-    for u in units:
-        try:
-            out.append(ctx.compile_tree(pick(u)))
-        except SyntaxError as e:
-            out.append(e)
-    return out
-
-
 def run_assert(ctx, req, pl, units, start):
     # MBPP: code, then setup, then the asserts (as the official harness); the asserts run
     # in a copy of the namespace and see the program's functions through `guard`.
-    codes = _compile_units(ctx, units, lambda u: ast.parse(u["source"], TEST_FILE).body)
-    setup = compile(req["setup"], TEST_FILE, "exec", dont_inherit=True) if req.get("setup") else None
-    imports = compile(req["imports"], TEST_FILE, "exec", dont_inherit=True) if req.get("imports") else None
+    codes = [ctx.bind(c) for c in ctx.tests["units"]]
+    setup = ctx.tests["setup"]
+    imports = ctx.tests["imports"]
     g = load_solution(ctx, req, pre=(imports,) if imports is not None else (),
                       post=lambda g: ((ctx._exec, (setup, g)),) if setup is not None else ())
     ns = dict(g)
@@ -743,17 +791,13 @@ def run_humaneval(ctx, req, pl, units, start):
     # official harness); check()'s statements then run in a copy of it, as check's own
     # locals would, so that `str = ...` in a check never reaches the candidate.
     entry = req["entryPoint"]
-    test_code = ctx.compile_tree(ast.parse(req["test"], TEST_FILE).body)
+    test_code = ctx.bind(ctx.tests["test"])
     check_code = None
     if pl["mode"] == "whole":
         check_code = next((c for (n, _), c in _test_codes(test_code).items() if n == "check"), None)
-    unit_codes = []
-    if pl["mode"] != "whole":
-        for u in units:
-            stmts = list(u["pre"]) + [u["stmt"]] + list(u.get("post") or [])
-            unit_codes.append(ctx.compile_tree(stmts))
-        # setup statements of the units a resumed child skips (they may define names)
-        pre_codes = [ctx.compile_tree(list(u["pre"])) if u["pre"] else None for u in units[:start]]
+    unit_codes = [ctx.bind(c) for c in ctx.tests["units"]]
+    # setup statements of the units a resumed child skips (they may define names)
+    pre_codes = [ctx.bind(c) for c in ctx.tests["pre"][:start]]
     own = {}
     g = load_solution(ctx, req, post=lambda g: ((_w_copy_into, (own, g)), (ctx._exec, (test_code, g))))
     if entry not in g:
@@ -793,8 +837,8 @@ def _w_exec_all_quiet(ex, codes, ns):
 
 
 def run_pytest(ctx, req, pl, units, start):
-    test_code = ctx.compile_tree(ast.parse(req["testCode"], TEST_FILE).body)
-    star = compile("from solution import *", TEST_FILE, "exec", dont_inherit=True)
+    test_code = ctx.bind(ctx.tests["test"])
+    star = ctx.tests["star"]
     expected = _test_codes(test_code)
     smod = ctx.new_module("solution")
     sys.modules["solution"] = smod

@@ -30,6 +30,7 @@ stdin/stdout and functional tests: those are compared here.
 
 import base64
 import binascii
+import collections
 import ctypes
 import hashlib
 import hmac
@@ -81,7 +82,7 @@ import pytest_shim  # noqa: E402
 
 from checks import WORLD_REF, World, judge  # noqa: E402
 import child  # noqa: E402
-from child import child_main  # noqa: E402
+from child import child_main, compile_tests  # noqa: E402
 from common import CHILD_ENV, short as _short  # noqa: E402
 from compare import outputs_match, values_match  # noqa: E402
 from messages import AUTHENTICATED, RECORDS, Msg  # noqa: E402
@@ -179,6 +180,24 @@ class Server:
         self.info["childUid"] = self.child_uid if self.root else os.getuid()
         self.info["nprocEnforced"] = not self.root or self.child_uid is not None
         self.seq = 0
+        self.prepared = collections.OrderedDict()  # test_key -> (plan, units, compiled tests)
+
+    def prepare_tests(self, req):
+        """(plan, units, compiled tests) of the request's problem. Made once per problem and kept
+        for the next programs of that problem (rollouts run many samples of each), up to
+        PREPARED_MAX problems, the least recently used dropped first."""
+        key = test_key(req)
+        hit = self.prepared.get(key) if key is not None else None
+        if hit is not None:
+            self.prepared.move_to_end(key)
+            return hit
+        pl, units = plan(req)
+        hit = (pl, units, compile_tests(req, pl, units))
+        if key is not None:
+            self.prepared[key] = hit
+            if len(self.prepared) > PREPARED_MAX:
+                self.prepared.popitem(last=False)
+        return hit
 
     # -- process tree cleanup
     def children_tree(self):
@@ -284,7 +303,7 @@ class Server:
                 return
 
     # -- one child
-    def spawn(self, req, pl, units, start, workdir, stdin_data, cfg):
+    def spawn(self, req, pl, units, tests, start, workdir, stdin_data, cfg):
         key = secrets.token_bytes(16)
         r_chan, w_chan = os.pipe()
         r_out, w_out = os.pipe()
@@ -338,7 +357,7 @@ class Server:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGHUP, signal.SIG_DFL)
-                child_main(child_request(req), pl, units, start, chan, key, cfg)
+                child_main(child_request(req), pl, units, start, chan, key, cfg, tests)
             except BaseException:
                 try:
                     os.write(2, traceback.format_exc().encode())
@@ -350,9 +369,9 @@ class Server:
         os.close(w_err)
         return pid, key, r_chan, r_out, r_err
 
-    def run_child(self, req, pl, units, start, workdir, cfg, per_test, deadline, stdin_data=None):
+    def run_child(self, req, pl, units, tests, start, workdir, cfg, per_test, deadline, stdin_data=None):
         """Run one child; returns (messages, stdout bytes, stderr bytes, ended_by, cur)."""
-        pid, key, r_chan, r_out, r_err = self.spawn(req, pl, units, start, workdir, stdin_data, cfg)
+        pid, key, r_chan, r_out, r_err = self.spawn(req, pl, units, tests, start, workdir, stdin_data, cfg)
         reader = ChannelReader(key)
         out_cap = int(cfg["stdoutBytes"]) if req["kind"] == "stdio" else int(cfg["outBytes"])
         err_cap = int(cfg["outBytes"])
@@ -493,7 +512,7 @@ class Server:
         per_test = float(cfg["programTimeout"]) if cfg.get("timeoutMode") == "program" else float(cfg["testTimeout"])
         deadline = t0 + float(cfg["programTimeout"])
         try:
-            pl, units = plan(req)
+            pl, units, tests = self.prepare_tests(req)
         except SyntaxError as e:
             return {"id": req["id"], "error": "the problem's tests do not parse: %s (line %s)" % (e.msg, e.lineno)}
         n = len(units)
@@ -514,7 +533,7 @@ class Server:
                         results[i] = {"passed": False, "status": "timeout", "errorType": "Timeout", "message": "not run: the program's time budget was spent"}
                         timed_out = True
                         continue
-                    r = self.run_child(req, pl, units, i, workdir, cfg, per_test, deadline, stdin_data=case["input"])
+                    r = self.run_child(req, pl, units, tests, i, workdir, cfg, per_test, deadline, stdin_data=case["input"])
                     stderr_all += r["stderr"][: max(0, int(cfg["outBytes"]) - len(stderr_all))]
                     res = {"passed": False}
                     setup_detail = next((m for m in reversed(r["msgs"]) if m["m"] == Msg.DETAIL and m.get("setup")), None)
@@ -563,7 +582,7 @@ class Server:
                             results[j] = {"passed": False, "status": "timeout", "errorType": "Timeout", "message": "not run: the program's time budget was spent"}
                         timed_out = True
                         break
-                    r = self.run_child(req, pl, units, start, workdir, cfg, per_test, deadline)
+                    r = self.run_child(req, pl, units, tests, start, workdir, cfg, per_test, deadline)
                     stdout_all += r["stdout"][: max(0, int(cfg["outBytes"]) - len(stdout_all))]
                     stderr_all += r["stderr"][: max(0, int(cfg["outBytes"]) - len(stderr_all))]
                     ready = False
@@ -691,6 +710,23 @@ class Server:
             "notes": notes,
         })
         return resp
+
+
+# Problems whose plan and compiled tests a server keeps (Server.prepare_tests).
+PREPARED_MAX = 64
+
+
+def test_key(req):
+    """What a problem's tests are made of (the cache key of Server.prepare_tests), or None for the
+    kinds with nothing to compile (stdin/stdout and functional cases)."""
+    kind = req["kind"]
+    if kind == "humaneval":
+        return (kind, req["test"], req["entryPoint"])
+    if kind == "assert":
+        return (kind, tuple(req["asserts"]), req.get("setup") or "", req.get("imports") or "")
+    if kind == "pytest":
+        return (kind, req["testCode"])
+    return None
 
 
 NOT_RUN = {"passed": False, "status": "notrun", "errorType": "NotRun", "message": "not run: an earlier test timed out"}

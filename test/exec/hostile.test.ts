@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { jsonlFromRecords, loadSample } from '../../lib/data/index.js';
-import { PythonExecutor, type ExecutionResult } from '../../lib/exec/index.js';
+import { PythonExecutor, type ExecutionResult, type RunOptions } from '../../lib/exec/index.js';
 import { descendants, haveBwrap, REPO } from './helpers.js';
 import { channelAttacks, forgeries } from './forgery.js';
 
@@ -66,6 +66,8 @@ const HOSTILE: Record<string, string> = {
   'patched assert helpers (math.isclose, pytest.approx, unittest)':
     'import math, pytest, unittest\nmath.isclose = lambda *a, **k: True\npytest.approx = lambda *a, **k: None\n' +
     'unittest.TestCase.assertEqual = lambda *a, **k: None\n' + GOOD,
+  // Correct answers, but a watched module changed during the tests: the tamper check after the tests fails them all.
+  'patching a standard module during a test': 'import math\ndef add(a, b):\n    math.isclose = lambda *a, **k: True\n    return a + b\n',
   'patched sys.exit and os._exit': 'import sys, os\nsys.exit = lambda *a: None\nos._exit = lambda *a: None\n' + GOOD,
   'patching a standard class the tests rely on (Fraction.__eq__)': 'import fractions\nfractions.Fraction.__eq__ = lambda s, o: True\n' + GOOD,
   'walking the heap with gc': 'import gc\n' + GOOD + 'try:\n    gc.get_objects()\nexcept Exception:\n    pass\n',
@@ -73,14 +75,16 @@ const HOSTILE: Record<string, string> = {
 };
 
 /**
- * The programs that are stopped by the time limit and by nothing else: they run with half the
- * suite's limits (0.5 s a test, 2 s a program), which stops them the same way in half the time
- * (each one burns a core until it is killed). The others keep the suite's limits: the memory
- * bomb must reach the memory limit before the time limit, and the daemon must have started
- * before its run is killed.
+ * The programs that are stopped by the time limit and by nothing else: they run with a quarter of
+ * the suite's limits (0.25 s a test, 1 s a program), which stops them the same way in a quarter of
+ * the time (each one burns a core until it is killed). The memory bomb gets a memory limit of its
+ * own, 256 MiB instead of the suite's 1 GiB: it reaches it the same way, after zero-filling a
+ * quarter of the pages. The others keep the suite's limits: the memory bomb must reach the memory
+ * limit before the time limit, and the daemon must have started before its run is killed.
  */
 const TIME_BOUND = new Set(['infinite loop (module level)', 'infinite loop (in the tested function)', 'fork bomb', 'huge output', 'huge output during a test', 'catching the timeout']);
-const SHORT_LIMITS = { testTimeout: 0.5, programTimeout: 2 };
+const SHORT_LIMITS = { testTimeout: 0.25, programTimeout: 1 };
+const OWN_LIMITS: Record<string, RunOptions['limits']> = { 'memory bomb': { memoryBytes: 256 * 1024 ** 2 } };
 
 /** f() until it returns an empty list or `ms` have passed (checked every 5 ms); its last value. */
 async function settled<T>(f: () => T[], ms: number): Promise<T[]> {
@@ -119,7 +123,7 @@ for (const mode of await modes()) {
     for (const [name, code] of Object.entries(HOSTILE)) {
       it(name, async () => {
         const iso = await ex.isolation();
-        const r: ExecutionResult = await ex.run(problem, code, TIME_BOUND.has(name) ? { limits: SHORT_LIMITS } : {});
+        const r: ExecutionResult = await ex.run(problem, code, { limits: TIME_BOUND.has(name) ? SHORT_LIMITS : OWN_LIMITS[name] });
         assert.equal(r.reward, 0, `${name}: reward ${r.reward}\n${r.feedback}`);
         assert.equal(r.passed, false);
         if (TIME_BOUND.has(name)) assert.ok(r.timedOut || r.tests.some((t) => t.status === 'timeout'), `${name}: not stopped by the time limit\n${r.feedback}`);

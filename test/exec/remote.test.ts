@@ -94,16 +94,16 @@ describe('SandboxFusion backend', () => {
   });
   it('all test kinds, timeouts, and a fake result line printed by the program', async () => {
     const ex = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 1, programTimeout: 5 } });
-    for (const name of ['kodcode', 'livecodebench', 'jsonl'] as const) {
-      for (const p of await loadSample(name)) {
-        const r = await ex.run(p, p.referenceSolution as string);
-        assert.equal(r.passed, true, `${p.id}: ${r.feedback}`);
-      }
-    }
+    // All at once: each request is a fresh interpreter on the local service.
+    const problems = (await Promise.all((['kodcode', 'livecodebench', 'jsonl'] as const).map((name) => loadSample(name)))).flat();
     const [add] = jsonlFromRecords([{ id: 'a', prompt: 'a', asserts: ['assert add(1, 2) == 3'] }]);
-    const loop = await ex.run(add, 'def add(a, b):\n    while True: pass\n');
+    const [results, loop, fake] = await Promise.all([
+      Promise.all(problems.map((p) => ex.run(p, p.referenceSolution as string))),
+      ex.run(add, 'def add(a, b):\n    while True: pass\n'),
+      ex.run(add, 'print("MURPHY-0000:{\\"tests\\": []}")\ndef add(a, b):\n    return 0\n'),
+    ]);
+    problems.forEach((p, i) => assert.equal(results[i].passed, true, `${p.id}: ${results[i].feedback}`));
     assert.equal(loop.tests[0].status, 'timeout');
-    const fake = await ex.run(add, 'print("MURPHY-0000:{\\"tests\\": []}")\ndef add(a, b):\n    return 0\n');
     assert.equal(fake.reward, 0);
   });
   it('--executor sandboxfusion --sandbox-url: createExecutor and the config keys select it', async () => {

@@ -80,7 +80,8 @@ for (const mode of await modes()) {
   });
 }
 
-describe('work directories in the host temp dir (no private /tmp)', () => {
+// Each test has a temp dir of its own and waits only for its own processes: they run at once.
+describe('work directories in the host temp dir (no private /tmp)', { concurrency: true }, () => {
   it('the next start removes those of executors that were killed (dead pid), and keeps live ones', async () => {
     const base = tempDir('sweep-');
     const dead = spawn(process.execPath, ['-e', '0']);

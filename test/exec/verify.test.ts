@@ -11,7 +11,8 @@ import { cli } from '../helpers/cli.js';
 
 const run = promisify(execFile);
 
-describe('verify-dataset', () => {
+// Independent runs (their own files and processes): at once.
+describe('verify-dataset', { concurrency: true }, () => {
   it('all shipped MBPP samples pass', async () => {
     const r = await verifyDataset(join(ASSETS, 'mbpp-sample.jsonl'));
     assert.equal(r.total, 7);
