@@ -16,10 +16,10 @@
 // import()s are bundled too), and the source map points every line back into its own file.
 // The bundle is kept with the content hash of every file in it, used while they all match.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire, SourceMap } from 'node:module';
 import { tmpdir, userInfo } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve as resolvePath } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const requireFromTsx = createRequire(createRequire(import.meta.url).resolve('tsx'));
@@ -155,4 +155,33 @@ export async function load(url, context, next) {
   const file = fileURLToPath(url);
   const code = entries.has(url) ? await bundled(file) : transformed(file);
   return { format: 'module', source: code, shortCircuit: true };
+}
+
+const maps = new Map();
+/**
+ * Where line:column (1-based) of the bundle that the entry `file` ran as comes from, as
+ * { file, line, column }; undefined when `file` was not bundled (or the position maps nowhere).
+ * For the test reporter: node:test takes a test's location from the running code, unmapped, so
+ * in a bundle it would name the entry's file with the bundle's line. The bundle is read again
+ * whenever its cache file changed (a test process may rebuild it while the run goes on).
+ */
+export function originalLocation(file, line, column) {
+  const cached = join(CACHE, sha256('bundle', file) + '.json');
+  const version = statSync(cached, { throwIfNoEntry: false })?.mtimeMs;
+  if (version === undefined) return undefined;
+  if (maps.get(file)?.version !== version) {
+    let map = null;
+    try {
+      const { code } = JSON.parse(readFileSync(cached, 'utf8'));
+      const inline = /\/\/# sourceMappingURL=data:application\/json;base64,([A-Za-z0-9+/=]+)\s*$/.exec(code);
+      if (inline) map = new SourceMap(JSON.parse(Buffer.from(inline[1], 'base64').toString('utf8')));
+    } catch {
+      // unreadable: the location stays as it is
+    }
+    maps.set(file, { version, map });
+  }
+  const e = maps.get(file).map?.findEntry(line - 1, column - 1);
+  if (!e?.originalSource) return undefined;
+  const source = e.originalSource.startsWith('file:') ? fileURLToPath(e.originalSource) : resolvePath(dirname(file), e.originalSource);
+  return { file: source, line: e.originalLine + 1, column: e.originalColumn + 1 };
 }
