@@ -93,20 +93,21 @@ function compiled(kind, file, source, options) {
 /** One .ts file transformed on its own. */
 const transformed = (file) => compiled('module', file, readFileSync(file, 'utf8'), { ...OPTIONS, loader: 'ts' });
 
+/** The names import.meta's file-specific fields stand for in a bundled module (esbuild's define). */
+const META = { 'import.meta.url': '__murphyImportMetaUrl', 'import.meta.dirname': '__murphyImportMetaDirname', 'import.meta.filename': '__murphyImportMetaFilename' };
+
 /**
- * `source` (TypeScript or JavaScript) of `file` compiled to JavaScript with import.meta's
- * file-specific fields written in as `file`'s (esbuild's define: code only, not strings or
- * comments), so a module keeps them when bundled; its inline source map points into `file`.
- * Names are kept by the bundle's own pass.
+ * `source` of `file` with a first-line declaration of what its import.meta fields stand for in
+ * the bundle (esbuild's define replaces them in code, not in strings or comments), so a module
+ * keeps its own when bundled: the declarations are module-scoped (esbuild renames them apart
+ * between modules), dropped where unused, and on the same line as the file's first (or in place
+ * of its #! line), so every line keeps its number.
  */
 function withOwnImportMeta(source, file) {
-  const define = { 'import.meta.url': pathToFileURL(file).href, 'import.meta.dirname': dirname(file), 'import.meta.filename': file };
-  return compiled('bundled', file, source, {
-    ...OPTIONS,
-    keepNames: false,
-    loader: /\.[cm]?ts$/.test(file) ? 'ts' : 'js',
-    define: Object.fromEntries(Object.entries(define).map(([k, v]) => [k, JSON.stringify(v)])),
-  });
+  const value = { 'import.meta.url': pathToFileURL(file).href, 'import.meta.dirname': dirname(file), 'import.meta.filename': file };
+  const declaration = `const ${Object.entries(META).map(([k, name]) => `${name} = ${JSON.stringify(value[k])}`).join(', ')};`;
+  // a #! line (lib/cli.ts) means nothing inside a bundle: the declaration takes its place
+  return source.startsWith('#!') ? source.replace(/^#![^\n]*/, declaration) : `${declaration} ${source}`;
 }
 
 /** The entry `file` bundled with the relative modules it imports; cached with every input's content hash. */
@@ -130,13 +131,14 @@ async function bundled(file) {
     platform: 'node',
     packages: 'external',
     logLevel: 'silent',
+    define: META,
     plugins: [{
       name: 'own-import-meta',
       setup(build) {
         build.onLoad({ filter: /\.[cm]?[jt]s$/ }, (args) => {
           const bytes = readFileSync(args.path);
           inputs[args.path] = sha256(bytes);
-          return { contents: withOwnImportMeta(bytes.toString('utf8'), args.path), loader: 'js' };
+          return { contents: withOwnImportMeta(bytes.toString('utf8'), args.path), loader: /\.[cm]?ts$/.test(args.path) ? 'ts' : 'js' };
         });
         build.onLoad({ filter: /.*/ }, (args) => {
           inputs[args.path] = sha256(readFileSync(args.path));
