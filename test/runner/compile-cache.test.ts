@@ -26,10 +26,11 @@ describe('compiled test helpers are cached by content', { skip: haveCc ? false :
     assert.ok(statSync(exe).mode & 0o100, 'the copy is executable');
     assert.equal(spawnSync(exe, { encoding: 'utf8' }).stdout, `${(process.pid % 100) + 1}\n`);
     assert.notEqual(compileKey({ ...o, flags: [`-I${inc}`, '-DOFFSET=2'] }), k);
-    writeFileSync(join(inc, 'value.h'), '#define VALUE 40\n');
+    // 100-199: never the first header's value (0-99; the same text would be the same key)
+    writeFileSync(join(inc, 'value.h'), `#define VALUE ${(process.pid % 100) + 100}\n`);
     const k2 = compileKey(o);
     assert.notEqual(k2, k, 'a header in an -I folder is part of the key');
-    assert.equal(spawnSync(compileCached({ ...o, out: join(work, 'b', 'prog') }), { encoding: 'utf8' }).stdout, '41\n', 'a stale build was used');
+    assert.equal(spawnSync(compileCached({ ...o, out: join(work, 'b', 'prog') }), { encoding: 'utf8' }).stdout, `${(process.pid % 100) + 101}\n`, 'a stale build was used');
     writeFileSync(src, '#include <stdio.h>\nint main(void) { puts("changed"); return 0; }\n');
     assert.notEqual(compileKey(o), k2);
     assert.equal(spawnSync(compileCached({ ...o, out: join(work, 'c', 'prog') }), { encoding: 'utf8' }).stdout, 'changed\n');
