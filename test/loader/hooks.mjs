@@ -19,13 +19,12 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire, SourceMap } from 'node:module';
-import { tmpdir, userInfo } from 'node:os';
 import { dirname, join, resolve as resolvePath } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { TS_CACHE as CACHE } from './cache-dirs.mjs';
 
 const requireFromTsx = createRequire(createRequire(import.meta.url).resolve('tsx'));
 const ESBUILD_VERSION = JSON.parse(readFileSync(requireFromTsx.resolve('esbuild/package.json'), 'utf8')).version;
-const CACHE = join(tmpdir(), `murphy-test-ts-${userInfo().uid}`);
 const OPTIONS = {
   format: 'esm',
   target: `node${process.versions.node}`,
