@@ -1,17 +1,21 @@
-// Kernel benchmarks: `npm run bench [-- --json FILE] [--quick] [--no-torch] [--gpu] [--gemm]`
+// Kernel benchmarks: `npm run bench [-- --json FILE] [--quick] [--no-torch] [--4k-pages] [--gpu] [--gemm]`
 // (--gemm: the CPU matrix products against OpenBLAS instead, bench/gemm.bench.ts).
 //
 // Each kernel runs at a realistic size under tinybench; the table shows the median time, the
 // bytes the kernel must move, the achieved GB/s, the ratio to this machine's memory bandwidth
 // measured STREAM-style in the same run (floor_ratio = floor time / median time, where the floor
 // time is the kernel's bytes over the best of the probe's sum / copy / triad figures, with and
-// without non-temporal stores, and in-place update / nstream: bench/stream.ts), the speedup over a plain TypeScript implementation
+// without non-temporal stores, and in-place update / nstream: bench/stream.ts), the same ratio
+// against the best probe of the kernel's own access pattern (access_ratio: a read-only kernel
+// against the best read-only probe, one that reads arrays and writes another against copy /
+// triad, an in-place one against update / nstream), the speedup over a plain TypeScript implementation
 // (baseline_ratio) and over PyTorch CPU on the same shapes (torch_ratio, when Debian's
 // python3-torch is installed).
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import { cliArgs, machineInfo, writeJsonAtomic, type KernelRow } from './common.js';
-import { measureStreamFloor, mergeFloors } from './stream.js';
+import { measureStreamFloor, mergeFloors, type Access } from './stream.js';
 import { describePeer, type TorchPeer } from './peer.js';
 import {
   adamw, copyBuffer, cpuInfo, grpoLoss, logprobBackward, logprobForward, setNumThreads, toBf16, type AdamWTensor,
@@ -19,6 +23,10 @@ import {
 
 interface Row extends KernelRow {
   floor_ms: number;
+  /** the kernel's access pattern, and its ratio to the best probe of that pattern */
+  access: Access;
+  access_floor_gbps: number;
+  access_ratio: number;
   baseline_ratio: number | null;
   torch_ratio: number | null;
 }
@@ -40,6 +48,33 @@ if (flag('--gpu')) {
   const genArgs = j >= 0 && rest[j + 1] ? [...rest.slice(0, j + 1), rest[j + 1]!.replace(/(\.json)?$/, '.generate.json'), ...rest.slice(j + 2)] : rest;
   const g = spawnSync(process.execPath, ['--import', 'tsx', new URL('./gpu-generate.bench.ts', import.meta.url).pathname, '--device', ...genArgs], { stdio: 'inherit' });
   process.exit((r.status ?? 1) || (m.status ?? 1) || (g.status ?? 1));
+}
+
+// The kernels' arrays on 2 MiB pages, as the bandwidth probe's (bench/stream.cc): glibc gives
+// Node's large ArrayBuffers (and the PyTorch peer's tensors) fresh mmap'd memory on 4 KiB pages
+// unless transparent huge pages are "always" or malloc asks for them (glibc >= 2.35:
+// GLIBC_TUNABLES=glibc.malloc.hugetlb=1). On the 2-vCPU KVM VM 4 KiB pages cost the log-prob
+// backward 1.4x and the forward 1.15x per core (docs/kernels.md). So the run re-executes
+// itself with the tunable; --4k-pages keeps the default. The JSON records which, and how much
+// memory the kernels' process held on huge pages at the end (AnonHugePages).
+const HUGE_TUNABLE = 'glibc.malloc.hugetlb=1';
+if (process.platform === 'linux' && !flag('--4k-pages') && !(process.env.GLIBC_TUNABLES ?? '').includes('glibc.malloc.hugetlb')) {
+  const env = { ...process.env, GLIBC_TUNABLES: [process.env.GLIBC_TUNABLES, HUGE_TUNABLE].filter(Boolean).join(':') };
+  const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, ...argv], { stdio: 'inherit', env });
+  process.exit(r.status ?? 1);
+}
+
+/** The kernels' page size as configured, and the process's memory on huge pages now (MiB). */
+function kernelPages(): { tunable: string | null; transparent_hugepage: string | null; anon_huge_pages_mib: number | null } {
+  const read = (f: string) => { try { return readFileSync(f, 'utf8'); } catch { return null; } };
+  const thp = read('/sys/kernel/mm/transparent_hugepage/enabled');
+  const rollup = read('/proc/self/smaps_rollup');
+  const kb = rollup ? /AnonHugePages:\s+(\d+) kB/.exec(rollup)?.[1] : undefined;
+  return {
+    tunable: (process.env.GLIBC_TUNABLES ?? '').includes(HUGE_TUNABLE) ? HUGE_TUNABLE : null,
+    transparent_hugepage: thp ? (/\[(\w+)\]/.exec(thp)?.[1] ?? null) : null,
+    anon_huge_pages_mib: kb === undefined ? null : Math.round(Number(kb) / 1024),
+  };
 }
 
 const quick = flag('--quick');
@@ -161,11 +196,11 @@ async function main() {
   const run = runTorch();
   // a peer on the reference BLAS, or on fewer threads than ours, is not a fair one: no ratios
   const torch = run && run.peer.fair ? run.cases : null;
-  const push = (r: Omit<Row, 'gbps' | 'floor_ms' | 'floor_ratio'>) => {
-    rows.push({ ...r, gbps: r.bytes / r.median_ms / 1e6, floor_ms: NaN, floor_ratio: NaN });
+  const push = (r: Omit<Row, 'gbps' | 'floor_ms' | 'floor_ratio' | 'access_floor_gbps' | 'access_ratio'>) => {
+    rows.push({ ...r, gbps: r.bytes / r.median_ms / 1e6, floor_ms: NaN, floor_ratio: NaN, access_floor_gbps: NaN, access_ratio: NaN });
     log(`  ${r.name}: ${r.median_ms.toFixed(2)} ms`);
   };
-  push({ name: 'copy', shape: `${SIZES.copy} f32`, median_ms: copyMs, bytes: copyBytes, baseline_ratio: null, torch_ratio: torch?.copy ? torch.copy / copyMs : null });
+  push({ name: 'copy', access: 'copy', shape: `${SIZES.copy} f32`, median_ms: copyMs, bytes: copyBytes, baseline_ratio: null, torch_ratio: torch?.copy ? torch.copy / copyMs : null });
 
   // log-probs
   const { n, v } = SIZES;
@@ -182,7 +217,7 @@ async function main() {
     const fwdOut = { logp: new Float32Array(n), lse: new Float32Array(n) };
     const fwd = logprobForward({ logits, targets: y, nRows: n, vocab: v, out: fwdOut });
     const fwdMs = await median(`logprob_fwd_${dtype}`, () => logprobForward({ logits, targets: y, nRows: n, vocab: v, out: fwdOut }), its);
-    push({ name: `logprob_fwd_${dtype}`, shape: `${n}x${v}`, median_ms: fwdMs, bytes: n * v * esz + n * 12, baseline_ratio: dtype === 'f32' ? tsFwdMs / fwdMs : null, torch_ratio: torch ? torch[`logprob_fwd_${dtype}`] / fwdMs : null });
+    push({ name: `logprob_fwd_${dtype}`, access: 'read', shape: `${n}x${v}`, median_ms: fwdMs, bytes: n * v * esz + n * 12, baseline_ratio: dtype === 'f32' ? tsFwdMs / fwdMs : null, torch_ratio: torch ? torch[`logprob_fwd_${dtype}`] / fwdMs : null });
     const out = dtype === 'f32' ? new Float32Array(n * v) : new Uint16Array(n * v);
     const bwdMs = await median(`logprob_bwd_${dtype}`, () => logprobBackward({ logits, targets: y, nRows: n, vocab: v, lse: fwd.lse, gradLogp: g, out }), its);
     let tsBwd: number | null = null;
@@ -191,7 +226,7 @@ async function main() {
       tsBwd = (timeOnce(() => tsLogprobBwd(z32, y, fwd.lse as Float32Array, g, tsRows, v, o)) * n) / tsRows;
     }
     push({
-      name: `logprob_bwd_${dtype}`, shape: `${n}x${v}`, median_ms: bwdMs, bytes: 2 * n * v * esz + n * 12,
+      name: `logprob_bwd_${dtype}`, access: 'copy', shape: `${n}x${v}`, median_ms: bwdMs, bytes: 2 * n * v * esz + n * 12,
       baseline_ratio: tsBwd ? tsBwd / bwdMs : null,
       torch_ratio: torch ? torch[`logprob_fwdbwd_${dtype}`] / (fwdMs + bwdMs) : null,
       note: 'torch_ratio compares forward+backward (autograd recomputes the softmax)',
@@ -216,7 +251,7 @@ async function main() {
     const ms = await median('grpo_loss', () => grpoLoss({ logp, oldLogp: old, advantages: adv, mask, seqOffsets: offs, epsLow: 0.2, epsHigh: 0.28, out: { gradLogp: grad } }), its * 2);
     const tsMs = timeOnce(() => tsGrpo(logp, old, adv, mask, grad));
     // reads logp, old, adv (12 B) + mask (1 B), writes the gradient (4 B)
-    push({ name: 'grpo_loss', shape: `${T} tokens`, median_ms: ms, bytes: T * 17, baseline_ratio: tsMs / ms, torch_ratio: torch ? torch.grpo_loss / ms : null, note: 'torch: TRL dapo loss, forward + backward + clip stats' });
+    push({ name: 'grpo_loss', access: 'copy', shape: `${T} tokens`, median_ms: ms, bytes: T * 17, baseline_ratio: tsMs / ms, torch_ratio: torch ? torch.grpo_loss / ms : null, note: 'torch: TRL dapo loss, forward + backward + clip stats' });
   }
 
   // AdamW
@@ -228,11 +263,11 @@ async function main() {
     const ms = await median('adamw', () => { adamw([t], { lr: 1e-5, step: step++, maxGradNorm: 0 }); }, its);
     const tsMs = timeOnce(() => tsAdamw(t.param as Float32Array, t.grad as Float32Array, t.m as Float32Array, t.v as Float32Array, 1));
     // param, m, v read + written (24 B), grad read (4 B)
-    push({ name: 'adamw', shape: `${P} params`, median_ms: ms, bytes: P * 28, baseline_ratio: tsMs / ms, torch_ratio: torch ? torch.adamw / ms : null });
+    push({ name: 'adamw', access: 'inplace', shape: `${P} params`, median_ms: ms, bytes: P * 28, baseline_ratio: tsMs / ms, torch_ratio: torch ? torch.adamw / ms : null });
     const tb: AdamWTensor = { ...t, paramBf16: new Uint16Array(P) };
     const ms2 = await median('adamw_clip_bf16', () => { adamw([tb], { lr: 1e-5, step: step++, maxGradNorm: 1 }); }, its);
     // + the norm pass re-reads the gradient (4 B) + bf16 copy written (2 B)
-    push({ name: 'adamw_clip_bf16', shape: `${P} params`, median_ms: ms2, bytes: P * 34, baseline_ratio: null, torch_ratio: torch?.adamw_clip ? torch.adamw_clip / ms2 : null, note: 'global-norm clipping + bf16 weight copy; torch: clip_grad_norm_ + step (no bf16 copy)' });
+    push({ name: 'adamw_clip_bf16', access: 'inplace', shape: `${P} params`, median_ms: ms2, bytes: P * 34, baseline_ratio: null, torch_ratio: torch?.adamw_clip ? torch.adamw_clip / ms2 : null, note: 'global-norm clipping + bf16 weight copy; torch: clip_grad_norm_ + step (no bf16 copy)' });
   }
 
   log('bandwidth probe again (after the kernels) ...');
@@ -243,25 +278,31 @@ async function main() {
   for (const r of rows) {
     r.floor_ms = r.bytes / floorGbps / 1e6;
     r.floor_ratio = r.floor_ms / r.median_ms;
+    r.access_floor_gbps = floor.by_access[r.access].gbps;
+    r.access_ratio = r.bytes / r.access_floor_gbps / 1e6 / r.median_ms;
   }
+  const acc = floor.by_access;
+  log(`best probe per access pattern: read ${acc.read.gbps.toFixed(1)} GB/s (${acc.read.variant ?? acc.read.kernel}), copy ${acc.copy.gbps.toFixed(1)} (${acc.copy.kernel}), in place ${acc.inplace.gbps.toFixed(1)} (${acc.inplace.kernel})`);
 
   // table
   const fmt = (x: number | null, d = 2) => (x === null ? '-' : x.toFixed(d));
-  const head = ['kernel', 'shape', 'median ms', 'GB moved', 'GB/s', 'of floor', 'vs TS', 'vs torch'];
-  const lines = rows.map((r) => [r.name, r.shape, fmt(r.median_ms), fmt(r.bytes / 1e9, 3), fmt(r.gbps, 1), `${(r.floor_ratio * 100).toFixed(0)}%`, r.baseline_ratio === null ? '-' : `${fmt(r.baseline_ratio, 1)}x`, r.torch_ratio === null ? '-' : `${fmt(r.torch_ratio, 1)}x`]);
+  const head = ['kernel', 'shape', 'median ms', 'GB moved', 'GB/s', 'of floor', 'of own pattern', 'vs TS', 'vs torch'];
+  const lines = rows.map((r) => [r.name, r.shape, fmt(r.median_ms), fmt(r.bytes / 1e9, 3), fmt(r.gbps, 1), `${(r.floor_ratio * 100).toFixed(0)}%`, `${(r.access_ratio * 100).toFixed(0)}% (${r.access})`, r.baseline_ratio === null ? '-' : `${fmt(r.baseline_ratio, 1)}x`, r.torch_ratio === null ? '-' : `${fmt(r.torch_ratio, 1)}x`]);
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   console.log(line(head));
   console.log(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const l of lines) console.log(line(l));
-  console.log(`floor: ${floorGbps.toFixed(1)} GB/s (${floor.best.kernel}, ${floor.best.threads} threads, best of ${floor.reps / 2} before and ${floor.reps / 2} after the kernels; kernels: median); ${threads} threads; SIMD ${cpuInfo().simd}; targets: >= 70% of the floor and >= 2x PyTorch`);
+  console.log(`floor: ${floorGbps.toFixed(1)} GB/s (${floor.best.kernel}, ${floor.best.threads} threads, best of ${floor.reps / 2} before and ${floor.reps / 2} after the kernels; kernels: median); own pattern: read ${acc.read.gbps.toFixed(1)} GB/s (sum = ${acc.read.variant ?? acc.read.kernel}), copy ${acc.copy.gbps.toFixed(1)} (${acc.copy.kernel}), in place ${acc.inplace.gbps.toFixed(1)} (${acc.inplace.kernel}); ${floor.huge_pages ? '2 MiB' : '4 KiB'} pages; ${threads} threads; SIMD ${cpuInfo().simd}; targets: >= 70% of the floor and >= 2x PyTorch`);
   if (run && !run.peer.fair) console.log(`PyTorch peer not fair (${run.peer.unfair_reason}): no torch ratios`);
+  const pages = kernelPages();
+  console.log(`kernels' arrays: ${pages.tunable ? `2 MiB pages asked for (GLIBC_TUNABLES=${pages.tunable})` : '4 KiB pages unless transparent huge pages are "always"'}; transparent_hugepage=${pages.transparent_hugepage}; ${pages.anon_huge_pages_mib ?? '?'} MiB on huge pages at the end`);
 
   const jsonPath = opt('--json');
   if (jsonPath) {
     writeJsonAtomic(jsonPath, {
       date: new Date().toISOString(), machine: machineInfo(), threads, simd: cpuInfo().simd, quick,
-      floor_gbps: floorGbps, floor, torch_peer: run?.peer ?? null, torch_raw_ms: run?.cases ?? null, cases: rows,
+      floor_gbps: floorGbps, floor, kernel_pages: pages, torch_peer: run?.peer ?? null, torch_raw_ms: run?.cases ?? null, cases: rows,
     });
     log(`wrote ${jsonPath}`);
   }

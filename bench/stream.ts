@@ -1,7 +1,10 @@
 // The benchmarks' bandwidth floor: this machine's memory bandwidth measured the way STREAM
 // does (bench/stream.cc: all threads and one, pages first-touched by their thread, best of N,
-// read-only sum, copy and triad, with and without non-temporal stores, and the in-place update
-// and nstream that optimizer-style kernels resemble; STREAM's byte counts).
+// read-only sum (the best of several variants), copy and triad, with and without non-temporal
+// stores, and the in-place update and nstream that optimizer-style kernels resemble; STREAM's
+// byte counts). Each probe has an access pattern (read-only, copy: read one array and write
+// another, in place); `by_access` is the best probe of each, which bench/run.ts sets beside
+// each kernel of the same pattern.
 // The helper is compiled here with the system C++ compiler (CXX, default c++) into
 // build/bench-stream, and rebuilt when bench/stream.cc is newer.
 import { spawnSync } from 'node:child_process';
@@ -9,14 +12,40 @@ import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export interface StreamPart { kernel: string; threads: number; bytes: number; best_ms: number; gbps: number }
+export type Access = 'read' | 'copy' | 'inplace';
+export interface StreamPart {
+  kernel: string;
+  /** read: only reads; copy: reads arrays and writes another; inplace: writes back what it read */
+  access: Access;
+  threads: number;
+  bytes: number;
+  best_ms: number;
+  gbps: number;
+  /** for `sum`: the read-only variant that was fastest */
+  variant?: string;
+}
 export interface StreamFloor {
   method: string;
   floats_per_array: number;
   reps: number;
+  /** whether the arrays were on 2 MiB pages (MADV_HUGEPAGE taken; sum_4k_pages is not) */
+  huge_pages: boolean;
   /** the fastest of the parts: the floor of a kernel moving B bytes is B / best.gbps */
   best: StreamPart;
+  /** the fastest part of each access pattern */
+  by_access: Record<Access, StreamPart>;
   parts: StreamPart[];
+}
+
+const fastest = (parts: StreamPart[]) => parts.reduce((a, b) => (b.gbps > a.gbps ? b : a));
+
+function byAccess(parts: StreamPart[]): Record<Access, StreamPart> {
+  const of = (a: Access) => {
+    const ps = parts.filter((p) => p.access === a);
+    if (ps.length === 0) throw new Error(`bandwidth probe: no ${a} probe measured`);
+    return fastest(ps);
+  };
+  return { read: of('read'), copy: of('copy'), inplace: of('inplace') };
 }
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -58,11 +87,11 @@ export function measureStreamFloor(threads: number, reps: number, floats = defau
   build();
   const r = spawnSync(binary, [String(threads), String(floats), String(reps)], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`bandwidth probe failed: ${(r.stderr || r.error?.message || '').trim()}`);
-  const out = JSON.parse(r.stdout) as { floats_per_array: number; reps: number; results: StreamPart[] };
-  const best = out.results.reduce((a, b) => (b.gbps > a.gbps ? b : a));
+  const out = JSON.parse(r.stdout) as { floats_per_array: number; reps: number; huge_pages: boolean; results: StreamPart[] };
   return {
-    method: 'STREAM-style (bench/stream.cc): sum, copy, triad, copy_nt, triad_nt, update, nstream; all threads and 1; first touch by the owning thread; best of reps; STREAM byte counts (no write-allocate)',
-    floats_per_array: out.floats_per_array, reps: out.reps, best, parts: out.results,
+    method: 'STREAM-style (bench/stream.cc): sum (best of 12 read-only variants: accumulators, software prefetch, interleaved streams, chunks, 4 KiB pages), copy, triad, copy_nt, triad_nt, update (at 1, 1/2 and 1/4 of the array), nstream; all threads and 1; first touch by the owning thread; best of reps; STREAM byte counts (no write-allocate)',
+    floats_per_array: out.floats_per_array, reps: out.reps, huge_pages: out.huge_pages,
+    best: fastest(out.results), by_access: byAccess(out.results), parts: out.results,
   };
 }
 
@@ -75,5 +104,5 @@ export function mergeFloors(a: StreamFloor, b: StreamFloor): StreamFloor {
     if (!q || p.gbps > q.gbps) best.set(key(p), p);
   }
   const parts = [...best.values()];
-  return { ...a, method: `${a.method}; best of two probes`, reps: a.reps + b.reps, parts, best: parts.reduce((x, y) => (y.gbps > x.gbps ? y : x)) };
+  return { ...a, method: `${a.method}; best of two probes`, reps: a.reps + b.reps, parts, best: fastest(parts), by_access: byAccess(parts) };
 }

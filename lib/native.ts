@@ -21,7 +21,7 @@ import {
 } from './native/options.js';
 import type {
   DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawNcclComm, RawPlanArrays, RawTensor, SavedFile,
-  RawZeroPlan, RawZeroShard,
+  RawOverlapTrace, RawZeroPlan, RawZeroShard,
 } from './native/raw.js';
 
 export { MurphyNativeError, NATIVE_ERROR_CODES, type NativeErrorCode } from './native/errors.js';
@@ -547,7 +547,7 @@ export const cuda = {
 
 export type { RawBatch as EngineBatch, RawModelConfig as EngineConfig, RawParamMeta as EngineParam, RawEngineChoice as EngineChoice } from './native/raw.js';
 export type { RawKvInfo as EngineKvInfo, RawPlanArrays as EnginePlanArrays } from './native/raw.js';
-export type { RawZeroPlan as ZeroPlan, RawZeroShard as ZeroShard } from './native/raw.js';
+export type { RawOverlapTrace as OverlapTrace, RawZeroPlan as ZeroPlan, RawZeroShard as ZeroShard } from './native/raw.js';
 export type { PagedSampling } from './native/paged.js';
 export type { RawTrainStats as EngineTrainStats, RawGeneration as EngineGeneration, RawMemoryReport as EngineMemory } from './native/raw.js';
 
@@ -604,6 +604,24 @@ export class ModelEngine {
     }
   }
   zeroShard(): RawZeroShard { return this.zero('zeroShard').zeroShard(); }
+  private overlap(op: string): Required<Pick<RawEngine, 'zeroOverlapNext' | 'zeroFlush' | 'zeroOverlapTrace'>> {
+    const e = this.e;
+    if (!e.zeroOverlapNext || !e.zeroFlush || !e.zeroOverlapTrace) throw new MurphyNativeError(`${op}: the loaded native binary predates the overlapped ZeRO-1 reductions; rebuild it (npm run build:native)`, 'ENOLIB');
+    return { zeroOverlapNext: e.zeroOverlapNext.bind(e), zeroFlush: e.zeroFlush.bind(e), zeroOverlapTrace: e.zeroOverlapTrace.bind(e) };
+  }
+  /** Where the last overlapped step started each bucket, and its device timeline (RawOverlapTrace; tests). */
+  zeroOverlapTrace(): RawOverlapTrace { return this.overlap('zeroOverlapTrace').zeroOverlapTrace(); }
+  /** Arms the next accumulate: its backward starts each bucket's gradient reduction on `comm` once the bucket is final (ZeRO-1's overlap). */
+  zeroOverlapNext(comm: RawNcclComm, timeoutMs: number, timeline = false): void { this.overlap('zeroOverlapNext').zeroOverlapNext(comm, timeoutMs, timeline); }
+  /** Starts the bucket reductions not started yet (collective); zeroStep waits for them. */
+  zeroFlush(comm: RawNcclComm, timeoutMs: number): Promise<void> {
+    const site = callSite(this.zeroFlush);
+    try {
+      return withCallerStack(this.overlap('zeroFlush').zeroFlush(comm, timeoutMs), site);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
   /** Each parameter's bf16 weights at its byte offset of `out` (where the engine's memory is: a Uint8Array for emulate, a u8 DeviceArray for cuda). */
   packBf16(entries: { name: string; offset: number }[], out: Tensor<'u8'>): void {
     if (!this.e.packBf16) throw new MurphyNativeError('packBf16: the loaded native binary predates it; rebuild it (npm run build:native)', 'ENOLIB');

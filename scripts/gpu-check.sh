@@ -9,7 +9,10 @@
 #                       import (tsx, esbuild and its linux-x64 binary, node-gyp-build, tinybench,
 #                       @huggingface's tokenizers and jinja for the engine test's demo run).
 #                       Carry it: the device tool's carry = [".gpu-pack"].
-#   run --out DIR       unpacks node to /tmp, runs `test:gpu` (test/gpu/*.test.ts), then the
+#   run --out DIR       unpacks node to /tmp, runs `test:gpu` (test/gpu/*.test.ts; the multi-GPU
+#                       checks among them, nccl-multi, train-nccl-multi and zero-overlap (the
+#                       overlap of ZeRO-1's reductions with the backward pass), skip on one GPU,
+#                       saying why), then the
 #                       kernel tests again under `compute-sanitizer --tool memcheck` when it is
 #                       installed, then `bench:gpu`; logs and summary.json (exit codes and the
 #                       pass/fail/skip counts) go to DIR; then bench/gpu-model.bench.ts --quick (the

@@ -2,28 +2,35 @@
 // time each took alone, measured on the 2-core development VM; see README "Set up, run, test"),
 // then every other test/**/*.test.ts alphabetically. Node's runner starts files in the order
 // given, cores + 1 at a time (package.json), so the long ones must not be left for last: a 28 s
-// file started at the end would leave a core idle for most of its run.
+// file started at the end would leave a core idle for most of its run. The files a group in
+// test/groups/ imports run in that group's process instead of their own (see the groups).
 // `node test/test-files.mjs` prints one path a line (the GPU suite, test/gpu/, is not among them).
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CC_CACHE, pruneCache, TS_CACHE } from './loader/cache-dirs.mjs';
 
-/** The slowest files, slowest first (wall seconds alone, 2026-12-01: 14 s down to 4 s; update when a file's cost changes a lot). */
+/**
+ * The slowest files, slowest first: each file's wall time alone on the 2-core VM, mostly idle
+ * (2026-12-01 04:10 UTC: 13.6 s down to 2.8 s; the next, paged-engine-emulate, 2.4 s). Update
+ * when a file's cost changes a lot.
+ */
 export const SLOWEST = [
   'test/exec/benchmarks.test.ts',
   'test/exec/hostile.test.ts',
-  'test/dist/train-2proc-wsync.test.ts',
-  'test/dist/train-2proc-emulate.test.ts',
-  'test/train/rundir.test.ts',
   'test/exec/protocol.test.ts',
-  'test/rollout/weight-sync.test.ts',
-  'test/dist/train-2proc.test.ts',
-  'test/dist/train-nccl-fake.test.ts',
+  'test/groups/medium.test.ts',
   'test/exec/tempdirs.test.ts',
-  'test/eval/iterk.test.ts',
+  'test/dist/train-2proc-emulate.test.ts',
+  'test/dist/train-2proc-wsync.test.ts',
+  'test/rollout/weight-sync.test.ts',
   'test/exec/remote.test.ts',
+  'test/dist/train-2proc.test.ts',
+  'test/model/gemm.test.ts',
+  'test/dist/zero-device.test.ts',
   'test/report/report.test.ts',
   'test/exec/mutations.test.ts',
+  'test/train/e2e.test.ts',
 ];
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -39,13 +46,26 @@ function allTestFiles(dir = join(ROOT, 'test')) {
     .sort();
 }
 
-/** The run order: the SLOWEST that exist, then the rest alphabetically; each file once. */
+/** The test files that test/groups/*.test.ts import (`import '../x/y.test.js';`), relative to the repository. */
+export function groupedFiles() {
+  const dir = join(ROOT, 'test', 'groups');
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((n) => n.endsWith('.test.ts'))
+    .sort()
+    .flatMap((n) => [...readFileSync(join(dir, n), 'utf8').matchAll(/^import '(\.\.\/[^']+\.test)\.js';$/gm)].map((m) => relative(ROOT, join(dir, m[1] + '.ts'))));
+}
+
+/** The run order: the SLOWEST that exist, then the rest alphabetically; each file once; grouped files through their group. */
 export function testFiles() {
-  const all = allTestFiles();
+  const grouped = new Set(groupedFiles());
+  const all = allTestFiles().filter((f) => !grouped.has(f));
   const first = SLOWEST.filter((f) => all.includes(f));
   return [...first, ...all.filter((f) => !first.includes(f))];
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  // `npm test` runs this once before the runner starts: the day's pruning of the test caches
+  for (const dir of [TS_CACHE, CC_CACHE]) pruneCache(dir);
   process.stdout.write(testFiles().join('\n') + '\n');
 }

@@ -485,7 +485,7 @@ async function runLocked(c: TrainConfig, o: RunTrainingOptions, parts: Parts, ru
     }
     firstStep = point ? point.state.step : 0;
     // Data parallel: ZeRO-1 around the policy (rank 0's weights broadcast to all); only rank 0 evaluates.
-    const dp = coll ? await DistributedPolicy.create(coll, policy, model) : null;
+    const dp = coll ? await DistributedPolicy.create(coll, policy, model, { bucketBytes: Math.round(c.reduceBucketMb * 2 ** 20), overlap: c.reduceOverlap }) : null;
     // The servers generate with the policy from the first step on: the warmed-up weights, or on
     // resume the checkpoint's (servers started from --model, or holding a step after the
     // checkpoint, would serve others). Every rank syncs its own servers, after the broadcast.

@@ -3,6 +3,7 @@
 // on the command line (--num-generations for numGenerations); names follow TRL's GRPOConfig
 // where the concept exists there (num_generations, beta, epsilon, loss_type, scale_rewards,
 // learning_rate, warmup_steps, max_completion_length, ...). docs/training.md lists them.
+import { REDUCE_BUCKET_MB } from '../dist/buckets.js';
 
 export type KeyType = 'int' | 'number' | 'string' | 'boolean' | 'enum';
 
@@ -56,6 +57,8 @@ export interface TrainConfig {
   logTrees: boolean;
   device: (typeof DEVICES)[number];
   distBackend: (typeof DIST_BACKENDS)[number];
+  reduceBucketMb: number;
+  reduceOverlap: boolean;
   storage: StorageDType;
   earlyStopWindow: number;
   earlyStopMinSignal: number;
@@ -142,6 +145,8 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   logTrees: { type: 'boolean', default: true, group: 'run', doc: 'Append every rollout tree to trees.jsonl.gz (for the report\'s tree viewer).' },
   device: { type: 'enum', values: DEVICES, default: 'auto', group: 'run', doc: 'Where the policy trains: cpu (the CPU engine), cuda (the device engine, in the dtype of storage; fails at start naming the cause when it cannot run; not yet run on hardware), auto (cuda when usable, else cpu), emulate (the device engine on the CPU harness: tests and debugging, slow, tiny models). May change on resume (not bit-exact across devices). docs/gpu.md.' },
   distBackend: { type: 'enum', values: DIST_BACKENDS, default: 'auto', group: 'run', doc: 'Collectives of data-parallel training (several ranks): nccl (GPU memory; needs --device cuda and NCCL), tcp (host copies over loopback or LAN TCP: --device cpu and emulate; works with cuda too, slowly), auto (nccl with --device cuda, else tcp). docs/distributed.md.' },
+  reduceBucketMb: { type: 'number', default: REDUCE_BUCKET_MB.default, gt: 0, max: REDUCE_BUCKET_MB.max, group: 'run', doc: 'Data-parallel training (several ranks): size of the buckets in which the fp32 gradients are reduce-scattered (and the updated weights gathered), MiB (DeepSpeed reduce_bucket_size, DDP bucket_cap_mb). Smaller buckets start the first reduction earlier in the backward pass; larger ones make fewer, more efficient calls. docs/distributed.md, "Overlap".' },
+  reduceOverlap: { type: 'boolean', default: true, group: 'run', doc: 'Data-parallel training with a device engine over NCCL: start each bucket\'s gradient reduction during the last micro-batch\'s backward pass, as soon as its gradients are final (false: all after the backward pass; the same numbers). docs/distributed.md, "Overlap".' },
   storage: { type: 'enum', values: STORAGE_DTYPES, default: STORAGE_DTYPES[0], group: 'run', doc: 'Device engine (--device cuda or emulate, or auto when it picks cuda): the dtype of the compute weights, activations and KL reference. bf16 (production); f32 is a precision/debug mode (the master weights are the compute weights; about 2x the weight, activation and reference memory, in the memory plan). The CPU engine computes in f32 already: --storage f32 with --device cpu is refused. Cannot change on resume. docs/gpu.md.' },
   earlyStopWindow: { type: 'int', default: 0, min: 0, group: 'run', doc: 'Stop training early once the last N steps together had at most earlyStopMinSignal of their groups with a learning signal (reward variance); 0 = never. The stop and its reason go to the log and metrics.jsonl; the final evaluation and checkpoint follow as at maxSteps.' },
   earlyStopMinSignal: { type: 'number', default: 0.02, min: 0, lt: 1, group: 'run', doc: 'Share of groups with a learning signal over the earlyStopWindow steps at or below which training stops.' },

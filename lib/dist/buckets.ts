@@ -3,6 +3,24 @@
 // per tensor. A parameter larger than the size gets a bucket of its own. Buckets are ranges of
 // the flat parameter vector (parameters laid end to end in order).
 
+/**
+ * ZeRO-1's gradient buckets (reduce-scatter at the step, or during the backward pass with the
+ * overlap; the weight all-gather uses the same plan): the one default and range of their size,
+ * config key `reduceBucketMb` (DeepSpeed's reduce_bucket_size, DDP's bucket_cap_mb), in MiB of
+ * fp32 gradients. ZeroOptions.bucketBytes takes any size from 4 bytes (one fp32) to `maxMb` (tests
+ * use buckets smaller than a parameter).
+ */
+export const REDUCE_BUCKET_MB = { default: 32, max: 4096 } as const;
+
+/** bucketBytes checked (one line naming the fix), or the default. */
+export function reduceBucketBytes(bytes: number | undefined): number {
+  if (bytes === undefined) return REDUCE_BUCKET_MB.default * 2 ** 20;
+  if (!Number.isSafeInteger(bytes) || bytes < 4 || bytes > REDUCE_BUCKET_MB.max * 2 ** 20) {
+    throw new Error(`ZeRO-1 bucket size ${bytes} bytes: must be a whole number of bytes from 4 (one fp32 gradient) to ${REDUCE_BUCKET_MB.max} MiB; set reduceBucketMb (--reduce-bucket-mb) between 0 and ${REDUCE_BUCKET_MB.max}`);
+  }
+  return bytes;
+}
+
 export interface FlatParam {
   name: string;
   numel: number;

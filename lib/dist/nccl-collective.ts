@@ -9,11 +9,18 @@
 // any array type travels. barrier() is an all-reduce of one float.
 //
 // NCCL's reduce-scatter and all-gather take equal parts; the interface's per-rank counts (ZeRO's
-// shards are not equal) are padded to the largest part m: the send buffer of a reduce-scatter is
-// N blocks of m elements (rank r's part at r * m, zeros after it) and rank r keeps the first
-// counts[r] elements of its block; an all-gather sends m elements (its part, then zeros) and
-// rank r's part is read from r * m of the N * m gathered. Calls run one at a time in the order
-// made (a chain, as the TCP backend's), so every rank issues them to NCCL in program order.
+// shards are not equal: with contiguous shards most buckets lie inside one rank's shard) are
+// handled by the bytes each choice moves (n elements, N ranks, largest part m; per rank, ring
+// algorithms):
+//   reduce-scatter  padded to equal parts, (N - 1) m, when N m < 2 n: N blocks of m elements
+//                   (rank r's part at r * m, zeros after it), rank r keeps the first counts[r]
+//                   of its block; else an all-reduce of the n elements, 2 (N - 1) / N n, and
+//                   rank r keeps its part (padding a part that holds the whole bucket would
+//                   move N - 1 times the bucket, W-fold a reduce-scatter's traffic)
+//   all-gather      one broadcast of each non-empty part from its rank, in rank order: exactly
+//                   the parts' bytes, no padding (one call per owning rank instead of one)
+// Equal parts go unpadded in one call. Calls run one at a time in the order made (a chain, as
+// the TCP backend's), so every rank issues them to NCCL in program order.
 //
 // Device -1 (no device): the communicator works on host copies, which only a fake library
 // accepts (the tests' multi-rank fake, test/helpers/fake-nccl.ts).
@@ -44,8 +51,8 @@ export interface NcclCollectiveOptions {
   onListening?: (port: number) => void;
 }
 
-/** The interface's calls, and the names of exclusive() bodies ('zeroStep'). */
-type OpName = 'allReduce' | 'reduceScatter' | 'allGather' | 'broadcast' | 'barrier' | 'zeroStep';
+/** The interface's calls, and the names of exclusive() bodies (ZeRO-1 on the device engine: lib/dist/zero-device.ts). */
+type OpName = 'allReduce' | 'reduceScatter' | 'allGather' | 'broadcast' | 'barrier' | 'zeroStep' | 'accumulate' | 'zeroFlush';
 
 const bytesOf = (a: DataArray): Uint8Array => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 const sameKind = (a: DataArray, b: DataArray): boolean => a.constructor === b.constructor;
@@ -188,6 +195,17 @@ export class NcclCollective implements Collective {
       const m = Math.max(...counts);
       if (m === 0) return;
       const equal = counts.every((c) => c === m);
+      if (!equal && W * m >= 2 * input.length) {
+        // lopsided parts: an all-reduce moves fewer bytes than the padded reduce-scatter
+        const bytes = bytesOf(input);
+        const t = this.staging.stage(0, bytes);
+        await this.comm.allReduce(t, t, input.length, dt, opts.op ?? 'sum', this.timeoutMs);
+        const sum = alloc(input, input.length);
+        this.staging.unstage(t, bytesOf(sum));
+        const off = partOffsets(counts);
+        output.set(sum.subarray(off[this.rank]!, off[this.rank + 1]!) as never);
+        return;
+      }
       let send: FloatArray = input;
       if (!equal) {
         send = alloc(input, W * m);
@@ -211,21 +229,24 @@ export class NcclCollective implements Collective {
       if (input.length !== c[this.rank] || !sameKind(input, output)) throw new CollectiveError(`allGather: input must be a ${output.constructor.name} of ${c[this.rank]} elements`);
       const m = Math.max(...c);
       if (m === 0) return;
-      const equal = c.every((x) => x === m);
-      let send = input;
-      if (!equal) {
-        send = alloc(input, m);
-        (send as Uint8Array).set(input as Uint8Array);
-      }
-      const recv = equal ? output : alloc(output, W * m);
       const es = input.BYTES_PER_ELEMENT;
-      const ts = this.staging.stage(0, bytesOf(send));
-      const tr = this.staging.stage(1, recv.byteLength);
-      await this.comm.allGather(ts, tr, m * es, 'u8', this.timeoutMs);
-      this.staging.unstage(tr, bytesOf(recv));
-      if (!equal) {
-        const off = partOffsets(c);
-        for (let r = 0; r < W; r++) (output as Uint8Array).set((recv as Uint8Array).subarray(r * m, r * m + c[r]!), off[r]!);
+      if (c.every((x) => x === m)) {
+        const ts = this.staging.stage(0, bytesOf(input));
+        const tr = this.staging.stage(1, output.byteLength);
+        await this.comm.allGather(ts, tr, m * es, 'u8', this.timeoutMs);
+        this.staging.unstage(tr, bytesOf(output));
+        return;
+      }
+      // unequal parts: each owning rank broadcasts its part (no padding)
+      const off = partOffsets(c);
+      const out = bytesOf(output);
+      out.set(bytesOf(input), off[this.rank]! * es);
+      for (let r = 0; r < W; r++) {
+        if (c[r] === 0) continue;
+        const part = out.subarray(off[r]! * es, off[r + 1]! * es);
+        const t = this.staging.stage(0, r === this.rank ? part : part.length);
+        await this.comm.broadcast(t, t, part.length, 'u8', r, this.timeoutMs);
+        this.staging.unstage(t, part);
       }
     });
   }

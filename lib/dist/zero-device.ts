@@ -18,6 +18,8 @@ export interface DeviceZeroModel {
   readonly engine: { device: 'cpu' | 'cuda' | 'emulate'; storage: 'bf16' | 'f32' };
   zeroInit(plan: ZeroPlan): void;
   zeroStep(comm: RawNcclComm, h: AdamWHyper, timeoutMs: number): Promise<OptimizerResult>;
+  zeroOverlapNext(comm: RawNcclComm, timeoutMs: number, timeline?: boolean): void;
+  zeroFlush(comm: RawNcclComm, timeoutMs: number): Promise<void>;
   zeroShard(): ZeroShard;
   zeroSetShard(s: ZeroShard): void;
 }
@@ -52,6 +54,23 @@ export class DeviceZero {
   /** The step (collective), in the collective's call order with its deadline. */
   step(h: AdamWHyper): Promise<OptimizerResult> {
     return this.coll.exclusive('zeroStep', (comm, ms) => this.model.zeroStep(comm.handle, h, ms));
+  }
+
+  /**
+   * The last micro-batch of a step with the overlap (collective from its backward on): `body`
+   * (the accumulate) runs with the engine armed, in the collective's call order, so its
+   * backward starts each bucket's reduction as soon as the bucket's gradients are final.
+   */
+  accumulateOverlapped<T>(body: () => Promise<T>, timeline = false): Promise<T> {
+    return this.coll.exclusive('accumulate', (comm, ms) => {
+      this.model.zeroOverlapNext(comm.handle, ms, timeline);
+      return body();
+    });
+  }
+
+  /** Starts the reductions not started yet (collective; every rank calls it after its micro-batches). */
+  flush(): Promise<void> {
+    return this.coll.exclusive('zeroFlush', (comm, ms) => this.model.zeroFlush(comm.handle, ms));
   }
 
   /** Host copies of the shard. */

@@ -14,11 +14,11 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { adamw, type AdamWHyper, type AdamWTensor } from '../native.js';
 import { resolveAdamWOptions } from '../native/options.js';
-import { encodeSafetensorsF32, readSafetensorsF32 } from '../safetensors.js';
-import { readMasterWeights, type OptimizerResult, type Policy, type PolicyStateInfo } from '../train/policy.js';
-import { writeFileAtomic } from '../train/rundir.js';
-import { flatLayout, planBuckets, type Bucket, type FlatParam } from './buckets.js';
-import { broadcastJson, type Collective } from './collective.js';
+import { readSafetensorsF32, safetensorsF32Chunks } from '../safetensors.js';
+import { writeFileHashed } from '../train/manifest.js';
+import { checkpointFiles, readMasterWeights, writeMasterWeights, type CheckpointFileWriter, type LossOptions, type OptimizerResult, type Policy, type PolicyStateInfo, type TrainBatch, type TrainStats } from '../train/policy.js';
+import { flatLayout, planBuckets, reduceBucketBytes, type Bucket, type FlatParam } from './buckets.js';
+import { allGatherJson, broadcastJson, type Collective } from './collective.js';
 import { assembleRange, intersect, planShards, rangeCounts, type Range, type ShardPlan } from './shards.js';
 import { deviceZeroOf, zeroPlanOf, type DeviceZero } from './zero-device.js';
 
@@ -30,12 +30,31 @@ export interface GradientAccess {
   optimizerState?(): { step: number; tensors: Record<string, Float32Array> };
 }
 
-/** A Policy whose weights can be set (NativePolicy). */
-export type SettablePolicy = Policy & { setParam(name: string, values: Float32Array): void };
+/** A Policy whose weights can be set (NativePolicy), and that may save its Hugging Face weights hashed as written (NativePolicy.saveHf). */
+export type SettablePolicy = Policy & {
+  setParam(name: string, values: Float32Array): void;
+  saveHf?(dir: string, files?: CheckpointFileWriter): Promise<string>;
+};
+
+/** A rank's optimizer shard as written: its file name in the checkpoint and its manifest entry (bytes -1 when rank 0's manifest hashed it itself). */
+interface ShardEntry {
+  file: string;
+  bytes: number;
+  xxh64: string;
+}
 
 export interface ZeroOptions {
-  /** Bucket size of the gradient reduce-scatter and weight all-gather, bytes (default 32 MiB). */
+  /** Bucket size of the gradient reduce-scatter and weight all-gather, bytes (default and range: lib/dist/buckets.ts REDUCE_BUCKET_MB). */
   bucketBytes?: number;
+  /**
+   * Device path with several ranks: start each bucket's gradient reduction during the last
+   * micro-batch's backward pass (accumulate(..., { last: true })), as soon as the bucket's
+   * gradients are final (default true). false: all of them at the step (the reference; the
+   * same calls and the same numbers).
+   */
+  overlap?: boolean;
+  /** With the overlap on CUDA: record the device timeline of each step (PolicyModel.zeroOverlapTrace; the GPU check). */
+  timeline?: boolean;
   /** Shard alignment, elements (default 64). */
   align?: number;
   /**
@@ -84,6 +103,8 @@ export class DistributedPolicy implements Policy {
   private steps = 0;
   /** The device path (the shard lives in the engine), or null (the host path: the arrays above). */
   private dev: DeviceZero | null = null;
+  private readonly overlap: boolean;
+  private readonly timeline: boolean;
 
   private constructor(
     readonly coll: Collective,
@@ -97,7 +118,9 @@ export class DistributedPolicy implements Policy {
     this.total = f.total;
     this.shapes = ps.map((p) => p.shape);
     this.shards = planShards(this.total, coll.worldSize, opts.align);
-    this.buckets = planBuckets(this.layout, opts.bucketBytes ?? 32 * 2 ** 20, 4);
+    this.buckets = planBuckets(this.layout, reduceBucketBytes(opts.bucketBytes), 4);
+    this.overlap = opts.overlap ?? true;
+    this.timeline = opts.timeline ?? false;
     this.range = this.shards.ranges[coll.rank]!;
     const n = this.range.end - this.range.begin;
     this.master = new Float32Array(n);
@@ -190,7 +213,29 @@ export class DistributedPolicy implements Policy {
     if (x.end > x.begin) this.master.set(values.subarray(x.begin - p.offset, x.end - p.offset), x.begin - this.range.begin);
   }
   save(dir: string): Promise<void> { return this.inner.save(dir); }
-  accumulate(...a: Parameters<Policy['accumulate']>): ReturnType<Policy['accumulate']> { return this.inner.accumulate(...a); }
+  /**
+   * One micro-batch. `last`: the last this rank trains in the step; with the overlap (device
+   * path, several ranks) its backward starts the gradient reductions (collective: every rank
+   * then calls reduceGradients() before any other collective, also one without micro-batches).
+   */
+  accumulate(batch: TrainBatch, loss: LossOptions, gradScale: number, opts: { last?: boolean } = {}): Promise<TrainStats> {
+    if (opts.last && this.overlapping) return this.dev!.accumulateOverlapped(() => this.inner.accumulate(batch, loss, gradScale), this.timeline);
+    return this.inner.accumulate(batch, loss, gradScale);
+  }
+
+  /** Whether the gradient reductions overlap the last backward pass (device path, several ranks, overlap on). */
+  get overlapping(): boolean {
+    return this.dev !== null && this.overlap && this.coll.worldSize > 1;
+  }
+
+  /**
+   * After this rank's micro-batches of a step (collective; before the step's other collectives):
+   * with the overlap, starts the reductions its last backward did not (all of them on a rank
+   * without micro-batches); the step waits for them. Otherwise nothing (the step reduces).
+   */
+  async reduceGradients(): Promise<void> {
+    if (this.overlapping) await this.dev!.flush();
+  }
   score(...a: Parameters<Policy['score']>): ReturnType<Policy['score']> { return this.inner.score(...a); }
   makeReference(): void { this.inner.makeReference(); }
 
@@ -248,7 +293,8 @@ export class DistributedPolicy implements Policy {
 
   // ---- checkpoints
 
-  private writeShard(dir: string): void {
+  /** This rank's shard file (streamed chunks, hashed as written); its name and manifest entry. */
+  private async writeShard(dir: string, files?: CheckpointFileWriter): Promise<ShardEntry> {
     const s = this.shard();
     const n = s.master.length;
     const t = { master: { shape: [n], data: s.master }, exp_avg: { shape: [n], data: s.m }, exp_avg_sq: { shape: [n], data: s.v } };
@@ -256,25 +302,34 @@ export class DistributedPolicy implements Policy {
       step: String(s.step), rank: String(this.coll.rank), world_size: String(this.coll.worldSize),
       begin: String(this.range.begin), end: String(this.range.end), total: String(this.total), layout: layoutKey(this.layout),
     };
-    writeFileAtomic(join(dir, shardFileName(this.coll.rank, this.coll.worldSize)), encodeSafetensorsF32(t, meta));
+    const file = shardFileName(this.coll.rank, this.coll.worldSize);
+    const data = safetensorsF32Chunks(t, meta);
+    if (files) {
+      await files.writeFile(file, data);
+      return { file, bytes: -1, xxh64: '' };
+    }
+    return { file, ...(await writeFileHashed(join(dir, file), data)) };
   }
 
   /**
    * Rank 0 (inside writeCheckpoint): tells the other ranks where, writes the Hugging Face
    * weights, the full fp32 master weights (the all-gathered ones) and its shard, and returns
-   * once every rank's shard is written.
+   * once every rank's shard is written. As a single process's save, every file is hashed as it
+   * is written (`files`, the checkpoint's manifest): the other ranks hash their shards as they
+   * write them and send rank 0 the size and hash (an all-gather, which also waits for them).
    */
-  async saveState(dir: string): Promise<PolicyStateInfo> {
+  async saveState(dir: string, files?: CheckpointFileWriter): Promise<PolicyStateInfo> {
     if (this.coll.rank !== 0) throw new Error('DistributedPolicy.saveState runs on rank 0; the other ranks call joinSave()');
     await broadcastJson(this.coll, { dir });
-    const hfDir = join(dir, 'policy');
-    await this.inner.save(hfDir);
+    const hfDir = this.inner.saveHf ? await this.inner.saveHf(dir, files) : join(dir, 'policy');
+    if (!this.inner.saveHf) await this.inner.save(hfDir);
     const w: Record<string, { shape: number[]; data: Float32Array }> = {};
     const full = this.dev ? await this.gatherMaster() : null;
     this.layout.forEach((p, i) => (w[p.name] = { shape: this.shapes[i]!, data: full ? full.subarray(p.offset, p.offset + p.numel) : this.inner.getParam(p.name) }));
-    writeFileAtomic(join(dir, 'master.safetensors'), encodeSafetensorsF32(w, { kind: 'fp32 master weights' }));
-    this.writeShard(dir);
-    await this.coll.barrier();
+    await writeMasterWeights(checkpointFiles(dir, files), w);
+    const mine = await this.writeShard(dir, files);
+    const all = await allGatherJson(this.coll, mine);
+    for (const e of all.slice(1)) files?.record?.(e.file, { bytes: e.bytes, xxh64: e.xxh64 });
     return { hfDir, optimizerState: true };
   }
 
@@ -282,8 +337,7 @@ export class DistributedPolicy implements Policy {
   async joinSave(): Promise<string> {
     const { dir } = await broadcastJson<{ dir: string }>(this.coll, undefined);
     if (this.dev) await this.gatherMaster(); // collective: rank 0 gathers the master for master.safetensors
-    this.writeShard(dir);
-    await this.coll.barrier();
+    await allGatherJson(this.coll, await this.writeShard(dir));
     return dir;
   }
 

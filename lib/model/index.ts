@@ -6,7 +6,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, 
 import { basename, dirname, join, resolve } from 'node:path';
 import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
 import { findCublasLt } from '../gpu/cublaslt.js';
-import { checkModelConfigText, cuda, type DeviceArray, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling, type RawNcclComm, type SavedFile, type ZeroPlan, type ZeroShard } from '../native.js';
+import { checkModelConfigText, cuda, type DeviceArray, ModelEngine, MurphyNativeError, setReferenceOps as setNativeReferenceOps, type AdamWHyper, type EngineBatch, type EngineChoice, type EngineTrainStats, type GrpoLossOptions, type PagedSampling, type OverlapTrace, type RawNcclComm, type SavedFile, type ZeroPlan, type ZeroShard } from '../native.js';
 import { DEFAULT_BLOCK_SIZE } from '../rollout/paged/kv-pool.js';
 import type { PlanArrays } from '../rollout/paged/plan-arrays.js';
 import { hfConfig, presets, type ModelSizes, type PresetName, type WeightDType } from './config.js';
@@ -454,6 +454,16 @@ export class PolicyModel {
   zeroInit(plan: ZeroPlan): void { this.e.zeroInit(plan); }
   /** The ZeRO-1 step on the device over an NCCL communicator (every rank calls it). */
   async zeroStep(comm: RawNcclComm, h: AdamWHyper, timeoutMs: number): Promise<OptimizerResult> { return this.e.zeroStep(comm, h, timeoutMs); }
+  /**
+   * ZeRO-1's overlap: the next accumulate (the last micro-batch of the step) starts each
+   * bucket's gradient reduction on `comm` during its backward, as soon as the bucket's
+   * gradients are final; zeroStep waits for them.
+   */
+  zeroOverlapNext(comm: RawNcclComm, timeoutMs: number, timeline = false): void { this.e.zeroOverlapNext(comm, timeoutMs, timeline); }
+  /** Starts the bucket reductions not started yet (collective: a rank without micro-batches starts them all). */
+  zeroFlush(comm: RawNcclComm, timeoutMs: number): Promise<void> { return this.e.zeroFlush(comm, timeoutMs); }
+  /** Where the last overlapped step started each bucket's reduction, and its device timeline (tests). */
+  zeroOverlapTrace(): OverlapTrace { return this.e.zeroOverlapTrace(); }
   /** Host copies of this rank's shard: fp32 master weights, moments, step. */
   zeroShard(): ZeroShard { return this.e.zeroShard(); }
   /** Sets the shard's master weights, moments and the step count. */

@@ -178,6 +178,10 @@ export interface RawEngine {
   zeroInit?: (plan: RawZeroPlan) => void;
   zeroStep?: (comm: RawNcclComm, h: ResolvedAdamWOptions, timeoutMs: number) => Promise<RawAdamWResult & { step: number }>;
   zeroShard?: () => RawZeroShard;
+  /** The overlap of ZeRO-1's gradient reductions with the backward pass (zero_shard.h); absent from binaries that predate it. */
+  zeroOverlapNext?: (comm: RawNcclComm, timeoutMs: number, timeline: boolean) => void;
+  zeroFlush?: (comm: RawNcclComm, timeoutMs: number) => Promise<void>;
+  zeroOverlapTrace?: () => RawOverlapTrace;
   zeroSetShard?: (master: Float32Array, m: Float32Array, v: Float32Array, step: number) => void;
   /** bf16 weight-sync buckets packed in the engine's memory (device engines); absent from binaries that predate it. */
   packBf16?: (entries: { name: string; offset: number }[], out: RawTensor) => void;
@@ -191,6 +195,16 @@ export interface RawZeroPlan {
   shards: number[];
   /** Bucket k is [buckets[k], buckets[k + 1]). */
   buckets: number[];
+}
+
+/**
+ * Where the last overlapped ZeRO-1 step started each bucket's reduction (the gradient frontier;
+ * 0: end of the backward or a flush; -1: the step), and the milliseconds from its first start to
+ * the end of its backward on the device (CUDA, armed with the timeline; else null).
+ */
+export interface RawOverlapTrace {
+  starts: number[];
+  timelineMs: number | null;
 }
 
 /** Host copies of a device engine's ZeRO-1 shard. */

@@ -351,11 +351,14 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
           mb.batch.oldLogp = await policy.score(mb.batch, { temperature: loss.temperature });
         }
         const scale = c.lossType === 'dapo' ? mb.lossTokens / totalLoss : mb.samples.length / counted.length;
-        mineStats.push({ index: k, stats: await policy.accumulate(mb.batch, loss, scale) });
+        mineStats.push({ index: k, stats: await policy.accumulate(mb.batch, loss, scale, { last: j === mine.length - 1 }) });
         tokensDone += mb.tokens;
         progress.update(j + 1, `${tokensDone} tokens`);
       }
       progress.end();
+      // data parallel: every rank, also one without micro-batches, starts the gradient
+      // reductions its backward did not before any other collective (lib/dist/zero.ts)
+      if (plan.length > 0) await policy.reduceGradients?.();
       micro = par ? await par.gatherMicro(mineStats, plan.length) : mineStats.map((x) => x.stats);
       const lr = learningRate(step, lrOpts);
       // No trainable sample (every group zero-variance): no optimizer step, so AdamW's

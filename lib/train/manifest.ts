@@ -69,6 +69,23 @@ function asChunks(data: string | Uint8Array | readonly Uint8Array[]): readonly U
 }
 
 /**
+ * Writes `path` atomically (the chunks in order) while hashing the same bytes in memory on a
+ * worker thread (no read-back); returns its manifest entry. For a file another process's
+ * manifest lists (a data-parallel rank's optimizer shard: ManifestWriter.record on rank 0).
+ */
+export async function writeFileHashed(path: string, data: string | Uint8Array | readonly Uint8Array[]): Promise<{ bytes: number; xxh64: string }> {
+  const chunks = asChunks(data);
+  const hashing = xxh64Buffers(chunks);
+  try {
+    writeFileAtomic(path, chunks);
+  } catch (e) {
+    await hashing.catch(() => undefined);
+    throw e;
+  }
+  return { bytes: chunks.reduce((s, c) => s + c.byteLength, 0), xxh64: await hashing };
+}
+
+/**
  * Writes the files of one checkpoint directory and then its manifest. writeFile hashes the
  * bytes in memory on a worker thread while the same bytes are written (atomically) to disk;
  * record() takes the hash of a file whose writer hashed it (the native save's weights);
@@ -81,15 +98,7 @@ export class ManifestWriter {
 
   /** Writes dir/rel atomically (the chunks in order) and records its size and hash. */
   async writeFile(rel: string, data: string | Uint8Array | readonly Uint8Array[]): Promise<void> {
-    const chunks = asChunks(data);
-    const hashing = xxh64Buffers(chunks);
-    try {
-      writeFileAtomic(join(this.dir, rel), chunks);
-    } catch (e) {
-      await hashing.catch(() => undefined);
-      throw e;
-    }
-    this.known.set(rel, { bytes: chunks.reduce((s, c) => s + c.byteLength, 0), xxh64: await hashing });
+    this.known.set(rel, await writeFileHashed(join(this.dir, rel), data));
   }
 
   /**

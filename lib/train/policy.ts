@@ -19,8 +19,14 @@ export type { AdamWHyper, LossOptions, OptimizerResult, PackedBatch, TrainBatch,
 
 /** The trainable policy: gradient accumulation, optimizer step, scoring, and its full state. */
 export interface Policy extends PolicyWeights {
-  /** Forward + loss + backward of one micro-batch; its gradient (times gradScale) adds into the accumulated one. */
-  accumulate(batch: TrainBatch, loss: LossOptions, gradScale: number): Promise<TrainStats>;
+  /**
+   * Forward + loss + backward of one micro-batch; its gradient (times gradScale) adds into the
+   * accumulated one. `last`: the last micro-batch this process trains before the step (data
+   * parallelism may start the gradient reductions during its backward: lib/dist/zero.ts).
+   */
+  accumulate(batch: TrainBatch, loss: LossOptions, gradScale: number, opts?: { last?: boolean }): Promise<TrainStats>;
+  /** Data parallelism: called by every rank after its micro-batches of a step, before the step (lib/dist/zero.ts). */
+  reduceGradients?(): Promise<void>;
   /** AdamW on the accumulated gradients, then zeroes them. */
   optimizerStep(h: AdamWHyper): Promise<OptimizerResult>;
   /** Log-probs of every token (0 at each sequence's first token), no gradients. */
@@ -96,16 +102,22 @@ export class NativePolicy implements Policy {
     return { device: e.device, storage: e.storage };
   }
 
-  async saveState(dir: string, files?: CheckpointFileWriter): Promise<PolicyStateInfo> {
-    const out: CheckpointFileWriter = files ?? { writeFile: async (rel, data) => writeFileAtomic(join(dir, rel), data) };
+  /**
+   * dir/policy: the Hugging Face weights; the native save hashes the weight files as it writes
+   * them, and `files` (the manifest) takes those hashes. Returns the directory.
+   */
+  async saveHf(dir: string, files?: CheckpointFileWriter): Promise<string> {
     const hfDir = join(dir, 'policy');
-    // the native save hashes the weight files as it writes them: the manifest takes those hashes
     for (const f of await this.model.saveHashed(hfDir, { tokenizerDir: this.opts.tokenizerDir })) files?.record?.(`policy/${f.file}`, f);
-    // Chunks (views of the tensors), so no buffer of the whole file is built (the moments of a
-    // 0.6B model are 4.8 GB, more than one Node buffer holds).
+    return hfDir;
+  }
+
+  async saveState(dir: string, files?: CheckpointFileWriter): Promise<PolicyStateInfo> {
+    const out = checkpointFiles(dir, files);
+    const hfDir = await this.saveHf(dir, files);
     const tensors: Record<string, { shape: number[]; data: Float32Array }> = {};
     for (const p of this.model.params()) tensors[p.name] = { shape: p.shape, data: this.model.getParam(p.name) };
-    await out.writeFile('master.safetensors', safetensorsF32Chunks(tensors, { kind: 'fp32 master weights' }));
+    await writeMasterWeights(out, tensors);
     const st = this.model.optimizerState();
     const ot: Record<string, { shape: number[]; data: Float32Array }> = {};
     for (const [n, d] of Object.entries(st.tensors)) ot[n] = { shape: [d.length], data: d };
@@ -135,6 +147,20 @@ export class NativePolicy implements Policy {
     if (moments) this.model.loadOptimizerState(moments);
     return { hfDir: join(dir, 'policy'), optimizerState: moments !== null };
   }
+}
+
+/** `files`, or (none given) a writer of plain atomic files under dir (hashed later, by reading them back). */
+export function checkpointFiles(dir: string, files?: CheckpointFileWriter): CheckpointFileWriter {
+  return files ?? { writeFile: async (rel, data) => writeFileAtomic(join(dir, rel), data) };
+}
+
+/**
+ * A checkpoint's master.safetensors (the fp32 weights) through `out` (hashed as written). Chunks
+ * (views of the tensors), so no buffer of the whole file is built (the moments of a 0.6B model
+ * are 4.8 GB, more than one Node buffer holds).
+ */
+export function writeMasterWeights(out: CheckpointFileWriter, tensors: Record<string, { shape: number[]; data: Float32Array }>): Promise<void> {
+  return out.writeFile('master.safetensors', safetensorsF32Chunks(tensors, { kind: 'fp32 master weights' }));
 }
 
 /**

@@ -4,6 +4,7 @@
 // One engine runs one call at a time (a per-engine mutex); calls queue in order.
 #include <napi.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <functional>
 #include <limits>
@@ -187,6 +188,9 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
          InstanceMethod("pagedStep", &ModelEngine::PagedStep),
          InstanceMethod("pagedLogits", &ModelEngine::PagedLogits),
          InstanceMethod("zeroInit", &ModelEngine::ZeroInit), InstanceMethod("zeroStep", &ModelEngine::ZeroStep),
+         InstanceMethod("zeroOverlapNext", &ModelEngine::ZeroOverlapNext),
+         InstanceMethod("zeroFlush", &ModelEngine::ZeroFlush),
+         InstanceMethod("zeroOverlapTrace", &ModelEngine::ZeroOverlapTrace),
          InstanceMethod("zeroShard", &ModelEngine::ZeroShard),
          InstanceMethod("zeroSetShard", &ModelEngine::ZeroSetShard),
          InstanceMethod("packBf16", &ModelEngine::PackBf16)});
@@ -812,6 +816,51 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       PolicyEngine* e = eng_.get();
       return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { *r = e->zero_step(*comm, o); },
                    [=](Napi::Env env) -> Napi::Value { return adamw_result(env, *r, e->step()); });
+    });
+  }
+
+  // zeroOverlapNext(communicator, timeoutMs, timeline): the next accumulate's backward starts
+  // each bucket's gradient reduction on the communicator once its gradients are final
+  // (zero_shard.h); timeline: CUDA timing events for zeroOverlapTrace
+  Napi::Value ZeroOverlapNext(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      std::shared_ptr<gpu::NcclComm> comm = gpu::nccl_comm_of(info[0], "zeroOverlapNext");
+      const double ms = to_number(info[1], "timeoutMs");
+      if (!info[2].IsBoolean()) throw Error("zeroOverlapNext: timeline must be a boolean");
+      const bool timeline = info[2].As<Napi::Boolean>().Value();
+      auto lk = busy_guard();
+      eng_->zero_overlap_next(comm, ms, timeline);
+      return info.Env().Undefined();
+    });
+  }
+
+  // zeroFlush(communicator, timeoutMs) -> Promise<void>: starts the buckets' reductions not
+  // started yet (collective; zeroStep waits for them)
+  Napi::Value ZeroFlush(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      std::shared_ptr<gpu::NcclComm> comm = gpu::nccl_comm_of(info[0], "zeroFlush");
+      const double ms = to_number(info[1], "timeoutMs");
+      if (!(ms > 0)) throw Error("zeroFlush: timeoutMs must be > 0");
+      PolicyEngine* e = eng_.get();
+      return queue(info.Env(), info.This().As<Napi::Object>(), mu_, [=]() { e->zero_flush(comm, ms); },
+                   [](Napi::Env env) -> Napi::Value { return env.Undefined(); });
+    });
+  }
+
+  // zeroOverlapTrace() -> { starts: number[], timelineMs: number | null }: where the last
+  // overlapped step started each bucket, and (CUDA, armed with timeline) the milliseconds from
+  // its first reduction's start to the end of its backward on the device (tests)
+  Napi::Value ZeroOverlapTrace(const Napi::CallbackInfo& info) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      double ms = 0;
+      const std::vector<int64_t> t = eng_->zero_overlap_trace(&ms);
+      Napi::Array a = Napi::Array::New(info.Env(), t.size());
+      for (size_t i = 0; i < t.size(); ++i) a.Set(uint32_t(i), double(t[i]));
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("starts", a);
+      o.Set("timelineMs", std::isnan(ms) ? info.Env().Null() : Napi::Number::New(info.Env(), ms));
+      return o;
     });
   }
 

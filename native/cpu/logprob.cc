@@ -12,8 +12,14 @@
 // its exponentials from L1, merged onto the running max in fp64 (online softmax), so that the
 // memory streams while the exponentials run; exp in base 2 with a degree-5 polynomial
 // (lp_exp2, its error bound there and in docs/kernels.md). Explicit vectors, compiled for
-// AVX-512, AVX2 and baseline and picked at run time; parallel over rows.
+// AVX-512, AVX2 and baseline and picked at run time; parallel over rows. Operands larger than
+// the cache take paths for memory (cache_bytes below: streaming stores for the gradient, a
+// separate max pass for fp32 rows) with the same results; bf16 gradients are rounded by
+// vcvtne2ps2bf16 where the CPU has AVX512-BF16.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -51,6 +57,33 @@ void check_target(int64_t row, int32_t y, int64_t vocab) {
                 " is outside the vocabulary [0, " + std::to_string(vocab) + "); check the token ids");
 }
 
+// A call's logits (forward) or gradient (backward) of at least this many bytes is taken to
+// stream from / to memory rather than stay in cache: the last-level cache's size (sysfs;
+// 32 MiB when unknown; glibc's sysconf reports 320 MiB for this VM's 32 MiB L3). Backward then writes with non-temporal stores, since such an output
+// leaves the cache before anyone reads it and a plain store would first read each line from
+// memory; smaller outputs (the model's chunks, consumed by the next matrix product while in
+// cache) use plain stores. Forward on fp32 rows then takes each block's max in a pass of its
+// own (row_stats in logprob_simd.inc). Both choices leave the results' bits as they are.
+// MURPHY_LOGPROB_CACHE_BYTES overrides it (tests force each path).
+int64_t cache_bytes() {
+  static const int64_t v = [] {
+    if (const char* env = std::getenv("MURPHY_LOGPROB_CACHE_BYTES")) return int64_t(std::strtoll(env, nullptr, 10));
+    int64_t llc = 0;
+    for (int i = 0; i < 8; ++i) {  // the largest cache of cpu0 (the last level)
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+      std::FILE* f = std::fopen((dir + "size").c_str(), "r");
+      if (!f) break;
+      long long kb = 0;
+      char unit = 'K';
+      if (std::fscanf(f, "%lld%c", &kb, &unit) >= 1)
+        llc = std::max<int64_t>(llc, kb << (unit == 'M' ? 20 : unit == 'G' ? 30 : unit == 'K' ? 10 : 0));
+      std::fclose(f);
+    }
+    return llc > 0 ? llc : int64_t(32) << 20;
+  }();
+  return v;
+}
+
 float load_logit(const void* logits, DType dt, int64_t idx) {
   return dt == DType::F32 ? static_cast<const float*>(logits)[idx]
                           : bf16_to_f32(static_cast<const uint16_t*>(logits)[idx]);
@@ -64,14 +97,15 @@ void logprob_forward_cpu(const LogprobForwardArgs& a) {
   const float inv_t = 1.0f / a.temperature;
   const int64_t V = a.vocab;
   const bool want_entropy = a.entropy != nullptr;
+  const bool from_memory = a.n_rows * V * (a.dtype == DType::F32 ? 4 : 2) >= cache_bytes();
   // rows are independent; each parallel chunk writes only its own rows
   parallel_for(a.n_rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
       const int64_t off = n * V;
       RowStats st =
           a.dtype == DType::F32
-              ? MURPHY_SIMD_CALL(row_stats_f32, static_cast<const float*>(a.logits) + off, V, inv_t, want_entropy)
-              : MURPHY_SIMD_CALL(row_stats_bf16, static_cast<const uint16_t*>(a.logits) + off, V, inv_t, want_entropy);
+              ? MURPHY_SIMD_CALL(row_stats_f32, static_cast<const float*>(a.logits) + off, V, inv_t, want_entropy, from_memory)
+              : MURPHY_SIMD_CALL(row_stats_bf16, static_cast<const uint16_t*>(a.logits) + off, V, inv_t, want_entropy, from_memory);
       float lse, logp, ent;
       if (st.nan) {
         lse = logp = ent = std::numeric_limits<float>::quiet_NaN();
@@ -103,6 +137,8 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
   for (int64_t n = 0; n < a.n_rows; ++n) check_target(n, a.targets[n], a.vocab);
   const float inv_t = 1.0f / a.temperature;
   const int64_t V = a.vocab;
+  const bool stream = a.n_rows * V * (a.dtype == DType::F32 ? 4 : 2) >= cache_bytes();
+  const bool bf16_isa = simd_level_index() == 2 && cpu_has_avx512_bf16();  // AVX-512 copy's bf16 rounding
   parallel_for(a.n_rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
       const int64_t off = n * V;
@@ -115,7 +151,7 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
           std::memset(out, 0, size_t(V) * 4);
           continue;
         }
-        MURPHY_SIMD_CALL(row_grad_f32, static_cast<const float*>(a.logits) + off, out, V, inv_t, lse, -g * inv_t);
+        MURPHY_SIMD_CALL(row_grad_f32, static_cast<const float*>(a.logits) + off, out, V, inv_t, lse, -g * inv_t, stream);
         out[y] += g * inv_t;
       } else {
         uint16_t* out = static_cast<uint16_t*>(a.grad_logits) + off;
@@ -124,7 +160,8 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
           continue;
         }
         const uint16_t* z = static_cast<const uint16_t*>(a.logits) + off;
-        MURPHY_SIMD_CALL(row_grad_bf16, z, out, V, inv_t, lse, -g * inv_t);
+        if (bf16_isa) cpu_v4::row_grad_bf16_cvt(z, out, V, inv_t, lse, -g * inv_t, stream);
+        else MURPHY_SIMD_CALL(row_grad_bf16, z, out, V, inv_t, lse, -g * inv_t, stream);
         // the target entry in full precision, then rounded once
         float p = std::exp(bf16_to_f32(z[y]) * inv_t - lse);
         out[y] = f32_to_bf16(g * inv_t * (1.0f - p));

@@ -32,10 +32,17 @@ int simd_level_index() {
   return level;
 }
 
+// False as well where MURPHY_SIMD lowers the level: avx512 means AVX-512 without its BF16
+// extension (so that tests run those paths too on a CPU that has it), avx2 and baseline below.
 bool cpu_has_avx512_bf16() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512bf16");
+  static const bool has = [] {
+    __builtin_cpu_init();
+    const char* want = std::getenv("MURPHY_SIMD");
+    if (simd_level_index() < 2 || (want && std::strcmp(want, "avx512") == 0)) return false;
+    return bool(__builtin_cpu_supports("avx512bf16"));
+  }();
+  return has;
 #else
   return false;
 #endif

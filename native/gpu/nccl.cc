@@ -177,7 +177,7 @@ void NcclComm::check_open(const char* what) const {
 
 // Completion of a non-blocking call: ncclCommGetAsyncError leaves ncclInProgress when NCCL has
 // finished the call's host side; the stream then holds the device side (CUDA build).
-void NcclComm::wait(const char* what, double timeout_ms) {
+void NcclComm::wait(const char* what, double timeout_ms, bool stream) {
   const double deadline = now_ms() + timeout_ms;
   int sleep_us = 50;
   for (;;) {
@@ -206,7 +206,7 @@ void NcclComm::wait(const char* what, double timeout_ms) {
     }
     bool done = state == ncclSuccess;
 #ifdef MURPHY_WITH_CUDA
-    if (done && stream_) done = nccl_stream_done(stream_);
+    if (done && stream && stream_) done = nccl_stream_done(stream_);
 #endif
     if (done) return;
     if (now_ms() > deadline) {
@@ -262,6 +262,44 @@ void NcclComm::broadcast(const void* send, void* recv, size_t count, int dtype, 
   if (root < 0 || root >= nranks_) throw Error("NCCL broadcast: root " + std::to_string(root) + " is not a rank");
   MURPHY_NCCL_CALL("ncclBroadcast", api_->Broadcast(send, recv, count, dtype, root, comm_, stream_));
   wait("ncclBroadcast", timeout_ms);
+}
+
+void NcclComm::start_all_reduce(const void* send, void* recv, size_t count, int dtype, int op, double timeout_ms,
+                                void** event) {
+  std::lock_guard<std::mutex> lk(mu_);
+  check_open("ncclAllReduce");
+  nccl_type_size(dtype);
+  record_start(event);
+  MURPHY_NCCL_CALL("ncclAllReduce", api_->AllReduce(send, recv, count, dtype, op, comm_, stream_));
+  wait("ncclAllReduce", timeout_ms, false);
+}
+
+void NcclComm::start_reduce_scatter(const void* send, void* recv, size_t recvcount, int dtype, int op,
+                                    double timeout_ms, void** event) {
+  std::lock_guard<std::mutex> lk(mu_);
+  check_open("ncclReduceScatter");
+  nccl_type_size(dtype);
+  record_start(event);
+  MURPHY_NCCL_CALL("ncclReduceScatter", api_->ReduceScatter(send, recv, recvcount, dtype, op, comm_, stream_));
+  wait("ncclReduceScatter", timeout_ms, false);
+}
+
+void NcclComm::record_start(void** event) {
+#ifdef MURPHY_WITH_CUDA
+  if (event && stream_) *event = nccl_event_record(stream_);
+#else
+  (void)event;
+#endif
+}
+
+void NcclComm::finish(const char* what, double timeout_ms) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (aborted_.load() || abort_requested_.load() || comm_ == nullptr)
+    throw Error(std::string("NCCL ") + what + ": the communicator was closed or aborted; create a new one");
+#ifdef MURPHY_WITH_CUDA
+  if (device_ >= 0) nccl_set_device(device_);
+#endif
+  wait(what, timeout_ms);
 }
 
 void NcclComm::close(double timeout_ms) {

@@ -136,6 +136,22 @@ class NcclComm {
   void all_gather(const void* send, void* recv, size_t sendcount, int dtype, double timeout_ms);
   void broadcast(const void* send, void* recv, size_t count, int dtype, int root, double timeout_ms);
 
+  // Started, not waited for (the overlap of ZeRO-1's reductions with the backward pass,
+  // zero_shard.h): the call is issued after the work queued so far on the default stream (an
+  // event: the gradients it reads), and returns once NCCL has taken it (ncclCommGetAsyncError no
+  // longer ncclInProgress, bounded by the deadline as any call); the device work runs on the
+  // communicator's stream while the caller goes on. finish() waits for every call started (and
+  // the stream) with the deadline. Without a device (a fake library) there is no stream: NCCL
+  // taking the call is its completion.
+  // `event` (CUDA build, a communicator on a device): a timing event recorded on the
+  // communicator's stream after its wait for the default stream, just before the call (the
+  // overlap's device timeline; nccl_event_*). Left untouched without a stream.
+  void start_all_reduce(const void* send, void* recv, size_t count, int dtype, int op, double timeout_ms,
+                        void** event = nullptr);
+  void start_reduce_scatter(const void* send, void* recv, size_t recvcount, int dtype, int op, double timeout_ms,
+                            void** event = nullptr);
+  void finish(const char* what, double timeout_ms);
+
   // ncclCommFinalize (polled with the deadline; aborted past it), then ncclCommDestroy.
   void close(double timeout_ms);
   // ncclCommAbort now, or (while a call waits) by that call. Idempotent.
@@ -149,8 +165,10 @@ class NcclComm {
  private:
   NcclComm(int nranks, int rank, int device) : nranks_(nranks), rank_(rank), device_(device) {}
   void check_open(const char* what) const;
-  // Polls until the communicator is idle (and, CUDA build, its stream done); aborts past the deadline.
-  void wait(const char* what, double timeout_ms);
+  void record_start(void** event);
+  // Polls until the communicator is idle (and, CUDA build, with `stream` its stream done);
+  // aborts past the deadline.
+  void wait(const char* what, double timeout_ms, bool stream = true);
   void abort_locked();
   [[noreturn]] void fail(ncclResult_t st, const char* what);
 
@@ -172,6 +190,12 @@ bool nccl_stream_done(cudaStream_t s);
 // Makes s wait (on the device) for the work queued so far on the default stream (uploads).
 void nccl_stream_wait_default(cudaStream_t s);
 void nccl_stream_destroy(cudaStream_t s) noexcept;
+// Timing events (the overlap's device timeline, zero_shard.h): one recorded on `s` (nullptr: the
+// legacy default stream, where the engine computes); the milliseconds from a to b once both
+// have completed (waits for them; > 0: a completed first); destroy.
+void* nccl_event_record(cudaStream_t s);
+float nccl_event_elapsed_ms(void* a, void* b);
+void nccl_event_destroy(void* e) noexcept;
 #endif
 
 }  // namespace gpu

@@ -37,5 +37,26 @@ void nccl_stream_wait_default(cudaStream_t s) {
 
 void nccl_stream_destroy(cudaStream_t s) noexcept { (void)cudaStreamDestroy(reinterpret_cast<::cudaStream_t>(s)); }
 
+void* nccl_event_record(cudaStream_t s) {
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreate(&e));  // with timing
+  const cudaError_t st = cudaEventRecord(e, reinterpret_cast<::cudaStream_t>(s));
+  if (st != cudaSuccess) (void)cudaEventDestroy(e);
+  CUDA_CHECK(st);
+  return e;
+}
+
+float nccl_event_elapsed_ms(void* a, void* b) {
+  CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(a)));
+  CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(b)));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(a), static_cast<cudaEvent_t>(b)));
+  return ms;
+}
+
+void nccl_event_destroy(void* e) noexcept {
+  if (e) (void)cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+
 }  // namespace gpu
 }  // namespace murphy

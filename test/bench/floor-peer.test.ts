@@ -12,18 +12,32 @@ test('bandwidth probe: every STREAM kernel, all threads and one, STREAM byte cou
   const floats = 1 << 16;
   const f = measureStreamFloor(2, 2, floats);
   assert.equal(f.floats_per_array, floats);
-  const perElem: Record<string, number> = { sum: 4, copy: 8, triad: 12, copy_nt: 8, triad_nt: 12, update: 8, nstream: 16 };
-  const kernels = ['sum', 'copy', 'triad', 'update', 'nstream', ...(process.arch === 'x64' ? ['copy_nt', 'triad_nt'] : [])];
+  assert.equal(typeof f.huge_pages, 'boolean');
+  const perElem: Record<string, number> = { sum: 4, copy: 8, triad: 12, copy_nt: 8, triad_nt: 12, update: 8, update_h: 4, update_q: 2, nstream: 16 };
+  const access: Record<string, string> = { sum: 'read', copy: 'copy', triad: 'copy', copy_nt: 'copy', triad_nt: 'copy', update: 'inplace', update_h: 'inplace', update_q: 'inplace', nstream: 'inplace' };
+  const kernels = ['sum', 'copy', 'triad', 'update', 'update_h', 'update_q', 'nstream', ...(process.arch === 'x64' ? ['copy_nt', 'triad_nt'] : [])];
+  const reads = ['sum_acc4', 'sum_acc8', 'sum_acc16', 'sum_x2', 'sum_x4', 'sum_chunks', 'sum_4k_pages',
+    ...(process.arch === 'x64' ? ['sum_pf_t0_1k', 'sum_pf_t0_4k', 'sum_pf_t2_4k', 'sum_pf_t2_16k', 'sum_pf_nta_4k'] : [])];
   for (const threads of [2, 1]) {
-    for (const k of kernels) {
+    for (const k of [...kernels, ...reads]) {
       const p = f.parts.find((x) => x.kernel === k && x.threads === threads);
       assert.ok(p, `${k} with ${threads} threads measured`);
-      assert.equal(p.bytes, perElem[k] * floats);
+      assert.equal(p.bytes, (perElem[k] ?? 4) * floats, k);
+      assert.equal(p.access, access[k] ?? 'read', k);
       assert.ok(p.gbps > 0 && Number.isFinite(p.gbps));
       assert.ok(Math.abs(p.gbps - p.bytes / p.best_ms / 1e6) <= 1e-3 * p.gbps + 1e-3);
     }
+    // `sum` is the fastest read-only variant, named
+    const sum = f.parts.find((x) => x.kernel === 'sum' && x.threads === threads)!;
+    const variants = f.parts.filter((x) => reads.includes(x.kernel) && x.threads === threads);
+    assert.equal(sum.best_ms, Math.min(...variants.map((p) => p.best_ms)));
+    assert.equal(f.parts.find((x) => x.kernel === sum.variant && x.threads === threads)?.best_ms, sum.best_ms);
   }
   assert.equal(f.best.gbps, Math.max(...f.parts.map((p) => p.gbps)));
+  for (const a of ['read', 'copy', 'inplace'] as const) {
+    assert.equal(f.by_access[a].access, a);
+    assert.equal(f.by_access[a].gbps, Math.max(...f.parts.filter((p) => p.access === a).map((p) => p.gbps)));
+  }
 });
 
 const peerPy = fileURLToPath(new URL('../../bench/torch_peer.py', import.meta.url));
@@ -58,12 +72,17 @@ test('torch peer: an unfair peer is named as such with its fix, a fair one is no
 
 test('two probes merge into the best of each part', async () => {
   const { mergeFloors } = await import('../../bench/stream.js');
-  const part = (kernel: string, threads: number, gbps: number) => ({ kernel, threads, bytes: 8, best_ms: 8 / gbps / 1e6, gbps });
-  const a = { method: 'm', floats_per_array: 16, reps: 5, parts: [part('copy', 2, 10), part('update', 2, 30)], best: part('update', 2, 30) };
-  const b = { method: 'm', floats_per_array: 16, reps: 5, parts: [part('copy', 2, 40), part('update', 2, 20)], best: part('copy', 2, 40) };
+  const part = (kernel: string, access: 'read' | 'copy' | 'inplace', threads: number, gbps: number) => ({ kernel, access, threads, bytes: 8, best_ms: 8 / gbps / 1e6, gbps });
+  const parts = (...ps: ReturnType<typeof part>[]) => ({
+    method: 'm', floats_per_array: 16, reps: 5, huge_pages: false, parts: ps,
+    best: ps.reduce((x, y) => (y.gbps > x.gbps ? y : x)), by_access: { read: ps[0], copy: ps[1], inplace: ps[2] },
+  });
+  const a = parts(part('sum', 'read', 2, 25), part('copy', 'copy', 2, 10), part('update', 'inplace', 2, 30));
+  const b = parts(part('sum', 'read', 2, 20), part('copy', 'copy', 2, 40), part('update', 'inplace', 2, 20));
   const m = mergeFloors(a, b);
   assert.equal(m.reps, 10);
-  assert.deepEqual(m.parts.map((p) => [p.kernel, p.gbps]).sort(), [['copy', 40], ['update', 30]]);
+  assert.deepEqual(m.parts.map((p) => [p.kernel, p.gbps]).sort(), [['copy', 40], ['sum', 25], ['update', 30]]);
   assert.equal(m.best.kernel, 'copy');
   assert.equal(m.best.gbps, 40);
+  assert.deepEqual([m.by_access.read.gbps, m.by_access.copy.gbps, m.by_access.inplace.gbps], [25, 40, 30]);
 });

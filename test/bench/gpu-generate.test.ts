@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { boundFraction, decodeStepBytes } from '../../bench/generate-bound.js';
 import type { ModelSizes } from '../../lib/model/index.js';
+import { TS_LOADER } from '../helpers/cli.js';
 
 const QWEN3_06B: ModelSizes = {
   modelType: 'qwen3', vocabSize: 151936, hiddenSize: 1024, intermediateSize: 3072, numLayers: 28, numHeads: 16,
@@ -44,7 +45,7 @@ test('gpu-generate.bench.ts --device --dry-run (emulated engine, tiny shape): ev
   try {
     const json = join(dir, 'out.json');
     const script = fileURLToPath(new URL('../../bench/gpu-generate.bench.ts', import.meta.url));
-    const r = spawnSync(process.execPath, ['--import', 'tsx', script, '--device', '--dry-run', '--no-torch', '--json', json], { encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(process.execPath, [...TS_LOADER, script, '--device', '--dry-run', '--no-torch', '--json', json], { encoding: 'utf8', timeout: 120_000 });
     assert.equal(r.status, 0, `exit ${r.status}: ${r.stderr}`);
     const doc = JSON.parse(readFileSync(json, 'utf8'));
     assert.match(doc.device, /dry-run/);

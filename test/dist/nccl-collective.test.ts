@@ -2,7 +2,8 @@
 // fake libnccl.so.2 (test/helpers/fake-nccl.ts), whose communicators of one id form a world in
 // this process and reduce in rank order: the interface's results against the host reference
 // (conformance.ts, as the CPU backend), worlds of 1, 2 and 3; the rank arithmetic and op order
-// as the library saw them (uneven counts padded to the largest part, bytes for the moves,
+// as the library saw them (uneven counts: padded to the largest part only where that moves
+// fewer bytes than an all-reduce, all-gathers as one broadcast per owning part; bytes for the moves,
 // double for f64, barrier as one float); ZeRO-1 over it bit for bit equal to ZeRO-1 over the
 // CPU backend; a rank that never calls (deadline, abort, then every call rejects); calls that
 // disagree; a rank 0 on another backend.
@@ -73,7 +74,7 @@ describe('NCCL collective (fake library)', () => {
     }
   });
 
-  it('the calls NCCL sees: uneven parts padded to the largest, moves as bytes, f64 as double, barrier as one float, in program order', async () => {
+  it('the calls NCCL sees: uneven parts padded only where it moves fewer bytes, all-gathers as broadcasts of the parts, moves as bytes, f64 as double, barrier as one float, in program order', async () => {
     const world = await ncclLocalWorld(3);
     try {
       const counts = [5, 3, 0];
@@ -93,15 +94,36 @@ describe('NCCL collective (fake library)', () => {
       const eqOut = world.map(() => new Float32Array(2));
       await Promise.all(world.map((c, r) => c.reduceScatter(eq[r]!, eqOut[r]!)));
       for (const x of eqOut) assert.deepEqual([...x], [3, 3]);
-      for (let r = 0; r < 3; r++) {
-        assert.deepEqual(callsOf(r), [
-          'reduceScatter count=5 dtype=7 op=2 root=-1', // 3 blocks of 5 floats
-          'allGather count=20 dtype=1 op=-1 root=-1', // 5 floats of bytes from each rank
-          'allReduce count=2 dtype=8 op=0 root=-1',
-          'allReduce count=1 dtype=7 op=0 root=-1',
-          'reduceScatter count=2 dtype=7 op=0 root=-1',
-        ], `rank ${r}`);
-      }
+      // a part holding the whole bucket (ZeRO's usual case): padding it would send 3 blocks of
+      // 8; an all-reduce of the 8 moves fewer bytes, and each rank keeps its part
+      const lop = [0, 8, 0];
+      const lopOut = lop.map((n) => new Float32Array(n));
+      await Promise.all(world.map((c, r) => c.reduceScatter(xs[r]!, lopOut[r]!, { counts: lop })));
+      assert.deepEqual([...lopOut[1]!], [30, 33, 36, 39, 42, 45, 48, 51]);
+      const lg = world.map(() => new Float32Array(8));
+      await Promise.all(world.map((c, r) => c.allGather(lopOut[r]!, lg[r]!, lop)));
+      for (const x of lg) assert.deepEqual([...x], [30, 33, 36, 39, 42, 45, 48, 51]);
+      const want = [
+        'reduceScatter count=5 dtype=7 op=2 root=-1', // 3 blocks of 5 floats: 15 < 2 x 8
+        'broadcast count=20 dtype=1 op=-1 root=0', // rank 0's 5 floats as bytes
+        'broadcast count=12 dtype=1 op=-1 root=1', // rank 1's 3 (rank 2 has none)
+        'allReduce count=2 dtype=8 op=0 root=-1',
+        'allReduce count=1 dtype=7 op=0 root=-1',
+        'reduceScatter count=2 dtype=7 op=0 root=-1',
+        'allReduce count=8 dtype=7 op=0 root=-1', // 3 x 8 >= 2 x 8: the all-reduce
+        'broadcast count=32 dtype=1 op=-1 root=1', // the one part, from its rank
+      ];
+      for (let r = 0; r < 3; r++) assert.deepEqual(callsOf(r), want, `rank ${r}`);
+      // the bytes each rank hands NCCL for the two uneven pairs: at most the parts' bytes
+      // (gathers) and twice the bucket (reductions), where padding handed 3 x the largest part
+      const sent = (l: string): number => {
+        const [, op, n, dt] = /^(\w+) count=(\d+) dtype=(\d+)/.exec(l)!;
+        const size = { 1: 1, 7: 4, 8: 8 }[Number(dt) as 1 | 7 | 8];
+        return Number(n) * size * (op === 'reduceScatter' || op === 'allGather' ? 3 : 1);
+      };
+      const lopBytes = want.slice(6).reduce((a, l) => a + sent(l), 0);
+      assert.equal(lopBytes, 8 * 4 + 8 * 4, 'all-reduce of the bucket + the one part broadcast');
+      assert.ok(lopBytes < 2 * 3 * 8 * 4, `less than the padded reduce-scatter + all-gather (${2 * 3 * 8 * 4} bytes)`);
     } finally {
       await closeAll(world);
     }

@@ -8,8 +8,8 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
-import { tmpdir, userInfo } from 'node:os';
 import { basename, dirname, join } from 'node:path';
+import { CC_CACHE as CACHE } from '../loader/cache-dirs.mjs';
 
 export interface CompileOptions {
   /** The compiler command (looked up on PATH), e.g. 'cc' or process.env.CXX ?? 'g++'. */
@@ -22,7 +22,6 @@ export interface CompileOptions {
   out: string;
 }
 
-const CACHE = join(tmpdir(), `murphy-test-cc-${userInfo().uid}`);
 
 function resolveCommand(cmd: string): string {
   if (cmd.includes('/')) return realpathSync(cmd);
@@ -51,17 +50,21 @@ export function compileKey(o: Omit<CompileOptions, 'out'>): string {
 /** Compiles `sources` with `flags` into `out` unless the same build is cached; returns `out`. */
 export function compileCached(o: CompileOptions): string {
   const cached = join(CACHE, compileKey(o), basename(o.out));
-  if (!existsSync(cached)) {
-    mkdirSync(dirname(cached), { recursive: true });
-    const tmp = `${cached}.${process.pid}.tmp`;
-    try {
-      execFileSync(o.compiler, [...o.flags, ...o.sources, '-o', tmp], { stdio: ['ignore', 'pipe', 'pipe'] });
-      renameSync(tmp, cached);
-    } finally {
-      rmSync(tmp, { force: true });
-    }
-  }
   mkdirSync(dirname(o.out), { recursive: true });
+  try {
+    copyFileSync(cached, o.out);
+    return o.out;
+  } catch {
+    // not built yet, or pruned (test/loader/cache-dirs.mjs) since: build it
+  }
+  mkdirSync(dirname(cached), { recursive: true });
+  const tmp = `${cached}.${process.pid}.tmp`;
+  try {
+    execFileSync(o.compiler, [...o.flags, ...o.sources, '-o', tmp], { stdio: ['ignore', 'pipe', 'pipe'] });
+    renameSync(tmp, cached);
+  } finally {
+    rmSync(tmp, { force: true });
+  }
   copyFileSync(cached, o.out);
   return o.out;
 }

@@ -10,6 +10,7 @@ import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { binaryInfo } from '../../lib/native.js';
 import { chooseBinary } from '../../lib/native/loader.js';
+import { TS_LOADER } from '../helpers/cli.js';
 
 const work = mkdtempSync(join(tmpdir(), 'murphy-loader-'));
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -17,7 +18,7 @@ const libIndex = fileURLToPath(new URL('../../lib/index.ts', import.meta.url));
 const libNative = fileURLToPath(new URL('../../lib/native.ts', import.meta.url));
 
 function node(code: string, env: Record<string, string | undefined> = {}) {
-  return spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { encoding: 'utf8', env: { ...process.env, ...env } });
+  return spawnSync(process.execPath, [...TS_LOADER, '--input-type=module', '-e', code], { encoding: 'utf8', env: { ...process.env, ...env } });
 }
 
 function fakeBuild(root: string, rel: string, mtime: number): string {

@@ -1,12 +1,13 @@
 // test/helpers/compile-cache.ts: a C helper is compiled once per distinct input, and again when
-// its source, a header in an -I folder or a flag changes.
+// its source, a header in an -I folder or a flag changes; the caches are pruned by age.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { compileCached, compileKey } from '../helpers/compile-cache.js';
+import { CC_CACHE, pruneCache } from '../loader/cache-dirs.mjs';
 
 const haveCc = spawnSync('cc', ['--version'], { stdio: 'ignore' }).status === 0;
 const work = mkdtempSync(join(tmpdir(), 'murphy-cc-cache-'));
@@ -26,10 +27,11 @@ describe('compiled test helpers are cached by content', { skip: haveCc ? false :
     assert.ok(statSync(exe).mode & 0o100, 'the copy is executable');
     assert.equal(spawnSync(exe, { encoding: 'utf8' }).stdout, `${(process.pid % 100) + 1}\n`);
     assert.notEqual(compileKey({ ...o, flags: [`-I${inc}`, '-DOFFSET=2'] }), k);
-    writeFileSync(join(inc, 'value.h'), '#define VALUE 40\n');
+    // 100-199: never the first header's value (0-99; the same text would be the same key)
+    writeFileSync(join(inc, 'value.h'), `#define VALUE ${(process.pid % 100) + 100}\n`);
     const k2 = compileKey(o);
     assert.notEqual(k2, k, 'a header in an -I folder is part of the key');
-    assert.equal(spawnSync(compileCached({ ...o, out: join(work, 'b', 'prog') }), { encoding: 'utf8' }).stdout, '41\n', 'a stale build was used');
+    assert.equal(spawnSync(compileCached({ ...o, out: join(work, 'b', 'prog') }), { encoding: 'utf8' }).stdout, `${(process.pid % 100) + 101}\n`, 'a stale build was used');
     writeFileSync(src, '#include <stdio.h>\nint main(void) { puts("changed"); return 0; }\n');
     assert.notEqual(compileKey(o), k2);
     assert.equal(spawnSync(compileCached({ ...o, out: join(work, 'c', 'prog') }), { encoding: 'utf8' }).stdout, 'changed\n');
@@ -41,5 +43,35 @@ describe('compiled test helpers are cached by content', { skip: haveCc ? false :
     const o = { compiler: 'cc', flags: [], sources: [src], out: join(work, 'bad') };
     assert.throws(() => compileCached(o), /undeclared_name/);
     assert.throws(() => compileCached(o), /undeclared_name/);
+  });
+});
+
+describe('the test caches are pruned (test/loader/cache-dirs.mjs)', () => {
+  it('entries not written for maxAgeDays go, newer ones stay, at most once per everyDays', () => {
+    const dir = join(work, 'prune');
+    mkdirSync(join(dir, 'old-key'), { recursive: true });
+    writeFileSync(join(dir, 'old-key', 'prog'), 'x');
+    writeFileSync(join(dir, 'old.mjs'), 'x');
+    writeFileSync(join(dir, 'new.mjs'), 'x');
+    const day = 24 * 3600 * 1000, now = Date.now();
+    const at = (p: string, ms: number) => utimesSync(join(dir, p), ms / 1000, ms / 1000);
+    at('old-key', now - 8 * day);
+    at('old.mjs', now - 7.5 * day);
+    at('new.mjs', now - 6 * day);
+    assert.equal(pruneCache(dir, { maxAgeDays: 7, now }), 2);
+    assert.deepEqual(readdirSync(dir).sort(), ['.pruned', 'new.mjs']);
+    at('new.mjs', now - 30 * day);
+    assert.equal(pruneCache(dir, { maxAgeDays: 7, now: now + 0.5 * day }), 0, 'pruned again within a day');
+    assert.equal(pruneCache(dir, { maxAgeDays: 7, now: now + 1.5 * day }), 1);
+    assert.deepEqual(readdirSync(dir), ['.pruned']);
+    assert.equal(pruneCache(join(work, 'no-such-cache')), 0);
+  });
+  it('a cached helper pruned away is built again', { skip: haveCc ? false : 'no C compiler (cc)' }, () => {
+    const src = join(work, 'pruned.c');
+    writeFileSync(src, `#include <stdio.h>\nint main(void) { puts("${process.pid}"); return 0; }\n`);
+    const o = { compiler: 'cc', flags: [], sources: [src] };
+    compileCached({ ...o, out: join(work, 'p1', 'prog') });
+    rmSync(join(CC_CACHE, compileKey(o)), { recursive: true, force: true });
+    assert.equal(spawnSync(compileCached({ ...o, out: join(work, 'p2', 'prog') }), { encoding: 'utf8' }).stdout, `${process.pid}\n`);
   });
 });

@@ -34,4 +34,11 @@ describe('skip summary reporter', () => {
     const { out } = run(join('test', 'fixtures', 'runner', 'none.fixture.ts'));
     assert.match(out, /^ℹ skipped: none\nℹ tests 1$/m);
   });
+  it('a failed test\'s location is its own file and line, through the bundle it ran in (alone or in a group)', () => {
+    for (const entry of ['fails.fixture.ts', 'group.fixture.ts']) {
+      const { out, status } = run(join('test', 'fixtures', 'runner', entry));
+      assert.equal(status, 1, out);
+      assert.match(out, /^test at test\/fixtures\/runner\/fails\.fixture\.ts:7:1$/m, `${entry}:\n${out}`);
+    }
+  });
 });

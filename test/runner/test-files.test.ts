@@ -1,11 +1,11 @@
 // test/test-files.mjs: the files `npm test` runs, the slowest first, each once, none from test/gpu/.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { REPO } from '../exec/helpers.js';
-import { SLOWEST, testFiles } from '../test-files.mjs';
+import { groupedFiles, SLOWEST, testFiles } from '../test-files.mjs';
 
 describe('npm test file order', () => {
   it('every file named slowest exists (a renamed file must be renamed there too)', () => {
@@ -23,5 +23,24 @@ describe('npm test file order', () => {
   it('prints the same list, one path a line, when run as a script (what package.json\'s test script uses)', () => {
     const out = execFileSync(process.execPath, ['test/test-files.mjs'], { cwd: REPO, encoding: 'utf8' });
     assert.deepEqual(out.trimEnd().split('\n'), testFiles());
+  });
+  it('a file that a group imports exists, runs only through its group, and leaves the process as it found it', () => {
+    const grouped = groupedFiles() as string[];
+    const files = testFiles() as string[];
+    assert.ok(grouped.length > 0 && files.includes('test/groups/core.test.ts'));
+    assert.equal(new Set(grouped).size, grouped.length, 'a file in two groups');
+    // what would change the process for the files after it: environment, native thread count,
+    // working directory, exit code, process listeners and signals, child processes and workers,
+    // the fake NCCL
+    const changes = [
+      /process\.env(\.\w+|\[[^\]]+\])\s*(=(?!=)|\?\?=|\|\|=)/, /delete\s+process\.env/, /\bsetNumThreads\(/, /process\.chdir\(/, /process\.exitCode/, /process\.exit\(/,
+      /process\.(on|once|addListener|prependListener)\(/, /node:child_process/, /new Worker\(/, /\buseFakeNccl\(/, /\bmock\./, /globalThis\.\w+\s*=(?!=)/, /process\.kill\(/,
+    ];
+    for (const f of grouped) {
+      assert.ok(existsSync(join(REPO, f)), `${f} is imported by a group in test/groups/ but does not exist`);
+      assert.ok(!files.includes(f) && !(SLOWEST as string[]).includes(f), `${f} runs in its group and on its own`);
+      const src = readFileSync(join(REPO, f), 'utf8');
+      for (const re of changes) assert.doesNotMatch(src, re, `${f} changes the process (${re}): run it on its own (remove it from its group)`);
+    }
   });
 });

@@ -1,9 +1,10 @@
 // test/loader: the TypeScript loader `npm test` runs the test files with (instead of tsx).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { REPO } from '../exec/helpers.js';
 
@@ -14,9 +15,9 @@ after(() => {
   rmSync(cache, { recursive: true, force: true });
 });
 
-/** Runs `main.ts` in `work` under the loader, its compile cache under `cache` (TMPDIR). */
-function run(): { status: number | null; stdout: string; stderr: string } {
-  return spawnSync(process.execPath, ['--import', join(REPO, 'test', 'loader', 'register.mjs'), join(work, 'main.ts')], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: cache } });
+/** Runs `entry` (main.ts) in `work` under the loader, its compile cache under `cache` (TMPDIR). */
+function run(entry = 'main.ts'): { status: number | null; stdout: string; stderr: string } {
+  return spawnSync(process.execPath, ['--import', join(REPO, 'test', 'loader', 'register.mjs'), join(work, entry)], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: cache } });
 }
 
 describe('test/loader (TypeScript for npm test)', () => {
@@ -47,17 +48,56 @@ describe('test/loader (TypeScript for npm test)', () => {
     assert.equal(run().stdout, '1\n');
     const [dir] = readdirSync(cache).filter((d) => d.startsWith('murphy-test-ts-'));
     assert.ok(dir, 'no cache directory');
-    const before = readdirSync(join(cache, dir));
+    // each cached file and when it was written (an entry's bundle is rewritten in place)
+    const listing = () => Object.fromEntries(readdirSync(join(cache, dir!)).map((f) => [f, statSync(join(cache, dir!, f)).mtimeMs]));
+    const before = listing();
     assert.equal(run().stdout, '1\n');
-    assert.deepEqual(readdirSync(join(cache, dir)), before, 'an unchanged file compiled again');
+    assert.deepEqual(listing(), before, 'an unchanged file compiled again');
     writeFileSync(join(work, 'main.ts'), 'const x: number = 2;\nconsole.log(x);\n');
     assert.equal(run().stdout, '2\n', 'a stale compiled file was used');
-    assert.equal(readdirSync(join(cache, dir)).length, before.length + 1);
+    assert.notDeepEqual(listing(), before, 'the changed file was not compiled again');
   });
   it('a syntax error names the file and line', () => {
     writeFileSync(join(work, 'main.ts'), 'const x: number = ;\n');
     const r = run();
     assert.notEqual(r.status, 0);
     assert.match(r.stderr, /main\.ts:1:\d+: ERROR/);
+  });
+  it('a *.test.ts file is bundled with its relative imports: each module keeps its import.meta, one instance each, stack traces into each .ts; a changed import rebuilds it', () => {
+    mkdirSync(join(work, 'sub'), { recursive: true });
+    const dep = (n: number) => [
+      'export const meta = { url: import.meta.url, dirname: import.meta.dirname, filename: import.meta.filename };',
+      `export const n: number = ${n};`,
+      'export const state = { calls: 0 };',
+      'export function where(): string { return new Error().stack!.split("\\n")[1]!; }',
+    ].join('\n');
+    writeFileSync(join(work, 'sub', 'dep.ts'), dep(1));
+    writeFileSync(join(work, 'b.test.ts'), [
+      "import { meta, n, state, where } from './sub/dep.js';",
+      'state.calls++;',
+      "const again = await import('./sub/dep.js');",
+      'console.log(JSON.stringify({ meta, n, same: again.state.calls, own: import.meta.filename, where: where() }));',
+    ].join('\n'));
+    const r = run('b.test.ts');
+    assert.equal(r.status, 0, r.stderr);
+    const depFile = join(work, 'sub', 'dep.ts');
+    const o = JSON.parse(r.stdout) as { meta: Record<string, string>; n: number; same: number; own: string; where: string };
+    assert.deepEqual(o.meta, { url: pathToFileURL(depFile).href, dirname: join(work, 'sub'), filename: depFile });
+    assert.equal(o.own, join(work, 'b.test.ts'));
+    assert.equal(o.same, 1, 'the dynamic import() made a second instance of the module');
+    assert.ok(o.where.includes(`${depFile}:4:`), o.where);
+    writeFileSync(depFile, dep(2));
+    assert.equal((JSON.parse(run('b.test.ts').stdout) as { n: number }).n, 2, 'a stale bundle was used after its import changed');
+    writeFileSync(depFile, 'export const n: number = ;\n');
+    const bad = run('b.test.ts');
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /sub\/dep\.ts:1:\d+: ERROR/);
+  });
+  it('an entry with a #! line (lib/cli.ts) runs, its lines numbered as in the file', () => {
+    writeFileSync(join(work, 'tool.ts'), '#!/usr/bin/env node\nconst f: string = import.meta.filename;\nconsole.log(f, new Error().stack!.split("\\n")[1]);\n');
+    const r = run('tool.ts');
+    assert.equal(r.status, 0, r.stderr);
+    assert.ok(r.stdout.startsWith(`${join(work, 'tool.ts')} `), r.stdout);
+    assert.match(r.stdout, /tool\.ts:3:\d+\)?\n$/);
   });
 });

@@ -16,7 +16,7 @@ describe('config', () => {
   it('resolves to the documented defaults (written out here, independently of the schema), each with a doc line', () => {
     // docs/training.md's table; TRL's GRPOConfig values where the key exists there
     const expected: TrainConfig = {
-      out: null, seed: 0, maxSteps: 40, saveSteps: 20, logTrees: true, device: 'auto', distBackend: 'auto', storage: 'bf16', earlyStopWindow: 0, earlyStopMinSignal: 0.02,
+      out: null, seed: 0, maxSteps: 40, saveSteps: 20, logTrees: true, device: 'auto', distBackend: 'auto', reduceBucketMb: 32, reduceOverlap: true, storage: 'bf16', earlyStopWindow: 0, earlyStopMinSignal: 0.02,
       model: '/m', modelPreset: 'tiny', bf16Generate: false, bf16Forward: false,
       dataset: '/d.jsonl', datasetFormat: 'auto', datasetLimit: null, task: 'repair',
       backend: 'embedded', serverUrl: null, servedModelName: null, vllmApiKey: null, weightSync: 'auto', weightSyncBucketMb: 512, weightSyncTimeoutS: 300, kvCacheFraction: 0.9, kvCacheBlocks: null, temperature: 1, topP: 1, topK: 0, minP: 0,

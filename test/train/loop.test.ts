@@ -10,6 +10,7 @@ import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
 import { latestCheckpoint, readTrainerState } from '../../lib/train/checkpoint.js';
 import { train } from '../../lib/train/loop.js';
 import type { StepMetrics } from '../../lib/train/metrics.js';
+import type { LossOptions, TrainBatch } from '../../lib/train/policy.js';
 import { readMetrics, readTreeLines, RunDir } from '../../lib/train/rundir.js';
 import { FakeBackend, FakePolicy } from './fakes.js';
 
@@ -57,6 +58,21 @@ describe('train loop', () => {
     const m = readMetrics(join(dir, 'metrics.jsonl')) as unknown as StepMetrics[];
     const gens = steps.map((st) => st.split(' ').filter((e) => e === 'generate').length);
     assert.deepEqual(m.map((x) => x.prefill), gens.map((g) => ({ computed: 10 * g, saved: 3 * g, preemptions: 0 })));
+  });
+
+  it('marks the last micro-batch of each step and lets the policy start its gradient reductions before the step (data parallelism)', async () => {
+    const dir = join(root, 'last');
+    const policy = new FakePolicy() as FakePolicy & { reduceGradients(): Promise<void> };
+    const events: string[] = [];
+    const accumulate = policy.accumulate.bind(policy);
+    policy.accumulate = (b: TrainBatch, l: LossOptions, s: number, o?: { last?: boolean }) => { events.push(o?.last ? 'last' : 'acc'); return accumulate(b, l, s); };
+    policy.reduceGradients = async () => { events.push('reduce'); };
+    const step = policy.optimizerStep.bind(policy);
+    policy.optimizerStep = (h) => { events.push('step'); return step(h); };
+    await train(cfg({ maxSteps: 2, saveSteps: 2, microBatchTokens: 64 }), new RunDir(dir), { policy, backend: new FakeBackend(policy), executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems }, { handleSignals: false });
+    const steps = events.join(' ').split(/(?<=step) /);
+    assert.equal(steps.length, 2);
+    for (const st of steps) assert.match(st, /^(acc )+last reduce step$/, 'several micro-batches, the last marked, then the reductions, then the step');
   });
 
   it('writes one metrics line per step, trees, checkpoints, and syncs weights after each step', async () => {

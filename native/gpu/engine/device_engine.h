@@ -176,6 +176,11 @@ class DeviceEngine final : public model::PolicyEngine {
   // training step (model::Engine::accumulate's steps, on the backend)
 
   model::TrainStats accumulate(const model::TrainInputs& in, const model::TrainOptions& opt) override {
+    // ZeRO-1's overlap (zero_shard.h): armed for this micro-batch only, whatever happens
+    struct Disarm {
+      ZeroShard<B, S>* z;
+      ~Disarm() { if (z) z->disarm(); }
+    } disarm{zero_ && zero_->armed() ? zero_.get() : nullptr};
     const model::PackedBatch& hb = in.batch;
     model::check_packed_batch(cfg_, hb);
     const int64_t T = hb.T, H = cfg_.hidden, V = cfg_.vocab;
@@ -259,6 +264,8 @@ class DeviceEngine final : public model::PolicyEngine {
       b_->launch(ScatterRows<S>{dxc_.data(), idx_.data(), dxf.data(), cn, H});
     }
     backward(dxf.data(), T);
+    if (zero_) zero_->backward_done();
+    grads_final_from(0);
     return st;
   }
 
@@ -368,6 +375,19 @@ class DeviceEngine final : public model::PolicyEngine {
     if (!r.skipped) ++step_;
     shadow_.reset();
     return r;
+  }
+  void zero_overlap_next(std::shared_ptr<NcclComm> comm, double timeout_ms, bool timeline) override {
+    need_zero("zeroOverlapNext");
+    zero_->arm(std::move(comm), timeout_ms, timeline);
+  }
+  void zero_flush(std::shared_ptr<NcclComm> comm, double timeout_ms) override {
+    need_zero("zeroFlush");
+    zero_->flush(std::move(comm), timeout_ms, zero_target());
+  }
+  std::vector<int64_t> zero_overlap_trace(double* timeline_ms) const override {
+    need_zero("zeroOverlapTrace");
+    *timeline_ms = zero_->timeline_ms();
+    return zero_->trace();
   }
   int64_t zero_shard_size() const override {
     if (!zero_) throw Error("zeroShard: ZeRO-1 is not set up on this engine (zeroInit first)");
@@ -637,6 +657,15 @@ class DeviceEngine final : public model::PolicyEngine {
 
   const S* P(const S* w, int idx) const { return w + L_.params[size_t(idx)].offset; }
   float* G(int idx) { return grads_.data() + L_.params[size_t(idx)].offset; }
+  // ZeRO-1's overlap: every gradient in [x, total) is final (a no-op unless armed)
+  void grads_final_from(int64_t x) {
+    if (zero_ && zero_->armed()) zero_->grads_final_from(x, zero_target());
+  }
+  // Where layer l's parameters begin in the flat vector (they are contiguous: make_layout)
+  int64_t layer_begin(int64_t l) const {
+    const model::LayerParams& lp = L_.layers[size_t(l)];
+    return L_.params[size_t(lp.in_norm >= 0 ? lp.in_norm : lp.q)].offset;
+  }
 
   void ensure_layer(LayerBufs& A, int64_t T) {
     const int64_t H = cfg_.hidden, qd = cfg_.n_heads * cfg_.head_dim, kd = cfg_.n_kv * cfg_.head_dim,
@@ -845,6 +874,7 @@ class DeviceEngine final : public model::PolicyEngine {
     auto add_into = [&](float* y, const S* x, int64_t n, bool assign) { b_->launch(AccumulateF32<S>{y, x, n, assign}); };
     norm_backward(dxf, xs_[size_t(c.n_layers)].data(), P(w, L_.final_norm), rf_.data(), tmpH, G(L_.final_norm), T, H);
     add_into(dx.data(), tmpH, TH, true);
+    grads_final_from(L_.params[size_t(L_.final_norm)].offset);  // and the head's (written before)
     for (int64_t l = c.n_layers - 1; l >= 0; --l) {
       const model::LayerParams& lp = L_.layers[size_t(l)];
       const S* xin = xs_[size_t(l)].data();
@@ -914,6 +944,7 @@ class DeviceEngine final : public model::PolicyEngine {
         norm_backward(resT, xin, P(w, lp.in_norm), a.r1.data(), tmpH, G(lp.in_norm), T, H);
         add_into(dx.data(), tmpH, TH, false);
       }
+      grads_final_from(layer_begin(l));
     }
     b_->launch(EmbeddingScatter<float>{dx.data(), tok_.data(), G(L_.embed), T, H, kEngineBlock});
   }

@@ -79,6 +79,15 @@ class PolicyEngine {
   // zero_get/set_shard: host copies of the shard's master weights and moments [size].
   virtual void zero_init(const gpu::ZeroPlan&) { no_zero(); }
   virtual AdamWResult zero_step(gpu::NcclComm&, const gpu::ZeroStepOptions&) { no_zero(); }
+  // The overlap of the gradient reductions with the backward pass (zero_shard.h):
+  // zero_overlap_next arms the next accumulate (its backward starts each bucket's reduction on
+  // `comm` once the bucket's gradients are final); zero_flush starts the buckets not started
+  // yet (collective); zero_step then waits for them. Both hold the communicator until the step.
+  virtual void zero_overlap_next(std::shared_ptr<gpu::NcclComm>, double, bool) { no_zero(); }
+  virtual void zero_flush(std::shared_ptr<gpu::NcclComm>, double) { no_zero(); }
+  // Where the last overlapped step started each bucket (zero_shard.h trace(); tests), and its
+  // device timeline (timeline_ms(): NaN without events).
+  virtual std::vector<int64_t> zero_overlap_trace(double*) const { no_zero(); }
   virtual int64_t zero_shard_size() const { no_zero(); }
   virtual void zero_get_shard(float*, float*, float*) { no_zero(); }
   virtual void zero_set_shard(const float*, const float*, const float*, int64_t) { no_zero(); }

@@ -27,10 +27,25 @@
 //   4. the compute copy (bf16, or the f32 master) gathered, bucket by bucket in order: equal
 //      parts all-gathered in place, else each owning rank's part broadcast from it (in rank order)
 //   5. the gradients zeroed, the step counted.
+//
+// Overlap of step 1 with the backward pass (docs/distributed.md, "Overlap"), as llm.c's
+// multi_gpu_async_reduce_gradient and DDP's buckets: arm() before the last micro-batch of an
+// accumulation; its backward calls grads_final_from(x) whenever every gradient in [x, total) is
+// final (after the head and final norm, after each layer, after the embedding: the backward
+// walks the flat vector from its end), and each bucket k not yet issued whose begin >= x is
+// started then, in reverse bucket order (the reference's order), on the communicator's stream
+// after the compute queued so far (nccl.h start_*: an event, no host wait for the device work).
+// The calls are the reference's, bucket for bucket (equal parts: a reduce-scatter in place;
+// else an all-reduce in place: the shard layout is not cut to the buckets), so the sums are
+// the same bits. flush() starts whatever is left (a rank without micro-batches starts them all,
+// at the point where the others' backward does); step() starts any bucket left, waits for all
+// of them (finish: the NCCL stream and the deadline) and goes on with 2-5. Nothing is armed on
+// one rank (no collective worth overlapping) or when JavaScript chooses the reference.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -110,19 +125,94 @@ class ZeroShard {
     if (!kF32) b_->launch(ToStorage<S>{master_.data(), t.compute + begin(), size()});
   }
 
+  // ---- overlap (the file comment's last paragraph)
+
+  // The next backward starts each bucket's reduction on `comm` as soon as its gradients are
+  // final. timeline (CUDA): timing events at the first start (on the NCCL stream, just before
+  // the call) and at the end of the backward (on the compute stream); timeline_ms() after the step.
+  void arm(std::shared_ptr<NcclComm> comm, double timeout_ms, bool timeline = false) {
+    check_comm(*comm);
+    if (!(timeout_ms > 0)) throw Error("zeroOverlapNext: timeoutMs must be > 0");
+    if (started_ > 0 && comm.get() != comm_.get())
+      throw Error("zeroOverlapNext: this step's reductions were started on another communicator");
+    comm_ = std::move(comm);
+    ms_ = timeout_ms;
+    timeline_ = timeline;
+    armed_ = true;
+  }
+  bool armed() const { return armed_; }
+  void disarm() { armed_ = false; }
+  // Buckets started this step (from the last one down); 0 when none (the reference path).
+  int64_t started() const { return started_; }
+  // Where each bucket of the last overlapped step was started, in start order: the frontier x
+  // of grads_final_from (0 also for flush and the end of accumulate), -1 for the step's own
+  // starts. Tests compare it with the layout's layer bounds (the timeline of the overlap).
+  const std::vector<int64_t>& trace() const { return trace_; }
+
+  // Every gradient in [x, total) is final: starts the buckets not started yet that lie there.
+  void grads_final_from(int64_t x, const ZeroTarget<S>& t) {
+    if (!armed_) return;
+    for (int64_t k = plan_.n_buckets() - 1 - started_; k >= 0 && plan_.buckets[size_t(k)] >= x; --k) {
+      if (started_ == 0) {
+        trace_.clear();
+        drop_events();
+        timeline_ms_ = std::nan("");
+      }
+      reduce_bucket(*comm_, k, t, true, ms_, started_ == 0 && timeline_ ? &ev_start_ : nullptr);
+      ++started_;
+      trace_.push_back(x);
+    }
+  }
+
+  // The engine's backward has queued its last kernel (timeline: the compute stream's event).
+  void backward_done() {
+#ifdef MURPHY_WITH_CUDA
+    if (armed_ && timeline_ && comm_->device() >= 0) {
+      nccl_event_destroy(ev_end_);
+      ev_end_ = nullptr;
+      ev_end_ = nccl_event_record(nullptr);
+    }
+#endif
+  }
+
+  // Milliseconds from the first started reduction (on the device) to the end of the backward in
+  // the last overlapped step: > 0 when the reduction began before the backward ended; NaN
+  // without the timeline's events (not armed with it, no device, or no start during the backward).
+  double timeline_ms() const { return timeline_ms_; }
+
+  ~ZeroShard() { drop_events(); }
+
+  // Starts every bucket not started yet (collective: a rank without micro-batches starts them
+  // all here, where the others' last backward starts theirs).
+  void flush(std::shared_ptr<NcclComm> comm, double timeout_ms, const ZeroTarget<S>& t) {
+    arm(std::move(comm), timeout_ms);
+    grads_final_from(0, t);
+    disarm();
+  }
+
   // The optimizer step (the file comment's 1-5). `step` is the engine's step count (t - 1).
   AdamWResult step(NcclComm& comm, const ZeroStepOptions& o, const ZeroTarget<S>& t, int64_t step) {
     check_comm(comm);
     const double ms = o.timeout_ms;
     const int W = plan_.world, R = plan_.rank;
-    // 1. the gradient summed over ranks
-    for (int64_t k = plan_.n_buckets() - 1; k >= 0; --k) {
-      const BucketParts p = bucket_parts(plan_, k);
-      if (p.m == 0) continue;
-      if (p.equal)
-        comm.reduce_scatter(t.grads + p.begin, t.grads + p.start[size_t(R)], size_t(p.m), ncclFloat32, ncclSum, ms);
-      else
-        comm.all_reduce(t.grads + p.begin, t.grads + p.begin, size_t(p.end - p.begin), ncclFloat32, ncclSum, ms);
+    // 1. the gradient summed over ranks: the reference issues and waits bucket by bucket; an
+    //    overlapped step starts what its backward left and waits for all
+    if (started_ > 0) {
+      if (&comm != comm_.get())
+        throw Error("zeroStep: this step's reductions were started on another communicator; pass the same one");
+      for (int64_t k = plan_.n_buckets() - 1 - started_; k >= 0; --k) {
+        reduce_bucket(comm, k, t, true, ms);
+        trace_.push_back(-1);
+      }
+      started_ = 0;
+      comm_.reset();
+      comm.finish("the overlapped gradient reductions", ms);
+#ifdef MURPHY_WITH_CUDA
+      if (ev_start_ && ev_end_) timeline_ms_ = double(nccl_event_elapsed_ms(ev_start_, ev_end_));
+#endif
+      drop_events();
+    } else {
+      for (int64_t k = plan_.n_buckets() - 1; k >= 0; --k) reduce_bucket(comm, k, t, false, ms);
     }
     // 2. the global norm and the clip coefficient
     const int64_t n = size();
@@ -194,6 +284,31 @@ class ZeroShard {
  private:
   static constexpr int64_t kNormBlocks = 64;
 
+  // Step 1 for bucket k: equal parts reduce-scattered in place, else all-reduced in place;
+  // started (overlap) or waited for (the reference).
+  void reduce_bucket(NcclComm& comm, int64_t k, const ZeroTarget<S>& t, bool start, double ms, void** event = nullptr) {
+    const BucketParts p = bucket_parts(plan_, k);
+    if (p.m == 0) return;
+    float* b = t.grads + p.begin;
+    if (p.equal) {
+      float* mine = t.grads + p.start[size_t(plan_.rank)];
+      if (start) comm.start_reduce_scatter(b, mine, size_t(p.m), ncclFloat32, ncclSum, ms, event);
+      else comm.reduce_scatter(b, mine, size_t(p.m), ncclFloat32, ncclSum, ms);
+    } else {
+      const size_t n = size_t(p.end - p.begin);
+      if (start) comm.start_all_reduce(b, b, n, ncclFloat32, ncclSum, ms, event);
+      else comm.all_reduce(b, b, n, ncclFloat32, ncclSum, ms);
+    }
+  }
+
+  void drop_events() noexcept {
+#ifdef MURPHY_WITH_CUDA
+    nccl_event_destroy(ev_start_);
+    nccl_event_destroy(ev_end_);
+#endif
+    ev_start_ = ev_end_ = nullptr;
+  }
+
   // The communicator must be this plan's rank and world, and live where the engine's memory
   // does: a CUDA device for "cuda", none (-1, a fake library's host pointers) for "emulate".
   void check_comm(const NcclComm& c) const {
@@ -215,6 +330,15 @@ class ZeroShard {
   ZeroPlan plan_;
   Buf<float> master_, m_, v_;
   Buf<double> parts_, one_;
+  // overlap: the communicator the started reductions run on, their deadline, and the count
+  std::shared_ptr<NcclComm> comm_;
+  double ms_ = 0;
+  bool armed_ = false;
+  int64_t started_ = 0;
+  std::vector<int64_t> trace_;
+  bool timeline_ = false;
+  void *ev_start_ = nullptr, *ev_end_ = nullptr;
+  double timeline_ms_ = std::nan("");
 };
 
 }  // namespace gpu

@@ -1,0 +1,45 @@
+// The log-prob kernels take other paths for operands larger than the cache (native/cpu/
+// logprob.cc, cache_bytes: backward writes with non-temporal stores, forward on fp32 takes each
+// block's max in a pass of its own); both paths must give the same bits, in every compiled copy
+// (AVX-512 with and without BF16, AVX2, baseline via MURPHY_SIMD). The cache paths are checked
+// against the float64 reference in logprob.test.ts. (Which path ran is not visible from here;
+// the threshold decides, and this test sets it.)
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, it } from 'node:test';
+import { CACHE_BYTES, type StreamCheck } from '../helpers/stream-check.js';
+import { testSeed } from '../helpers/random.js';
+
+// read once by the addon, at its first backward call: set before anything loads it
+process.env.MURPHY_LOGPROB_CACHE_BYTES = String(CACHE_BYTES);
+const { cpuInfo } = await import('../../lib/native.js');
+const { checkStreaming } = await import('../helpers/stream-check.js');
+
+const seed = testSeed('logprob-stream');
+const script = fileURLToPath(new URL('../helpers/stream-check.ts', import.meta.url));
+
+function verify(r: StreamCheck) {
+  assert.ok(r.cases >= 50, `${r.cases} cases`);
+  assert.deepEqual(r.mismatches, [], `(${r.simd}, seed ${seed}): the memory and cache paths differ`);
+}
+
+describe('log-prob kernels: the memory paths give the cache paths\' bits', () => {
+  it(`this CPU's copy (${cpuInfo().simd}), f32 and bf16, every vocabulary tail and output alignment`, () => {
+    verify(checkStreaming(seed));
+  });
+
+  it('the AVX-512 copy without BF16 instructions, the AVX2 and baseline copies (MURPHY_SIMD lowers the level)', async () => {
+    // avx512: the AVX-512 copy without the BF16 extension's instructions (bf16 gradient rounding)
+    const levels = cpuInfo().simd === 'avx512' ? [...(cpuInfo().avx512bf16 ? ['avx512'] : []), 'avx2', 'baseline'] : cpuInfo().simd === 'avx2' ? ['baseline'] : [];
+    const run = promisify(execFile);
+    const results = await Promise.all(levels.map((l) =>
+      run(process.execPath, ['--import', 'tsx', script, String(seed)], { env: { ...process.env, MURPHY_SIMD: l } })));
+    results.forEach((r, i) => {
+      const e = JSON.parse(r.stdout) as StreamCheck;
+      assert.equal(e.simd, levels[i], 'MURPHY_SIMD picked the copy');
+      verify(e);
+    });
+  });
+});
