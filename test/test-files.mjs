@@ -1,7 +1,7 @@
 // The test files `npm test` runs, in the order it starts them: the slowest first (by the wall
 // time each took alone, measured on the 2-core development VM; see README "Set up, run, test"),
 // then every other test/**/*.test.ts alphabetically. Node's runner starts files in the order
-// given, cores + 1 at a time (package.json), so the long ones must not be left for last: a 28 s
+// given, cores + 2 at a time (package.json), so the long ones must not be left for last: a 28 s
 // file started at the end would leave a core idle for most of its run. The files a group in
 // test/groups/ imports run in that group's process instead of their own (see the groups).
 // `node test/test-files.mjs` prints one path a line (the GPU suite, test/gpu/, is not among them).
