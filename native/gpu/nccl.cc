@@ -231,57 +231,47 @@ void NcclComm::wait(const char* what, double timeout_ms, bool stream) {
     }                                                                  \
   } while (0)
 
-void NcclComm::all_reduce(const void* send, void* recv, size_t count, int dtype, int op, double timeout_ms) {
+template <class Issue>
+void NcclComm::collective(const char* what, int dtype, double timeout_ms, Issue issue, bool block, void** event) {
   std::lock_guard<std::mutex> lk(mu_);
-  check_open("ncclAllReduce");
+  check_open(what);
   nccl_type_size(dtype);
-  MURPHY_NCCL_CALL("ncclAllReduce", api_->AllReduce(send, recv, count, dtype, op, comm_, stream_));
-  wait("ncclAllReduce", timeout_ms);
+  if (event) record_start(event);
+  MURPHY_NCCL_CALL(what, issue());
+  wait(what, timeout_ms, block);
+}
+
+void NcclComm::all_reduce(const void* send, void* recv, size_t count, int dtype, int op, double timeout_ms) {
+  collective("ncclAllReduce", dtype, timeout_ms,
+             [&] { return api_->AllReduce(send, recv, count, dtype, op, comm_, stream_); });
 }
 
 void NcclComm::reduce_scatter(const void* send, void* recv, size_t recvcount, int dtype, int op, double timeout_ms) {
-  std::lock_guard<std::mutex> lk(mu_);
-  check_open("ncclReduceScatter");
-  nccl_type_size(dtype);
-  MURPHY_NCCL_CALL("ncclReduceScatter", api_->ReduceScatter(send, recv, recvcount, dtype, op, comm_, stream_));
-  wait("ncclReduceScatter", timeout_ms);
+  collective("ncclReduceScatter", dtype, timeout_ms,
+             [&] { return api_->ReduceScatter(send, recv, recvcount, dtype, op, comm_, stream_); });
 }
 
 void NcclComm::all_gather(const void* send, void* recv, size_t sendcount, int dtype, double timeout_ms) {
-  std::lock_guard<std::mutex> lk(mu_);
-  check_open("ncclAllGather");
-  nccl_type_size(dtype);
-  MURPHY_NCCL_CALL("ncclAllGather", api_->AllGather(send, recv, sendcount, dtype, comm_, stream_));
-  wait("ncclAllGather", timeout_ms);
+  collective("ncclAllGather", dtype, timeout_ms,
+             [&] { return api_->AllGather(send, recv, sendcount, dtype, comm_, stream_); });
 }
 
 void NcclComm::broadcast(const void* send, void* recv, size_t count, int dtype, int root, double timeout_ms) {
-  std::lock_guard<std::mutex> lk(mu_);
-  check_open("ncclBroadcast");
-  nccl_type_size(dtype);
   if (root < 0 || root >= nranks_) throw Error("NCCL broadcast: root " + std::to_string(root) + " is not a rank");
-  MURPHY_NCCL_CALL("ncclBroadcast", api_->Broadcast(send, recv, count, dtype, root, comm_, stream_));
-  wait("ncclBroadcast", timeout_ms);
+  collective("ncclBroadcast", dtype, timeout_ms,
+             [&] { return api_->Broadcast(send, recv, count, dtype, root, comm_, stream_); });
 }
 
 void NcclComm::start_all_reduce(const void* send, void* recv, size_t count, int dtype, int op, double timeout_ms,
                                 void** event) {
-  std::lock_guard<std::mutex> lk(mu_);
-  check_open("ncclAllReduce");
-  nccl_type_size(dtype);
-  record_start(event);
-  MURPHY_NCCL_CALL("ncclAllReduce", api_->AllReduce(send, recv, count, dtype, op, comm_, stream_));
-  wait("ncclAllReduce", timeout_ms, false);
+  collective("ncclAllReduce", dtype, timeout_ms,
+             [&] { return api_->AllReduce(send, recv, count, dtype, op, comm_, stream_); }, false, event);
 }
 
 void NcclComm::start_reduce_scatter(const void* send, void* recv, size_t recvcount, int dtype, int op,
                                     double timeout_ms, void** event) {
-  std::lock_guard<std::mutex> lk(mu_);
-  check_open("ncclReduceScatter");
-  nccl_type_size(dtype);
-  record_start(event);
-  MURPHY_NCCL_CALL("ncclReduceScatter", api_->ReduceScatter(send, recv, recvcount, dtype, op, comm_, stream_));
-  wait("ncclReduceScatter", timeout_ms, false);
+  collective("ncclReduceScatter", dtype, timeout_ms,
+             [&] { return api_->ReduceScatter(send, recv, recvcount, dtype, op, comm_, stream_); }, false, event);
 }
 
 void NcclComm::record_start(void** event) {

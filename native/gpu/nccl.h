@@ -166,6 +166,12 @@ class NcclComm {
   NcclComm(int nranks, int rank, int device) : nranks_(nranks), rank_(rank), device_(device) {}
   void check_open(const char* what) const;
   void record_start(void** event);
+  // Every collective: under the lock, checks the communicator and the dtype, records the start
+  // event when `event` is given, issues `issue()` (an NCCL call returning ncclResult_t; failure
+  // aborts), then waits: until done when `block`, else only until NCCL has taken the call.
+  template <class Issue>
+  void collective(const char* what, int dtype, double timeout_ms, Issue issue, bool block = true,
+                  void** event = nullptr);
   // Polls until the communicator is idle (and, CUDA build, with `stream` its stream done);
   // aborts past the deadline.
   void wait(const char* what, double timeout_ms, bool stream = true);
