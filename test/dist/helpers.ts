@@ -8,7 +8,7 @@ import type { Collective } from '../../lib/dist/collective.js';
 import { NcclCollective, type NcclCollectiveOptions } from '../../lib/dist/nccl-collective.js';
 import { TcpCollective, type TcpCollectiveOptions } from '../../lib/dist/tcp.js';
 import { findNccl } from '../../lib/gpu/nccl.js';
-import type { TrainBatch } from '../../lib/model/index.js';
+import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
 import { buildFakeNccl } from '../helpers/fake-nccl.js';
 import type { Rng } from '../helpers/random.js';
 
@@ -77,4 +77,14 @@ export function zeroTestBatch(rng: Rng, seqs: number, vocab: number): TrainBatch
   for (let s = 0; s < seqs; s++) adv.fill((s % 2 === 0 ? 1 : -1) * rng.uniform(0.1, 1), seqOffsets[s]!, seqOffsets[s + 1]!);
   const oldLogp = Float32Array.from({ length: T }, () => -1 - rng.uniform(0, 3));
   return { tokens, seqOffsets, mask, advantages: adv, oldLogp };
+}
+
+/** The ZeRO-1 tests' AdamW settings: a clip bound small enough that clipping is active. */
+export const ZERO_HYPER = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
+/** The ZeRO-1 tests' loss: DAPO token-level, PPO clip 0.2 both sides, no KL term. */
+export const ZERO_LOSS = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
+
+/** `n` emulated tiny engines; rank 1.. from other seeds than rank 0 (DistributedPolicy.create broadcasts rank 0's weights). */
+export function zeroTestModels(n: number, storage: 'f32' | 'bf16'): Promise<PolicyModel[]> {
+  return Promise.all(Array.from({ length: n }, (_, r) => PolicyModel.random('tiny', { seed: r === 0 ? 3 : 90 + r, device: 'emulate', storage })));
 }

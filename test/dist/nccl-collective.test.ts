@@ -26,7 +26,7 @@ import { NativePolicy } from '../../lib/train/policy.js';
 import { buildFakeNccl } from '../helpers/fake-nccl.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { checkAllReduce, checkUnevenAndHelpers } from './conformance.js';
-import { closeWorlds, localWorld, ncclLocalWorld } from './helpers.js';
+import { closeWorlds, localWorld, ncclLocalWorld, ZERO_HYPER as hyper, ZERO_LOSS as loss } from './helpers.js';
 
 const seed = testSeed('dist/nccl-collective');
 setNumThreads(1);
@@ -131,8 +131,6 @@ describe('NCCL collective (fake library)', () => {
 
   it('ZeRO-1 over NCCL steps bit for bit as ZeRO-1 over the CPU backend (uneven shards, small buckets)', async () => {
     const rng = new Rng(seed + 2);
-    const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
-    const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
     const results: Float32Array[][] = [];
     const V = (await PolicyModel.random('tiny', { seed: 3 })).info.vocabSize;
     const batches = [0, 1].map(() => {

@@ -9,10 +9,10 @@ import { describe, it } from 'node:test';
 import { PolicyModel } from '../../lib/model/index.js';
 import { bucketPlan, packBucket } from '../../lib/rollout/weight-sync-plan.js';
 import { Rng, testSeed } from '../helpers/random.js';
+import { ZERO_LOSS as loss } from './helpers.js';
 
 const rng = new Rng(testSeed('dist/weight-pack-device'));
 const hyper = { lr: 1e-2, maxGradNorm: 1, weightDecay: 0.1 };
-const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
 
 async function trained(storage: 'bf16' | 'f32'): Promise<PolicyModel> {
   const m = await PolicyModel.random('tiny', { seed: rng.int(1000), device: 'emulate', storage });

@@ -30,7 +30,7 @@ import { setNumThreads } from '../../lib/native.js';
 import { readSafetensorsF32 } from '../../lib/safetensors.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng, testSeed } from '../helpers/random.js';
-import { closeWorlds, ncclLocalWorld, zeroTestBatch, useFakeNccl } from './helpers.js';
+import { closeWorlds, ncclLocalWorld, useFakeNccl, ZERO_HYPER as hyper, ZERO_LOSS as loss, zeroTestBatch, zeroTestModels } from './helpers.js';
 import { planBuckets, flatLayout } from '../../lib/dist/buckets.js';
 import { planShards, rangeCounts } from '../../lib/dist/shards.js';
 
@@ -39,8 +39,6 @@ setNumThreads(1);
 const root = mkdtempSync(join(tmpdir(), 'murphy-zero-dev-'));
 useFakeNccl(root, () => rmSync(root, { recursive: true, force: true }));
 
-const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
-const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
 const BUCKET = 8192;
 
 const batch = zeroTestBatch;
@@ -50,7 +48,7 @@ interface Ranks { models: PolicyModel[]; dps: DistributedPolicy[] }
 
 /** N emulated engines (rank 1.. from another seed: create() broadcasts rank 0's weights) wrapped by ZeRO-1 over `world`. */
 async function ranks(world: Collective[], storage: Storage, device: boolean): Promise<Ranks> {
-  const models = await Promise.all(world.map((_, r) => PolicyModel.random('tiny', { seed: r === 0 ? 3 : 90 + r, device: 'emulate', storage })));
+  const models = await zeroTestModels(world.length, storage);
   const dps = await Promise.all(world.map((c, r) => DistributedPolicy.create(c, new NativePolicy(models[r]!), models[r]!, { bucketBytes: BUCKET, device })));
   return { models, dps };
 }

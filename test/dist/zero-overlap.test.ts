@@ -35,20 +35,18 @@ import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
 import { setNumThreads } from '../../lib/native.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng, testSeed } from '../helpers/random.js';
-import { closeWorlds, ncclLocalWorld, useFakeNccl, zeroTestBatch } from './helpers.js';
+import { closeWorlds, ncclLocalWorld, useFakeNccl, ZERO_HYPER as hyper, ZERO_LOSS as loss, zeroTestBatch, zeroTestModels } from './helpers.js';
 
 const seed = testSeed('dist/zero-overlap');
 setNumThreads(1);
 const root = mkdtempSync(join(tmpdir(), 'murphy-zero-ovl-'));
 useFakeNccl(root, () => rmSync(root, { recursive: true, force: true }));
 
-const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
-const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
 
 interface Ranks { models: PolicyModel[]; dps: DistributedPolicy[] }
 
 async function ranks(world: NcclCollective[], bucketBytes: number, overlap: boolean): Promise<Ranks> {
-  const models = await Promise.all(world.map((_, r) => PolicyModel.random('tiny', { seed: r === 0 ? 3 : 90 + r, device: 'emulate', storage: 'bf16' })));
+  const models = await zeroTestModels(world.length, 'bf16');
   const dps = await Promise.all(world.map((c, r) => DistributedPolicy.create(c, new NativePolicy(models[r]!), models[r]!, { bucketBytes, overlap })));
   return { models, dps };
 }

@@ -16,7 +16,7 @@ import { PolicyModel } from '../../lib/model/index.js';
 import { setNumThreads } from '../../lib/native.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng, testSeed } from '../helpers/random.js';
-import { closeWorlds, localWorld, zeroTestBatch } from './helpers.js';
+import { closeWorlds, localWorld, ZERO_HYPER as hyper, ZERO_LOSS as loss, zeroTestBatch } from './helpers.js';
 
 const seed = testSeed('dist/zero');
 // Two ranks share this process (and the CPU with other test files): one kernel thread.
@@ -26,8 +26,6 @@ after(() => rmSync(root, { recursive: true, force: true }));
 
 const batch = zeroTestBatch;
 
-const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
-const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
 
 after(closeWorlds);
 

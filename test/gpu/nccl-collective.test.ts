@@ -22,6 +22,7 @@ import { NativePolicy } from '../../lib/train/policy.js';
 import { buildFakeNccl } from '../helpers/fake-nccl.js';
 import { Rng } from '../helpers/random.js';
 import { announceSeed, dryRun, skipReason } from './common.js';
+import { ZERO_HYPER as hyper, ZERO_LOSS as loss } from '../dist/helpers.js';
 
 const rng = new Rng(announceSeed('gpu/nccl-collective'));
 let fakeDir: string | undefined;
@@ -73,8 +74,6 @@ describe('NCCL collective on the device, world size 1', () => {
   });
 
   it('a ZeRO-1 step over NCCL equals one over the one-rank host collective', { skip }, async () => {
-    const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
-    const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
     const models = [await PolicyModel.random('tiny', { seed: 3 }), await PolicyModel.random('tiny', { seed: 3 })];
     const T = 20;
     const V = models[0]!.info.vocabSize;

@@ -23,6 +23,7 @@ import { NativePolicy } from '../../lib/train/policy.js';
 import { buildFakeNccl } from '../helpers/fake-nccl.js';
 import { Rng } from '../helpers/random.js';
 import { announceSeed, dryRun, skipReason } from './common.js';
+import { ZERO_HYPER as hyper, ZERO_LOSS as loss } from '../dist/helpers.js';
 
 const rng = new Rng(announceSeed('gpu/zero-device'));
 let fakeDir: string | undefined;
@@ -35,8 +36,6 @@ const nccl = skipReason ? undefined : findNccl({ install: true });
 const skip = skipReason || (nccl && !nccl.found ? `${nccl.reason}` : false);
 
 const device = dryRun ? 'emulate' : 'cuda';
-const hyper = { lr: 1e-2, maxGradNorm: 1e-3, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
-const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
 
 function maxAbs(a: Float32Array, b: Float32Array): number {
   let w = 0;

@@ -19,7 +19,7 @@ import { NcclCollective } from '../../lib/dist/nccl-collective.js';
 import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng } from '../helpers/random.js';
-import { zeroTestBatch } from '../dist/helpers.js';
+import { ZERO_LOSS as loss, zeroTestBatch } from '../dist/helpers.js';
 
 export interface OverlapResult {
   rank: number;
@@ -37,7 +37,6 @@ export interface OverlapResult {
 }
 
 const hyper = { lr: 1e-3, maxGradNorm: 1, weightDecay: 0.1, beta1: 0.9, beta2: 0.999 };
-const loss = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' as const };
 
 function maxAbs(a: Float32Array, b: Float32Array): number {
   let w = 0;
