@@ -57,13 +57,20 @@ describe('paged step (emulate) against the full-sequence forward', () => {
 
 describe('paged step (emulate): tokens equal the CPU engine\'s generate', () => {
   it('tiny preset, f32 storage: 64 greedy tokens for three prompts of different lengths in one step', async () => {
-    const s = seed % 1000;
-    const cpu = await PolicyModel.random('tiny', { seed: s, initStd: 0.1 });
-    const dev = await PolicyModel.random('tiny', { seed: s, initStd: 0.1, device: 'emulate', storage: 'f32' });
-    const prompts = [2 + rng.int(5), 10 + rng.int(20), 40 + rng.int(30)].map((n) => randomPrompt(rng, n, cpu.info.vocabSize));
-    const { tokens: toks } = await checkAgainstGenerate(cpu, dev, prompts, { blockSize: 16, chunk: 8 + rng.int(24), newTokens: 64 }, `tiny, seed ${seed}`);
-    const distinct = new Set(toks.flat()).size;
-    assert.ok(distinct > 8, `the continuations should vary (got ${distinct} distinct tokens)`);
+    // A random tiny model's greedy continuation sometimes falls into a loop of a few tokens (7
+    // distinct for MURPHY_SEED=848555483), which would make the comparison nearly trivial: the
+    // case compared is the first of up to 8 draws (model seed, prompts) whose CPU continuation
+    // has more than 8 distinct tokens.
+    let s = seed % 1000, cpu: PolicyModel | undefined, prompts: number[][] = [], distinct = 0;
+    for (let k = 0; k < 8 && distinct <= 8; k++, s++) {
+      cpu = await PolicyModel.random('tiny', { seed: s, initStd: 0.1 });
+      prompts = [2 + rng.int(5), 10 + rng.int(20), 40 + rng.int(30)].map((n) => randomPrompt(rng, n, cpu!.info.vocabSize));
+      distinct = new Set((await cpu.generate(prompts, { maxNewTokens: 64, temperature: 0 })).flatMap((g) => Array.from(g.tokens))).size;
+    }
+    assert.ok(distinct > 8, `the continuations should vary (got ${distinct} distinct tokens in the last of 8 draws)`);
+    const dev = await PolicyModel.random('tiny', { seed: s - 1, initStd: 0.1, device: 'emulate', storage: 'f32' });
+    const { tokens: toks } = await checkAgainstGenerate(cpu!, dev, prompts, { blockSize: 16, chunk: 8 + rng.int(24), newTokens: 64 }, `tiny, seed ${seed}, model seed ${s - 1}`);
+    assert.equal(new Set(toks.flat()).size, distinct, 'the compared continuations are the ones drawn');
   });
 
   for (const name of fixtures) {
