@@ -93,14 +93,18 @@ describe('SandboxFusion backend', () => {
     assert.ok('pytest_shim.py' in seen[0].files);
   });
   it('all test kinds, timeouts, and a fake result line printed by the program', async () => {
-    const ex = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 1, programTimeout: 5 } });
+    // The reference solutions get limits no loaded machine reaches (a LiveCodeBench stdin test
+    // took over 1 s on a 2-core VM where starting a process costs ~5 ms of page faults); the
+    // endless loop gets 1 s, the limit its timeout is checked against.
+    const ex = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 20, programTimeout: 120 } });
+    const short = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 1, programTimeout: 5 } });
     // All at once: each request is a fresh interpreter on the local service.
     const problems = (await Promise.all((['kodcode', 'livecodebench', 'jsonl'] as const).map((name) => loadSample(name)))).flat();
     const [add] = jsonlFromRecords([{ id: 'a', prompt: 'a', asserts: ['assert add(1, 2) == 3'] }]);
     const [results, loop, fake] = await Promise.all([
       Promise.all(problems.map((p) => ex.run(p, p.referenceSolution as string))),
-      ex.run(add, 'def add(a, b):\n    while True: pass\n'),
-      ex.run(add, 'print("MURPHY-0000:{\\"tests\\": []}")\ndef add(a, b):\n    return 0\n'),
+      short.run(add, 'def add(a, b):\n    while True: pass\n'),
+      short.run(add, 'print("MURPHY-0000:{\\"tests\\": []}")\ndef add(a, b):\n    return 0\n'),
     ]);
     problems.forEach((p, i) => assert.equal(results[i].passed, true, `${p.id}: ${results[i].feedback}`));
     assert.equal(loop.tests[0].status, 'timeout');
