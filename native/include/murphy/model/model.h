@@ -132,6 +132,9 @@ struct SampleOptions {
   // Alternatives reported per sampled token: the top_logprobs most likely tokens of the same
   // processed distribution as logp (-inf outside the kept set). 0 = none.
   int64_t top_logprobs = 0;
+  // After the call, return the freed heap to the system (murphy/heap.h): for a server between
+  // requests, not for a loop that generates again (every page given back faults in again).
+  bool release_heap = false;
   // Stop flags, one per sample (prompt-major: prompts x n), read between decode steps and
   // possibly written by another thread meanwhile: a sample whose flag is nonzero ends there
   // with finish "abort". nullptr = none.
