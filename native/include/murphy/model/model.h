@@ -160,7 +160,8 @@ struct GenResult {
   std::string finish;  // "stop" | "length" | "abort"
 };
 
-struct Acts;  // saved activations of one forward pass (native/model/model_internal.h)
+struct Acts;          // saved activations of one forward pass (native/model/model_internal.h)
+struct TrainScratch;  // accumulate()'s buffers, kept between calls (native/model/model_internal.h)
 
 class Engine {
  public:
@@ -234,6 +235,7 @@ class Engine {
   RopeTable rope_;
   int64_t step_ = 0;
   int64_t act_peak_ = 0;
+  std::unique_ptr<TrainScratch> scratch_;  // made by the first accumulate()
 };
 
 // fp16 <-> fp32 (IEEE half, round to nearest even)
