@@ -187,34 +187,36 @@ Napi::Value AdamW(const Napi::CallbackInfo& info) {
   });
 }
 
-Napi::Value F32ToBf16(const Napi::CallbackInfo& info) {
+// The shared body of f32ToBf16, bf16ToF32 and copy: source (kind `from`, any length) and
+// destination (kind `to`, the same length) in one place, then run(src, dst, count, device).
+// Returns the destination.
+template <class Run>
+Napi::Value ElementwiseInto(const Napi::CallbackInfo& info, const char* op, Kind from, Kind to, Run run) {
   return guarded(info, [&]() -> Napi::Value {
-    Buf src = tensor(info[0], "source", Kind::F32, -1);
-    Buf dst = tensor(info[1], "destination", Kind::BF16, int64_t(src.count));
-    Device d = same_device({&src, &dst}, "toBf16");
-    f32_to_bf16(static_cast<const float*>(src.ptr), static_cast<uint16_t*>(dst.ptr), int64_t(src.count), d);
+    Buf src = tensor(info[0], "source", from, -1);
+    Buf dst = tensor(info[1], "destination", to, int64_t(src.count));
+    Device d = same_device({&src, &dst}, op);
+    run(src.ptr, dst.ptr, int64_t(src.count), d);
     return info[1];
   });
 }
 
+Napi::Value F32ToBf16(const Napi::CallbackInfo& info) {
+  return ElementwiseInto(info, "toBf16", Kind::F32, Kind::BF16, [](void* s, void* t, int64_t n, Device d) {
+    f32_to_bf16(static_cast<const float*>(s), static_cast<uint16_t*>(t), n, d);
+  });
+}
+
 Napi::Value Bf16ToF32(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
-    Buf src = tensor(info[0], "source", Kind::BF16, -1);
-    Buf dst = tensor(info[1], "destination", Kind::F32, int64_t(src.count));
-    Device d = same_device({&src, &dst}, "fromBf16");
-    bf16_to_f32(static_cast<const uint16_t*>(src.ptr), static_cast<float*>(dst.ptr), int64_t(src.count), d);
-    return info[1];
+  return ElementwiseInto(info, "fromBf16", Kind::BF16, Kind::F32, [](void* s, void* t, int64_t n, Device d) {
+    bf16_to_f32(static_cast<const uint16_t*>(s), static_cast<float*>(t), n, d);
   });
 }
 
 // copy(src, dst): byte copy between two arrays of one kind and length (f32 arrays).
 Napi::Value Copy(const Napi::CallbackInfo& info) {
-  return guarded(info, [&]() -> Napi::Value {
-    Buf src = tensor(info[0], "source", Kind::F32, -1);
-    Buf dst = tensor(info[1], "destination", Kind::F32, int64_t(src.count));
-    Device d = same_device({&src, &dst}, "copy");
-    copy(src.ptr, dst.ptr, int64_t(src.count * 4), d);
-    return info[1];
+  return ElementwiseInto(info, "copy", Kind::F32, Kind::F32, [](void* s, void* t, int64_t n, Device d) {
+    copy(s, t, n * 4, d);
   });
 }
 
