@@ -6,13 +6,14 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { defaultConfig, resolveConfig, type TrainConfig } from '../../lib/config/index.js';
+import { resolveConfig } from '../../lib/config/index.js';
 import { BUILTIN_VOCAB, initModel, packSequences, PolicyModel } from '../../lib/model/index.js';
 import { loadChatTokenizer } from '../../lib/prompt/index.js';
 import { NativeEngine, startServer, VllmBackend, type RolloutServer } from '../../lib/rollout/index.js';
 import { readMetrics, readTreeLines } from '../../lib/train/rundir.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { runTraining } from '../../lib/commands/run-training.js';
+import { shortDemo } from './configs.js';
 
 const work = mkdtempSync(join(tmpdir(), 'murphy-e2e-'));
 let modelDir = '';
@@ -28,24 +29,11 @@ after(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-const small = (over: Partial<TrainConfig>): TrainConfig => ({
-  ...defaultConfig(),
-  maxSteps: 2,
-  saveSteps: 1,
-  batchSize: 2,
-  numGenerations: 2,
-  maxCompletionLength: 24,
-  evalProblems: 3,
-  evalIterations: 2,
-  sftSteps: 2,
-  ...over,
-});
-
 describe('train end to end', () => {
   it('the CPU demo through the embedded engine: warm-up, evaluations, steps, checkpoints, report', async () => {
     const out = join(work, 'demo');
     const lines: string[] = [];
-    const r = await runTraining(small({ out }), { handleSignals: false, log: (l) => lines.push(l) });
+    const r = await runTraining(shortDemo({ out }), { handleSignals: false, log: (l) => lines.push(l) });
     assert.equal(r.summary.steps, 2);
     assert.equal(readMetrics(join(out, 'metrics.jsonl')).length, 2);
     assert.equal(readTreeLines(join(out, 'trees.jsonl.gz')).length, 4);
@@ -66,11 +54,11 @@ describe('train end to end', () => {
     const out = join(work, 'demo-resume');
     const full = join(work, 'demo-full');
     const lines: string[] = [];
-    await runTraining(small({ out, maxSteps: 3 }), { handleSignals: false, stopAfterStep: 1, report: false });
-    const r = await runTraining(small({ out, maxSteps: 3 }), { handleSignals: false, resume: out, report: false, log: (l) => lines.push(l) });
+    await runTraining(shortDemo({ out, maxSteps: 3 }), { handleSignals: false, stopAfterStep: 1, report: false });
+    const r = await runTraining(shortDemo({ out, maxSteps: 3 }), { handleSignals: false, resume: out, report: false, log: (l) => lines.push(l) });
     assert.equal(r.summary.steps, 3);
     assert.ok(!lines.some((l) => l.includes('not an exact resume')), 'the AdamW moments were restored');
-    await runTraining(small({ out: full, maxSteps: 3 }), { handleSignals: false, report: false });
+    await runTraining(shortDemo({ out: full, maxSteps: 3 }), { handleSignals: false, report: false });
     const strip = (ms: Record<string, unknown>[]) => ms.map(({ time: _t, ...rest }) => rest);
     const resumed = readMetrics(join(out, 'metrics.jsonl')) as unknown as Record<string, unknown>[];
     assert.deepEqual(resumed.map((m) => m.step), [1, 2, 3]);
@@ -80,7 +68,7 @@ describe('train end to end', () => {
   it('trains through murphy-native serve with the vLLM client, syncing weights after every step', async () => {
     const out = join(work, 'served');
     const before = loads;
-    const r = await runTraining(small({ out, model: modelDir, backend: 'vllm', serverUrl: srv.url, sftSteps: 0, evalProblems: 2 }), { handleSignals: false, report: false });
+    const r = await runTraining(shortDemo({ out, model: modelDir, backend: 'vllm', serverUrl: srv.url, sftSteps: 0, evalProblems: 2 }), { handleSignals: false, report: false });
     assert.equal(r.summary.steps, 2);
     assert.equal(loads - before, 2);
     assert.equal(readMetrics(join(out, 'metrics.jsonl')).length, 2);
@@ -118,11 +106,11 @@ describe('train end to end', () => {
     writeFileSync(join(work, 'broken.json'), '{"maxSteps": ');
     assert.throws(() => resolveConfig({ file: join(work, 'broken.json') }), /not valid JSON/);
     assert.throws(() => resolveConfig({ flags: { lossType: 'ppo' } }), /"lossType" \(--loss-type\).*one of dapo, grpo, dr_grpo/);
-    await assert.rejects(runTraining(small({ out: out('nofile'), dataset: join(work, 'missing.jsonl') })), /dataset file not found/);
+    await assert.rejects(runTraining(shortDemo({ out: out('nofile'), dataset: join(work, 'missing.jsonl') })), /dataset file not found/);
     writeFileSync(join(work, 'notests.jsonl'), JSON.stringify({ id: 'x', prompt: 'Write f.', asserts: [] }) + '\n');
-    await assert.rejects(runTraining(small({ out: out('notests'), dataset: join(work, 'notests.jsonl') })), /have no tests/);
+    await assert.rejects(runTraining(shortDemo({ out: out('notests'), dataset: join(work, 'notests.jsonl') })), /have no tests/);
     await assert.rejects(
-      runTraining(small({ out: out('server'), model: modelDir, backend: 'vllm', serverUrl: 'http://127.0.0.1:9' })),
+      runTraining(shortDemo({ out: out('server'), model: modelDir, backend: 'vllm', serverUrl: 'http://127.0.0.1:9' })),
       /no usable vLLM server/,
     );
     for (const n of ['nofile', 'notests', 'server']) assert.equal(existsSync(out(n)), false, n);

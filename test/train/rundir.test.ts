@@ -16,23 +16,11 @@ import { train } from '../../lib/train/loop.js';
 import type { ProgressSink } from '../../lib/train/progress.js';
 import { RunDir } from '../../lib/train/rundir.js';
 import { exitCodeForSignal, InterruptedError } from '../../lib/train/signals.js';
+import { shortDemo } from './configs.js';
 import { FakeBackend, FakePolicy } from './fakes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-rundir-'));
 after(() => rmSync(root, { recursive: true, force: true }));
-
-const demo = (over: Partial<TrainConfig>): TrainConfig => ({
-  ...defaultConfig(),
-  maxSteps: 2,
-  saveSteps: 1,
-  batchSize: 2,
-  numGenerations: 2,
-  maxCompletionLength: 24,
-  evalProblems: 3,
-  evalIterations: 2,
-  sftSteps: 2,
-  ...over,
-});
 
 /** The pid of a process that has exited (a stale lock's owner). */
 function deadPid(): number {
@@ -81,7 +69,7 @@ describe('run directory lock', () => {
     const out = join(root, 'busy');
     const held = RunLock.acquire(out);
     try {
-      await assert.rejects(runTraining(demo({ out }), { handleSignals: false, report: false }), /in use by another train process/);
+      await assert.rejects(runTraining(shortDemo({ out }), { handleSignals: false, report: false }), /in use by another train process/);
       assert.deepEqual(readdirSync(out), [LOCK_FILE]);
     } finally {
       held.release();
@@ -169,7 +157,7 @@ describe('resume and the checkpoint configuration', () => {
   });
   it('a run without evaluations (evalProblems 0, set from code) resumes', async () => {
     const out = join(root, 'no-eval');
-    const first = await runTraining(demo({ out, evalProblems: 0, maxSteps: 1, saveSteps: 1, sftSteps: 0 }), { handleSignals: false, report: false });
+    const first = await runTraining(shortDemo({ out, evalProblems: 0, maxSteps: 1, saveSteps: 1, sftSteps: 0 }), { handleSignals: false, report: false });
     assert.deepEqual(first.evals, []);
     const cfg = resumeConfig(out, { maxSteps: 2 });
     assert.equal(cfg.evalProblems, 0);
@@ -179,7 +167,7 @@ describe('resume and the checkpoint configuration', () => {
     assert.ok(r.reportPath && existsSync(r.reportPath));
     // a value the schema refuses, set from code, is refused before anything is written (the run could not resume)
     const bad = join(root, 'bad-from-code');
-    await assert.rejects(runTraining(demo({ out: bad, evalIterations: 0 }), { handleSignals: false, report: false }),
+    await assert.rejects(runTraining(shortDemo({ out: bad, evalIterations: 0 }), { handleSignals: false, report: false }),
       /^ConfigError: config key "evalIterations" \(--eval-iterations\) in the configuration of runTraining: must be an integer >= 1 and <= 10; got 0$/);
     assert.equal(existsSync(bad), false);
   });
@@ -188,7 +176,7 @@ describe('resume and the checkpoint configuration', () => {
 describe('a run stopped before its first checkpoint', () => {
   it('--temperature 0 is refused before the run directory exists', async () => {
     const out = join(root, 'temp0');
-    await assert.rejects(runTraining(demo({ out, temperature: 0 }), { handleSignals: false, report: false }), /"temperature" \(--temperature\) is 0/);
+    await assert.rejects(runTraining(shortDemo({ out, temperature: 0 }), { handleSignals: false, report: false }), /"temperature" \(--temperature\) is 0/);
     assert.equal(existsSync(out), false);
   });
 
@@ -202,15 +190,15 @@ describe('a run stopped before its first checkpoint', () => {
       end() {},
       line() {},
     };
-    await assert.rejects(runTraining(demo({ out, sftSteps: 50 }), { progress, report: false }), (e: Error) => e instanceof InterruptedError && e.exitCode === 130 && /SIGINT during the supervised warm-up/.test(e.message));
+    await assert.rejects(runTraining(shortDemo({ out, sftSteps: 50 }), { progress, report: false }), (e: Error) => e instanceof InterruptedError && e.exitCode === 130 && /SIGINT during the supervised warm-up/.test(e.message));
     assert.equal(existsSync(out), false);
     // into a directory that already held something of the user's: only what the run wrote goes
     mkdirSync(out);
     writeFileSync(join(out, 'notes.txt'), 'mine');
-    await assert.rejects(runTraining(demo({ out, sftSteps: 50 }), { progress, report: false }), InterruptedError);
+    await assert.rejects(runTraining(shortDemo({ out, sftSteps: 50 }), { progress, report: false }), InterruptedError);
     assert.deepEqual(readdirSync(out), ['notes.txt']);
     // and the directory can be used for a run afterwards
-    const r = await runTraining(demo({ out, maxSteps: 1 }), { handleSignals: false, report: false });
+    const r = await runTraining(shortDemo({ out, maxSteps: 1 }), { handleSignals: false, report: false });
     assert.equal(r.summary.steps, 1);
   });
 
@@ -224,13 +212,13 @@ describe('a run stopped before its first checkpoint', () => {
       end() {},
       line() {},
     };
-    const r = await runTraining(demo({ out, maxSteps: 5, saveSteps: 10 }), { progress, report: false });
+    const r = await runTraining(shortDemo({ out, maxSteps: 5, saveSteps: 10 }), { progress, report: false });
     assert.equal(r.summary.signal, 'SIGINT');
     assert.equal(exitCodeForSignal('SIGINT'), 130);
     assert.equal(exitCodeForSignal('SIGTERM'), 143);
     // a fresh run into it is refused: it holds a checkpoint even though no metrics line was kept
     rmSync(join(out, 'metrics.jsonl'), { force: true });
-    await assert.rejects(runTraining(demo({ out }), { handleSignals: false, report: false }), /already holds a run; use --resume/);
+    await assert.rejects(runTraining(shortDemo({ out }), { handleSignals: false, report: false }), /already holds a run; use --resume/);
     assert.equal(r.summary.steps, 1);
     assert.ok(existsSync(join(out, 'checkpoints', 'step-000001', 'manifest.json')));
     assert.equal(existsSync(join(out, LOCK_FILE)), false);
