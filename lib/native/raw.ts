@@ -1,5 +1,6 @@
 // The addon's raw surface, exactly as the C++ bindings (native/addon/) export it. Internal:
 // only lib/native.ts calls it, after resolving every option (lib/native/options.ts).
+import type { ModelSizes } from '../model/config.js';
 import type { PlanArrays } from '../rollout/paged/plan-arrays.js';
 import type { NativeErrorCode } from './errors.js';
 import type {
@@ -65,21 +66,8 @@ export interface RawBatch {
   refLogp?: Float32Array;
 }
 
-export interface RawModelConfig {
-  modelType: 'qwen3' | 'olmo2';
-  vocabSize: number;
-  hiddenSize: number;
-  intermediateSize: number;
-  numLayers: number;
-  numHeads: number;
-  numKvHeads: number;
-  headDim: number;
-  maxPositionEmbeddings: number;
-  rmsNormEps: number;
-  ropeTheta: number;
-  tieWordEmbeddings: boolean;
-  dtype: 'float32' | 'bfloat16' | 'float16';
-}
+/** A model's config as the bindings report it: ModelSizes with every default filled in, no token ids. */
+export type RawModelConfig = Required<Omit<ModelSizes, 'bosTokenId' | 'eosTokenId'>>;
 
 /** Which engine a model runs on: the CPU engine, or the device engine over the CPU harness
  * ('emulate') or CUDA, with its storage dtype and per-layer activation checkpointing. */
