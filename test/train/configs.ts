@@ -15,3 +15,12 @@ export const shortDemo = (over: Partial<TrainConfig>): TrainConfig => ({
   sftSteps: 2,
   ...over,
 });
+
+/** The fake loop's run (test/train/fakes.ts): 6 steps of 3 problems x 4 completions, a checkpoint
+ * every 2 steps, learning rate 0.05; `over` wins. */
+export const fakeLoop = (over: Partial<TrainConfig> = {}): TrainConfig => ({
+  ...defaultConfig(), maxSteps: 6, saveSteps: 2, batchSize: 3, numGenerations: 4, learningRate: 0.05, ...over,
+});
+
+/** The fake loop's problem set: ten ids, p0 to p9. */
+export const FAKE_PROBLEMS = Array.from({ length: 10 }, (_, i) => ({ id: `p${i}` }));

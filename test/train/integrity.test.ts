@@ -19,6 +19,7 @@ import { manifestFault } from '../../lib/train/manifest.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { readMetrics, RunDir } from '../../lib/train/rundir.js';
 import { Rng, testSeed } from '../helpers/random.js';
+import { FAKE_PROBLEMS, fakeLoop } from './configs.js';
 import { FakeBackend, FakePolicy } from './fakes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-integrity-'));
@@ -131,14 +132,11 @@ describe('native policy state', () => {
   });
 });
 
-const problems = Array.from({ length: 10 }, (_, i) => ({ id: `p${i}` }));
-const cfg = (over: Partial<TrainConfig> = {}): TrainConfig => ({ ...defaultConfig(), maxSteps: 6, saveSteps: 2, batchSize: 3, numGenerations: 4, learningRate: 0.05, ...over });
-
 async function run(dir: string, c: TrainConfig, opts: { resume?: boolean; stopAfterStep?: number } = {}, lines: string[] = []) {
   const policy = new FakePolicy();
   const backend = new FakeBackend(policy);
   const progress = { start() {}, update() {}, end() {}, line: (l: string) => void lines.push(l) };
-  const summary = await train(c, new RunDir(dir), { policy, backend, executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems, progress }, { ...opts, handleSignals: false });
+  const summary = await train(c, new RunDir(dir), { policy, backend, executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems: FAKE_PROBLEMS, progress }, { ...opts, handleSignals: false });
   return { policy, summary };
 }
 
@@ -147,7 +145,7 @@ const strip = (ms: Record<string, unknown>[]) => ms.map(({ time: _t, ...rest }) 
 describe('checkpoint manifest and resume fallback', () => {
   it('each checkpoint has a manifest of every file and its config; damage to any file is found and named', async () => {
     const dir = join(root, 'manifest');
-    await run(dir, cfg({ maxSteps: 2 }));
+    await run(dir, fakeLoop({ maxSteps: 2 }));
     const ck = join(dir, 'checkpoints', 'step-000002');
     const m = JSON.parse(readFileSync(join(ck, 'manifest.json'), 'utf8')) as { version: number; files: Record<string, { bytes: number; xxh64: string }> };
     assert.equal(m.version, 2);
@@ -169,13 +167,13 @@ describe('checkpoint manifest and resume fallback', () => {
   it('resume skips a damaged newest checkpoint, says so, continues exactly from the one before, and rotation keeps it', async () => {
     const dir = join(root, 'fallback');
     const full = join(root, 'fallback-full');
-    await run(dir, cfg(), { stopAfterStep: 4 });
-    await run(full, cfg());
+    await run(dir, fakeLoop(), { stopAfterStep: 4 });
+    await run(full, fakeLoop());
     // damage the newest checkpoint: cut its state file (the issue's truncated tensor file)
     const bad = join(dir, 'checkpoints', 'step-000004', 'fake-state.json');
     truncateSync(bad, 10);
     const lines: string[] = [];
-    const { summary } = await run(dir, cfg(), { resume: true }, lines);
+    const { summary } = await run(dir, fakeLoop(), { resume: true }, lines);
     assert.equal(summary.steps, 6);
     assert.ok(lines.some((l) => l.includes('step-000004 is damaged') && l.includes(bad)), lines.join('\n'));
     assert.ok(lines.some((l) => /resuming from step-000002, the newest checkpoint that verifies/.test(l)), lines.join('\n'));
@@ -218,15 +216,15 @@ describe('checkpoint manifest and resume fallback', () => {
 
   it('no checkpoint verifies: resume refuses and lists every fault', async () => {
     const dir = join(root, 'all-bad');
-    await run(dir, cfg({ maxSteps: 4 }));
+    await run(dir, fakeLoop({ maxSteps: 4 }));
     for (const n of ['step-000002', 'step-000004']) writeFileSync(join(dir, 'checkpoints', n, 'state.json'), '{"version": 1, "ste');
     await assert.rejects(findResumeCheckpoint(new RunDir(dir)), /no checkpoint verifies \(step-000004: .*state\.json.*; step-000002: .*state\.json/);
-    await assert.rejects(run(dir, cfg({ maxSteps: 4 }), { resume: true }), /no checkpoint verifies/);
+    await assert.rejects(run(dir, fakeLoop({ maxSteps: 4 }), { resume: true }), /no checkpoint verifies/);
   });
 
   it('corrupt state.json and config.json give messages naming the file', async () => {
     const dir = join(root, 'json');
-    await run(dir, cfg({ maxSteps: 2 }));
+    await run(dir, fakeLoop({ maxSteps: 2 }));
     const ck = join(dir, 'checkpoints', 'step-000002');
     writeFileSync(join(ck, 'state.json'), '{"version": 1, "step": ');
     assert.throws(() => readTrainerState(ck), (e: Error) => e.message.includes(join(ck, 'state.json')) && /not valid JSON/.test(e.message));

@@ -5,28 +5,23 @@ import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmS
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
+import type { TrainConfig } from '../../lib/config/index.js';
 import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
 import { latestCheckpoint, readTrainerState } from '../../lib/train/checkpoint.js';
 import { train } from '../../lib/train/loop.js';
 import type { StepMetrics } from '../../lib/train/metrics.js';
 import type { LossOptions, TrainBatch } from '../../lib/train/policy.js';
 import { readMetrics, readTreeLines, RunDir } from '../../lib/train/rundir.js';
+import { FAKE_PROBLEMS, fakeLoop } from './configs.js';
 import { FakeBackend, FakePolicy } from './fakes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-loop-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-const problems = Array.from({ length: 10 }, (_, i) => ({ id: `p${i}` }));
-
-function cfg(over: Partial<TrainConfig> = {}): TrainConfig {
-  return { ...defaultConfig(), maxSteps: 6, saveSteps: 2, batchSize: 3, numGenerations: 4, learningRate: 0.05, ...over };
-}
-
 async function run(dir: string, c: TrainConfig, opts: { resume?: boolean; stopAfterStep?: number } = {}) {
   const policy = new FakePolicy();
   const backend = new FakeBackend(policy);
-  const summary = await train(c, new RunDir(dir), { policy, backend, executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems }, { ...opts, handleSignals: false });
+  const summary = await train(c, new RunDir(dir), { policy, backend, executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems: FAKE_PROBLEMS }, { ...opts, handleSignals: false });
   return { policy, backend, summary };
 }
 
@@ -50,7 +45,7 @@ describe('train loop', () => {
     }
     const accumulate = policy.accumulate.bind(policy);
     policy.accumulate = (...a: Parameters<FakePolicy['accumulate']>) => { events.push('train'); return accumulate(...a); };
-    await train(cfg({ maxSteps: 2, saveSteps: 2 }), new RunDir(dir), { policy, backend: new PagedLike(policy), executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems }, { handleSignals: false });
+    await train(fakeLoop({ maxSteps: 2, saveSteps: 2 }), new RunDir(dir), { policy, backend: new PagedLike(policy), executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems: FAKE_PROBLEMS }, { handleSignals: false });
     // per step: every generate, then one release, then training
     const steps = events.join(' ').split(/(?<=train) (?=generate)/);
     assert.equal(steps.length, 2);
@@ -69,7 +64,7 @@ describe('train loop', () => {
     policy.reduceGradients = async () => { events.push('reduce'); };
     const step = policy.optimizerStep.bind(policy);
     policy.optimizerStep = (h) => { events.push('step'); return step(h); };
-    await train(cfg({ maxSteps: 2, saveSteps: 2, microBatchTokens: 64 }), new RunDir(dir), { policy, backend: new FakeBackend(policy), executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems }, { handleSignals: false });
+    await train(fakeLoop({ maxSteps: 2, saveSteps: 2, microBatchTokens: 64 }), new RunDir(dir), { policy, backend: new FakeBackend(policy), executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems: FAKE_PROBLEMS }, { handleSignals: false });
     const steps = events.join(' ').split(/(?<=step) /);
     assert.equal(steps.length, 2);
     for (const st of steps) assert.match(st, /^(acc )+last reduce step$/, 'several micro-batches, the last marked, then the reductions, then the step');
@@ -77,7 +72,7 @@ describe('train loop', () => {
 
   it('writes one metrics line per step, trees, checkpoints, and syncs weights after each step', async () => {
     const dir = join(root, 'plain');
-    const { backend, summary } = await run(dir, cfg());
+    const { backend, summary } = await run(dir, fakeLoop());
     assert.equal(summary.steps, 6);
     const m = readMetrics(join(dir, 'metrics.jsonl')) as unknown as StepMetrics[];
     assert.deepEqual(m.map((x) => x.step), [1, 2, 3, 4, 5, 6]);
@@ -105,23 +100,23 @@ describe('train loop', () => {
   });
 
   it('is reproducible: same seed and config give the same metrics', async () => {
-    const a = await run(join(root, 'rep-a'), cfg({ maxSteps: 3 }));
-    const b = await run(join(root, 'rep-b'), cfg({ maxSteps: 3 }));
+    const a = await run(join(root, 'rep-a'), fakeLoop({ maxSteps: 3 }));
+    const b = await run(join(root, 'rep-b'), fakeLoop({ maxSteps: 3 }));
     assert.deepEqual(strip(a.summary.metrics as unknown as Record<string, unknown>[]), strip(b.summary.metrics as unknown as Record<string, unknown>[]));
-    const c = await run(join(root, 'rep-c'), cfg({ maxSteps: 3, seed: 7 }));
+    const c = await run(join(root, 'rep-c'), fakeLoop({ maxSteps: 3, seed: 7 }));
     assert.notDeepEqual(strip(a.summary.metrics as unknown as Record<string, unknown>[]), strip(c.summary.metrics as unknown as Record<string, unknown>[]));
   });
 
   it('an interrupted and resumed run has the metrics and trees of an uninterrupted one', async () => {
     const full = join(root, 'full');
     const part = join(root, 'part');
-    await run(full, cfg({ maxSteps: 7, saveSteps: 3 }));
-    const first = await run(part, cfg({ maxSteps: 7, saveSteps: 3 }), { stopAfterStep: 4 });
+    await run(full, fakeLoop({ maxSteps: 7, saveSteps: 3 }));
+    const first = await run(part, fakeLoop({ maxSteps: 7, saveSteps: 3 }), { stopAfterStep: 4 });
     assert.equal(first.summary.stoppedEarly, true);
     assert.equal(readTrainerState(latestCheckpoint(new RunDir(part))!).step, 4);
     // a crash after the checkpoint leaves junk that the resume must cut away
     appendFileSync(join(part, 'metrics.jsonl'), '{"step": 5, "torn": tr');
-    const second = await run(part, cfg({ maxSteps: 7, saveSteps: 3 }), { resume: true });
+    const second = await run(part, fakeLoop({ maxSteps: 7, saveSteps: 3 }), { resume: true });
     assert.equal(second.summary.steps, 7);
     assert.deepEqual(strip(readMetrics(join(part, 'metrics.jsonl'))), strip(readMetrics(join(full, 'metrics.jsonl'))));
     assert.deepEqual(readTreeLines(join(part, 'trees.jsonl.gz')), readTreeLines(join(full, 'trees.jsonl.gz')));
@@ -144,7 +139,7 @@ describe('train loop', () => {
       syncWeights: backend.syncWeights.bind(backend),
       close: async () => undefined,
     };
-    const s = await train(cfg({ maxSteps: 10, saveSteps: 100 }), new RunDir(dir), { policy, backend: slow, executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems }, { handleSignals: true });
+    const s = await train(fakeLoop({ maxSteps: 10, saveSteps: 100 }), new RunDir(dir), { policy, backend: slow, executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems: FAKE_PROBLEMS }, { handleSignals: true });
     assert.equal(s.stoppedEarly, true);
     assert.equal(s.steps, 2);
     assert.equal(readTrainerState(latestCheckpoint(new RunDir(dir))!).step, 2);
@@ -154,14 +149,14 @@ describe('train loop', () => {
 
   it('refuses to start over an existing run and to resume without a checkpoint', async () => {
     const dir = join(root, 'plain');
-    await assert.rejects(run(dir, cfg()), /already holds a run/);
-    await assert.rejects(run(join(root, 'empty'), cfg(), { resume: true }), /nothing to resume/);
+    await assert.rejects(run(dir, fakeLoop()), /already holds a run/);
+    await assert.rejects(run(join(root, 'empty'), fakeLoop(), { resume: true }), /nothing to resume/);
   });
 
   it('GRPO uses one turn; compute-matched GRPO measures G from MURPHY trees', async () => {
-    const g = await run(join(root, 'grpo'), cfg({ maxSteps: 2, algo: 'grpo' }));
+    const g = await run(join(root, 'grpo'), fakeLoop({ maxSteps: 2, algo: 'grpo' }));
     assert.ok(g.summary.metrics.every((m) => m.passAt1PerTurn.length === 1 && m.nodesPerTree === 4));
-    const cm = await run(join(root, 'grpo-cm'), cfg({ maxSteps: 2, algo: 'grpo', computeMatched: true }));
+    const cm = await run(join(root, 'grpo-cm'), fakeLoop({ maxSteps: 2, algo: 'grpo', computeMatched: true }));
     const st = readTrainerState(latestCheckpoint(new RunDir(join(root, 'grpo-cm')))!);
     assert.ok(st.groupSize > 4, `compute-matched G ${st.groupSize}`);
     assert.ok(cm.summary.metrics.every((m) => m.nodesPerTree === st.groupSize));
