@@ -1,7 +1,7 @@
 // Credit assignment: propagating rewards up the rollout tree (docs/method.md §2).
 
 import { validateTree } from './tree.js';
-import { MurphyError, type RolloutTree } from './types.js';
+import { MurphyError, type RolloutTree, type TreeNode } from './types.js';
 
 /** MaRS (max-reward) or MeRS (mean-reward) propagation. */
 export type CreditMethod = 'mars' | 'mers';
@@ -40,29 +40,41 @@ function bottomUpOrder(tree: RolloutTree<unknown>): number[] | null {
 }
 
 /**
- * MaRS, in place: R(n) = r(n) for a leaf, else max(r(n), gamma * max over children R(c)).
- * Writes node.credit for every node and returns the tree.
+ * The walk MaRS and MeRS share: checks gamma and (unless trusted) the tree, then visits every
+ * node after all of its descendants, writing a leaf's credit R(n) = r(n) and an expanded node's
+ * R(n) = expanded(n, its children's ids, tree.nodes, gamma), the children's credits already
+ * written. Nothing is read from the tree before it is checked.
  */
-export function marsCredit<T extends RolloutTree<unknown>>(tree: T, options: CreditOptions = {}): T {
+function propagate<T extends RolloutTree<unknown>>(
+  tree: T,
+  options: CreditOptions,
+  expanded: (n: TreeNode, kids: readonly number[], nodes: readonly TreeNode[], gamma: number) => number,
+): T {
   const gamma = checkGamma(options.gamma ?? 1);
   if (!options.trusted) validateTree(tree);
   const { nodes, groups } = tree;
   const order = bottomUpOrder(tree);
   for (let i = nodes.length - 1; i >= 0; i--) {
     const n = nodes[order === null ? i : order[nodes.length - 1 - i]!]!;
-    if (n.childGroup === null) {
-      n.credit = n.reward;
-      continue;
-    }
+    n.credit = n.childGroup === null ? n.reward : expanded(n, groups[n.childGroup]!.nodes, nodes, gamma);
+  }
+  return tree;
+}
+
+/**
+ * MaRS, in place: R(n) = r(n) for a leaf, else max(r(n), gamma * max over children R(c)).
+ * Writes node.credit for every node and returns the tree.
+ */
+export function marsCredit<T extends RolloutTree<unknown>>(tree: T, options: CreditOptions = {}): T {
+  return propagate(tree, options, (n, kids, nodes, gamma) => {
     let best = -Infinity;
-    for (const c of groups[n.childGroup]!.nodes) {
+    for (const c of kids) {
       const r = nodes[c]!.credit;
       if (r > best) best = r;
     }
     const prop = gamma * best;
-    n.credit = n.reward > prop ? n.reward : prop;
-  }
-  return tree;
+    return n.reward > prop ? n.reward : prop;
+  });
 }
 
 /**
@@ -71,24 +83,12 @@ export function marsCredit<T extends RolloutTree<unknown>>(tree: T, options: Cre
  * S = tree.maxTurns. Writes node.credit for every node and returns the tree.
  */
 export function mersCredit<T extends RolloutTree<unknown>>(tree: T, options: CreditOptions = {}): T {
-  const gamma = checkGamma(options.gamma ?? 1);
-  if (!options.trusted) validateTree(tree);
-  const { nodes, groups } = tree;
-  const S = tree.maxTurns;
-  const order = bottomUpOrder(tree);
-  for (let i = nodes.length - 1; i >= 0; i--) {
-    const n = nodes[order === null ? i : order[nodes.length - 1 - i]!]!;
-    if (n.childGroup === null) {
-      n.credit = n.reward;
-      continue;
-    }
-    const kids = groups[n.childGroup]!.nodes;
+  return propagate(tree, options, (n, kids, nodes, gamma) => {
     let sum = 0;
     for (const c of kids) sum += nodes[c]!.credit;
-    const w = S - n.turn;
-    n.credit = (n.reward + w * gamma * (sum / kids.length)) / (w + 1);
-  }
-  return tree;
+    const w = tree.maxTurns - n.turn;
+    return (n.reward + w * gamma * (sum / kids.length)) / (w + 1);
+  });
 }
 
 /** Applies MaRS or MeRS (default 'mars') in place. */
