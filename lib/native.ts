@@ -20,7 +20,7 @@ import {
   resolveTrainOptions,
 } from './native/options.js';
 import type {
-  DType, ElemKind, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawNcclComm, RawPlanArrays, RawTensor, SavedFile,
+  DType, ElemKind, GrpoLossStats, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawNcclComm, RawPlanArrays, RawTensor, SavedFile,
   RawOverlapTrace, RawZeroPlan, RawZeroShard,
 } from './native/raw.js';
 
@@ -31,7 +31,7 @@ export {
   type OptionDef, type ResolvedAdamWOptions, type ResolvedAdamWKernelOptions, type ResolvedGenerateOptions,
   type ResolvedGrpoLossOptions, type ResolvedTrainOptions,
 } from './native/options.js';
-export type { DType, HostArray, SavedFile } from './native/raw.js';
+export type { DType, GrpoLossStats, HostArray, SavedFile } from './native/raw.js';
 
 const addon = nativeAddon;
 
@@ -272,21 +272,6 @@ export interface GrpoLossInput extends GrpoLossOptions {
   tokenLoss?: boolean;
   /** Arrays to write into instead of allocating new ones ([T] each, where the inputs live). */
   out?: { gradLogp?: Tensor<'f32'>; tokenLoss?: Tensor<'f32'> };
-}
-
-export interface GrpoLossStats {
-  /** Fraction of active tokens with A < 0 and ratio < 1 - epsLow. */
-  clipLowFrac: number;
-  /** Fraction of active tokens with A > 0 and ratio > 1 + epsHigh. */
-  clipHighFrac: number;
-  /** Fraction of active tokens where the dual-clip bound applied. */
-  dualClipFrac: number;
-  /** Mean importance ratio over active tokens. */
-  meanRatio: number;
-  /** Mean k3 KL over active tokens (0 without refLogp). */
-  meanKl: number;
-  /** Number of tokens with mask 1. */
-  nActive: number;
 }
 
 export interface GrpoLossOutput {

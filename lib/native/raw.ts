@@ -30,14 +30,24 @@ export interface RawDeviceBuffer {
 
 export type RawTensor = HostArray | RawDeviceBuffer;
 
-export interface RawGrpoStats {
-  loss: number;
+export interface GrpoLossStats {
+  /** Fraction of active tokens with A < 0 and ratio < 1 - epsLow. */
   clipLowFrac: number;
+  /** Fraction of active tokens with A > 0 and ratio > 1 + epsHigh. */
   clipHighFrac: number;
+  /** Fraction of active tokens where the dual-clip bound applied. */
   dualClipFrac: number;
+  /** Mean importance ratio over active tokens. */
   meanRatio: number;
+  /** Mean k3 KL over active tokens (0 without refLogp). */
   meanKl: number;
+  /** Number of tokens with mask 1. */
   nActive: number;
+}
+
+/** What the grpoLoss binding returns: the loss and its statistics. */
+export interface RawGrpoStats extends GrpoLossStats {
+  loss: number;
 }
 
 export interface RawAdamWTensor {

@@ -1,5 +1,6 @@
 // Float64 references for the kernels: plain loops, written from the formulas,
-// independent of the native code.
+// independent of the native code (only the statistics' names come from it).
+import type { GrpoLossStats } from '../../lib/native.js';
 
 // One f32 scratch word seen as float and as bits, shared by the two conversions below (a pair of
 // typed arrays made per call cost ~0.5 us, 1.5 s over the 3M values of test/kernels/convert).
@@ -84,16 +85,11 @@ export interface GrpoRefInput {
   normLength: number;
 }
 
-export interface GrpoRef {
+/** The reference's loss, dL/dlogp, per-token loss and the statistics grpoLoss reports. */
+export interface GrpoRef extends GrpoLossStats {
   loss: number;
   grad: Float64Array;
   tokenLoss: Float64Array;
-  clipLowFrac: number;
-  clipHighFrac: number;
-  dualClipFrac: number;
-  meanRatio: number;
-  meanKl: number;
-  nActive: number;
 }
 
 /** Written as TRL's GRPOTrainer computes it (torch.min of the two surrogates, then the loss type). */
