@@ -8,43 +8,18 @@ import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { grpoLoss, type GrpoLossInput, type LossType, type Tensor } from '../../lib/native.js';
+import { grpoCase, type GrpoCase, type GrpoCaseOptions } from '../helpers/grpo-case.js';
 import { Rng } from '../helpers/random.js';
 import { announceSeed, freeAll, gpuOnly, host, onDevice, up, worst } from './common.js';
 
 const rng = new Rng(announceSeed('gpu/grpo_loss'));
 
-interface Case {
-  input: GrpoLossInput;
-  offsets: number[];
-}
-
-function makeCase(nSeqs: number, maxLen: number, o: { ref?: boolean; mask?: boolean; advScale?: number; drift?: number; emptyFrac?: number } = {}): Case {
-  const offsets = [0];
-  for (let s = 0; s < nSeqs; s++) offsets.push(offsets[s] + (rng.next() < (o.emptyFrac ?? 0) ? 0 : rng.int(maxLen + 1)));
-  const T = offsets[nSeqs];
-  const logp = new Float32Array(T), oldLogp = new Float32Array(T), adv = new Float32Array(T), ref = new Float32Array(T);
-  const mask = new Uint8Array(T);
-  for (let s = 0; s < nSeqs; s++) {
-    const a = rng.normal() * (o.advScale ?? 1);
-    for (let t = offsets[s]; t < offsets[s + 1]; t++) {
-      oldLogp[t] = -Math.abs(rng.normal()) * 2;
-      logp[t] = oldLogp[t] + rng.normal() * (o.drift ?? 0.3);
-      ref[t] = logp[t] + rng.normal() * 0.2;
-      adv[t] = a;
-      mask[t] = rng.next() < 0.8 ? 1 : 0;
-    }
-  }
-  const input: GrpoLossInput = {
-    logp, oldLogp, advantages: adv, seqOffsets: BigInt64Array.from(offsets, BigInt),
-    ...(o.ref ? { refLogp: ref } : {}), ...(o.mask ? { mask } : {}),
-  };
-  return { input, offsets };
-}
+const makeCase = (nSeqs: number, maxLen: number, o: GrpoCaseOptions = {}): GrpoCase => grpoCase(rng, nSeqs, maxLen, o);
 
 type Params = { epsLow: number; epsHigh: number; dualClip: number; beta: number; lossType: LossType; normLength: number };
 
 /** The aggregation weight of each token (as in grpo_loss.h), to scale the loss tolerance. */
-function weights(c: Case, p: Params): Float64Array {
+function weights(c: GrpoCase, p: Params): Float64Array {
   const mask = c.input.mask as Uint8Array | undefined;
   const T = c.offsets[c.offsets.length - 1], S = c.offsets.length - 1;
   let active = 0;
@@ -61,7 +36,7 @@ function weights(c: Case, p: Params): Float64Array {
   return w;
 }
 
-function toDevice(c: Case): GrpoLossInput {
+function toDevice(c: GrpoCase): GrpoLossInput {
   const i = c.input;
   return {
     logp: up(i.logp as Float32Array) as Tensor<'f32'>,
@@ -73,7 +48,7 @@ function toDevice(c: Case): GrpoLossInput {
   };
 }
 
-function compare(c: Case, p: Params, label: string) {
+function compare(c: GrpoCase, p: Params, label: string) {
   const cpu = grpoLoss({ ...c.input, ...p, tokenLoss: true });
   const d = toDevice(c);
   const gpu = grpoLoss({ ...d, ...p, tokenLoss: true });
@@ -160,7 +135,7 @@ describe('gpu grpoLoss vs cpu', () => {
     for (const lossType of modes) compare(c, { ...base, lossType, dualClip: 1.5, epsHigh: 0.2 }, `extreme ${lossType}`); // symmetric clip (TRL's epsilon_high unset); 0 is refused since the options are validated
   });
   it('all tokens masked, one token, zero tokens', gpuOnly, () => {
-    const masked: Case = {
+    const masked: GrpoCase = {
       input: { logp: new Float32Array(5), oldLogp: new Float32Array(5), advantages: new Float32Array(5).fill(1), mask: new Uint8Array(5), seqOffsets: new BigInt64Array([0n, 2n, 5n]) },
       offsets: [0, 2, 5],
     };
@@ -175,7 +150,7 @@ describe('gpu grpoLoss vs cpu', () => {
     assert.equal(out.loss, 0);
   });
   it('bad input: non-finite values, bad offsets, beta without refLogp', gpuOnly, () => {
-    const ok: Case = {
+    const ok: GrpoCase = {
       input: { logp: new Float32Array([-1, -1, -1]), oldLogp: new Float32Array([-1, -1, -1]), advantages: new Float32Array([1, 1, 1]), seqOffsets: new BigInt64Array([0n, 3n]) },
       offsets: [0, 3],
     };

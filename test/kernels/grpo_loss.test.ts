@@ -8,40 +8,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { grpoLoss, type GrpoLossInput, type LossType } from '../../lib/native.js';
+import { grpoCase, type GrpoCase, type GrpoCaseOptions } from '../helpers/grpo-case.js';
 import { Rng, testSeed, worstRatio } from '../helpers/random.js';
 import { grpoRef } from '../helpers/reference.js';
 
 const rng = new Rng(testSeed('grpo_loss'));
 
-interface Case {
-  input: GrpoLossInput;
-  offsets: number[];
-}
+const makeCase = (nSeqs: number, maxLen: number, o: GrpoCaseOptions = {}): GrpoCase => grpoCase(rng, nSeqs, maxLen, o);
 
-function makeCase(nSeqs: number, maxLen: number, opts: { ref?: boolean; mask?: boolean; advScale?: number; drift?: number } = {}): Case {
-  const offsets = [0];
-  for (let s = 0; s < nSeqs; s++) offsets.push(offsets[s] + rng.int(maxLen + 1));
-  const T = offsets[nSeqs];
-  const logp = new Float32Array(T), oldLogp = new Float32Array(T), adv = new Float32Array(T), ref = new Float32Array(T);
-  const mask = new Uint8Array(T);
-  for (let s = 0; s < nSeqs; s++) {
-    const a = rng.normal() * (opts.advScale ?? 1);
-    for (let t = offsets[s]; t < offsets[s + 1]; t++) {
-      oldLogp[t] = -Math.abs(rng.normal()) * 2;
-      logp[t] = oldLogp[t] + rng.normal() * (opts.drift ?? 0.3);
-      ref[t] = logp[t] + rng.normal() * 0.2;
-      adv[t] = a;
-      mask[t] = rng.next() < 0.8 ? 1 : 0;
-    }
-  }
-  const input: GrpoLossInput = {
-    logp, oldLogp, advantages: adv, seqOffsets: BigInt64Array.from(offsets, BigInt),
-    ...(opts.ref ? { refLogp: ref } : {}), ...(opts.mask ? { mask } : {}),
-  };
-  return { input, offsets };
-}
-
-function check(c: Case, params: { epsLow: number; epsHigh: number; dualClip: number; beta: number; lossType: LossType; normLength: number }, label: string) {
+function check(c: GrpoCase, params: { epsLow: number; epsHigh: number; dualClip: number; beta: number; lossType: LossType; normLength: number }, label: string) {
   const out = grpoLoss({ ...c.input, ...params, tokenLoss: true });
   const ref = grpoRef({
     logp: c.input.logp as Float32Array, oldLogp: c.input.oldLogp as Float32Array, refLogp: c.input.refLogp as Float32Array | undefined,
