@@ -4,13 +4,12 @@
 // docs/kernels.md states; every compiled copy runs (AVX-512, AVX2+FMA, baseline via MURPHY_SIMD),
 // each also on bf16 logits (its own load and store paths) against the float64 reference.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import { cpuInfo } from '../../lib/native.js';
 import { EXP_EDGES, expBound, kernelExp, measureExp, type ExpErrors } from '../helpers/exp-check.js';
 import { testSeed } from '../helpers/random.js';
+import { runAtLowerSimdLevels } from '../helpers/simd-levels.js';
 
 const seed = testSeed('logprob-exp');
 const script = fileURLToPath(new URL('../helpers/exp-check.ts', import.meta.url));
@@ -48,15 +47,6 @@ describe('log-prob exp vs float64 exp', () => {
   });
 
   it('the AVX-512 copy without BF16 instructions, the AVX2 and baseline copies (MURPHY_SIMD lowers the level), same bound', async () => {
-    // avx512: the AVX-512 copy without the BF16 extension's instructions (bf16 gradient rounding)
-    const levels = cpuInfo().simd === 'avx512' ? [...(cpuInfo().avx512bf16 ? ['avx512'] : []), 'avx2', 'baseline'] : cpuInfo().simd === 'avx2' ? ['baseline'] : [];
-    const run = promisify(execFile);
-    const results = await Promise.all(levels.map((l) =>
-      run(process.execPath, ['--import', 'tsx', script, String(seed)], { env: { ...process.env, MURPHY_SIMD: l } })));
-    results.forEach((r, i) => {
-      const e = JSON.parse(r.stdout) as ExpErrors;
-      assert.equal(e.simd, levels[i], 'MURPHY_SIMD picked the copy');
-      checkErrors(e);
-    });
+    for (const e of await runAtLowerSimdLevels<ExpErrors>(cpuInfo(), script, seed)) checkErrors(e);
   });
 });

@@ -5,12 +5,11 @@
 // against the float64 reference in logprob.test.ts. (Which path ran is not visible from here;
 // the threshold decides, and this test sets it.)
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import { CACHE_BYTES, type StreamCheck } from '../helpers/stream-check.js';
 import { testSeed } from '../helpers/random.js';
+import { runAtLowerSimdLevels } from '../helpers/simd-levels.js';
 
 // read once by the addon, at its first backward call: set before anything loads it
 process.env.MURPHY_LOGPROB_CACHE_BYTES = String(CACHE_BYTES);
@@ -31,15 +30,6 @@ describe('log-prob kernels: the memory paths give the cache paths\' bits', () =>
   });
 
   it('the AVX-512 copy without BF16 instructions, the AVX2 and baseline copies (MURPHY_SIMD lowers the level)', async () => {
-    // avx512: the AVX-512 copy without the BF16 extension's instructions (bf16 gradient rounding)
-    const levels = cpuInfo().simd === 'avx512' ? [...(cpuInfo().avx512bf16 ? ['avx512'] : []), 'avx2', 'baseline'] : cpuInfo().simd === 'avx2' ? ['baseline'] : [];
-    const run = promisify(execFile);
-    const results = await Promise.all(levels.map((l) =>
-      run(process.execPath, ['--import', 'tsx', script, String(seed)], { env: { ...process.env, MURPHY_SIMD: l } })));
-    results.forEach((r, i) => {
-      const e = JSON.parse(r.stdout) as StreamCheck;
-      assert.equal(e.simd, levels[i], 'MURPHY_SIMD picked the copy');
-      verify(e);
-    });
+    for (const e of await runAtLowerSimdLevels<StreamCheck>(cpuInfo(), script, seed)) verify(e);
   });
 });
