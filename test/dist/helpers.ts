@@ -47,12 +47,15 @@ export function ncclLocalWorld(n: number, over: Partial<NcclCollectiveOptions> =
 
 /**
  * Registers the file's hooks for the fake NCCL: before, builds it under root/fake and loads it
- * (MURPHY_NCCL); after, closes every world and removes root.
+ * (MURPHY_NCCL), the fake writing every call to `log` (FAKE_NCCL_LOG) when one is given; after,
+ * closes every world and runs cleanup.
  */
-export function useFakeNccl(root: string, cleanup: () => void): void {
+export function useFakeNccl(root: string, cleanup: () => void, opts: { log?: string } = {}): void {
   before(() => {
+    if (opts.log !== undefined) process.env.FAKE_NCCL_LOG = opts.log;
     process.env.MURPHY_NCCL = buildFakeNccl(join(root, 'fake', 'libnccl.so.2'));
-    assert.equal(findNccl({ install: true }).found, true);
+    const r = findNccl({ install: true });
+    assert.equal(r.found, true, r.reason);
   });
   after(async () => {
     await closeWorlds();

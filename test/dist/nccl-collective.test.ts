@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import { CollectiveError, type Collective } from '../../lib/dist/collective.js';
 import { DistributedPolicy } from '../../lib/dist/zero.js';
 import { NcclCollective } from '../../lib/dist/nccl-collective.js';
@@ -19,33 +19,20 @@ import { TcpCollective } from '../../lib/dist/tcp.js';
 import { joinJob } from '../../lib/dist/backend.js';
 import { defaultConfig } from '../../lib/config/index.js';
 import { binaryInfo } from '../../lib/native.js';
-import { findNccl } from '../../lib/gpu/nccl.js';
 import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
 import { setNumThreads } from '../../lib/native.js';
 import { NativePolicy } from '../../lib/train/policy.js';
-import { buildFakeNccl } from '../helpers/fake-nccl.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { checkAllReduce, checkUnevenAndHelpers } from './conformance.js';
-import { closeWorlds, localWorld, ncclLocalWorld, ZERO_HYPER as hyper, ZERO_LOSS as loss } from './helpers.js';
+import { localWorld, ncclLocalWorld, useFakeNccl, ZERO_HYPER as hyper, ZERO_LOSS as loss } from './helpers.js';
 
 const seed = testSeed('dist/nccl-collective');
 setNumThreads(1);
-let dir = '', log = '';
+const dir = mkdtempSync(join(tmpdir(), 'murphy-nccl-coll-'));
+const log = join(dir, 'calls.log');
 /** The fake's log lines of rank r (the world's lines end with " rank=R"). */
 const callsOf = (r: number): string[] => readFileSync(log, 'utf8').split('\n').filter((l) => l.endsWith(` rank=${r}`)).map((l) => l.replace(/ rank=\d+$/, ''));
-
-before(() => {
-  dir = mkdtempSync(join(tmpdir(), 'murphy-nccl-coll-'));
-  log = join(dir, 'calls.log');
-  process.env.FAKE_NCCL_LOG = log;
-  process.env.MURPHY_NCCL = buildFakeNccl(join(dir, 'libnccl.so.2'));
-  const r = findNccl({ install: true });
-  assert.equal(r.found, true, r.reason);
-});
-after(async () => {
-  await closeWorlds();
-  rmSync(dir, { recursive: true, force: true });
-});
+useFakeNccl(dir, () => rmSync(dir, { recursive: true, force: true }), { log });
 beforeEach(() => writeFileSync(log, ''));
 
 async function closeAll(world: Collective[]): Promise<void> {

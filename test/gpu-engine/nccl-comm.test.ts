@@ -8,24 +8,17 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, beforeEach, describe, it } from 'node:test';
-import { findNccl, NcclCommunicator, ncclUniqueId } from '../../lib/gpu/nccl.js';
+import { beforeEach, describe, it } from 'node:test';
+import { NcclCommunicator, ncclUniqueId } from '../../lib/gpu/nccl.js';
 import { Rng, testSeed } from '../helpers/random.js';
-import { buildFakeNccl, fakeId } from '../helpers/fake-nccl.js';
+import { fakeId } from '../helpers/fake-nccl.js';
+import { useFakeNccl } from '../dist/helpers.js';
 
 const rng = new Rng(testSeed('gpu-engine/nccl-comm'));
-let dir = '', log = '';
+const dir = mkdtempSync(join(tmpdir(), 'murphy-nccl-comm-'));
+const log = join(dir, 'calls.log');
 const calls = (): string[] => readFileSync(log, 'utf8').trim().split('\n').filter((l) => l !== '');
-
-before(() => {
-  dir = mkdtempSync(join(tmpdir(), 'murphy-nccl-comm-'));
-  log = join(dir, 'calls.log');
-  process.env.FAKE_NCCL_LOG = log;
-  process.env.MURPHY_NCCL = buildFakeNccl(join(dir, 'libnccl.so.2'));
-  const r = findNccl({ install: true });
-  assert.equal(r.found, true, r.reason);
-});
-after(() => rmSync(dir, { recursive: true, force: true }));
+useFakeNccl(dir, () => rmSync(dir, { recursive: true, force: true }), { log });
 beforeEach(() => writeFileSync(log, ''));
 
 describe('NCCL communicator (fake library)', () => {
