@@ -9,30 +9,19 @@
 // the test code, not NCCL. Written without a GPU: it has not yet run on a device.
 import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { allGatherJson, broadcastJson, SoloCollective } from '../../lib/dist/collective.js';
 import { NcclCollective } from '../../lib/dist/nccl-collective.js';
 import { DistributedPolicy } from '../../lib/dist/zero.js';
-import { findNccl } from '../../lib/gpu/nccl.js';
 import { PolicyModel } from '../../lib/model/index.js';
 import { NativePolicy } from '../../lib/train/policy.js';
-import { buildFakeNccl } from '../helpers/fake-nccl.js';
 import { Rng } from '../helpers/random.js';
-import { announceSeed, dryRun, skipReason } from './common.js';
+import { announceSeed, dryRun } from './common.js';
+import { deviceNccl } from './nccl-setup.js';
 import { ZERO_HYPER as hyper, ZERO_LOSS as loss } from '../dist/helpers.js';
 
 const rng = new Rng(announceSeed('gpu/nccl-collective'));
-let fakeDir: string | undefined;
-if (dryRun && !skipReason) {
-  fakeDir = mkdtempSync(join(tmpdir(), 'murphy-gpu-nccl-coll-'));
-  process.env.MURPHY_NCCL = buildFakeNccl(join(fakeDir, 'libnccl.so.2'));
-}
-after(() => { if (fakeDir) rmSync(fakeDir, { recursive: true, force: true }); });
-const nccl = skipReason ? undefined : findNccl({ install: true });
-const skip = skipReason || (nccl && !nccl.found ? `${nccl.reason}` : false);
+const { nccl, skip } = deviceNccl('murphy-gpu-nccl-coll-');
 if (nccl?.found) console.log(`# gpu/nccl-collective: NCCL ${nccl.versionText} from ${nccl.path} (${nccl.origin})${dryRun ? ' (the fake: dry run)' : ''}`);
 
 const create = () => NcclCollective.create({ rank: 0, worldSize: 1, masterAddr: '127.0.0.1', masterPort: 0, device: dryRun ? -1 : 0, connectTimeoutMs: 60_000, timeoutMs: 60_000 });

@@ -8,24 +8,14 @@
 // run on a device.
 import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
-import { findNccl, NcclCommunicator, ncclUniqueId, type NcclDType } from '../../lib/gpu/nccl.js';
+import { describe, it } from 'node:test';
+import { NcclCommunicator, ncclUniqueId, type NcclDType } from '../../lib/gpu/nccl.js';
 import { Rng } from '../helpers/random.js';
-import { buildFakeNccl } from '../helpers/fake-nccl.js';
-import { announceSeed, dryRun, empty, freeAll, host, skipReason, up } from './common.js';
+import { announceSeed, dryRun, empty, freeAll, host, up } from './common.js';
+import { deviceNccl } from './nccl-setup.js';
 
 const rng = new Rng(announceSeed('gpu/nccl'));
-let fakeDir: string | undefined;
-if (dryRun && !skipReason) {
-  fakeDir = mkdtempSync(join(tmpdir(), 'murphy-gpu-nccl-'));
-  process.env.MURPHY_NCCL = buildFakeNccl(join(fakeDir, 'libnccl.so.2'));
-}
-after(() => { if (fakeDir) rmSync(fakeDir, { recursive: true, force: true }); });
-const nccl = skipReason ? undefined : findNccl({ install: true });
-const skip = skipReason || (nccl && !nccl.found ? `${nccl.reason}` : false);
+const { nccl, skip } = deviceNccl('murphy-gpu-nccl-');
 if (nccl?.found) console.log(`# gpu/nccl: NCCL ${nccl.versionText} from ${nccl.path} (${nccl.origin})${dryRun ? ' (the fake: dry run)' : ''}`);
 else if (nccl) console.log(`# gpu/nccl: ${nccl.reason} — NCCL tests not run`);
 

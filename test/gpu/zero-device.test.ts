@@ -10,30 +10,19 @@
 // test code, not the device. Written without a GPU: it has not yet run on a device.
 import './binary.js'; // first: selects the CUDA build
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { SoloCollective } from '../../lib/dist/collective.js';
 import { NcclCollective } from '../../lib/dist/nccl-collective.js';
 import { DistributedPolicy } from '../../lib/dist/zero.js';
-import { findNccl } from '../../lib/gpu/nccl.js';
 import { PolicyModel } from '../../lib/model/index.js';
 import { NativePolicy } from '../../lib/train/policy.js';
-import { buildFakeNccl } from '../helpers/fake-nccl.js';
 import { Rng } from '../helpers/random.js';
-import { announceSeed, dryRun, skipReason } from './common.js';
+import { announceSeed, dryRun } from './common.js';
+import { deviceNccl } from './nccl-setup.js';
 import { ZERO_HYPER as hyper, ZERO_LOSS as loss } from '../dist/helpers.js';
 
 const rng = new Rng(announceSeed('gpu/zero-device'));
-let fakeDir: string | undefined;
-if (dryRun && !skipReason) {
-  fakeDir = mkdtempSync(join(tmpdir(), 'murphy-gpu-zero-'));
-  process.env.MURPHY_NCCL = buildFakeNccl(join(fakeDir, 'libnccl.so.2'));
-}
-after(() => { if (fakeDir) rmSync(fakeDir, { recursive: true, force: true }); });
-const nccl = skipReason ? undefined : findNccl({ install: true });
-const skip = skipReason || (nccl && !nccl.found ? `${nccl.reason}` : false);
+const { nccl, skip } = deviceNccl('murphy-gpu-zero-');
 
 const device = dryRun ? 'emulate' : 'cuda';
 

@@ -17,25 +17,18 @@
 import './binary.js';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { NcclCollective } from '../../lib/dist/nccl-collective.js';
 import { findNccl } from '../../lib/gpu/nccl.js';
 import { cuda } from '../../lib/native.js';
-import { buildFakeNccl } from '../helpers/fake-nccl.js';
 import { testSeed } from '../helpers/random.js';
 import { dryRun, skipReason } from './common.js';
+import { fakeNcclOnDryRun } from './nccl-setup.js';
 import { overlapRank, type OverlapResult } from './zero-overlap-rank.js';
 
-let fakeDir: string | undefined;
-if (dryRun && !skipReason) {
-  fakeDir = mkdtempSync(join(tmpdir(), 'murphy-gpu-ovl-'));
-  process.env.MURPHY_NCCL = buildFakeNccl(join(fakeDir, 'libnccl.so.2'));
-}
-after(() => { if (fakeDir) rmSync(fakeDir, { recursive: true, force: true }); });
+fakeNcclOnDryRun('murphy-gpu-ovl-');
 const devices = skipReason || dryRun ? 0 : cuda.status().devices.length;
 const nccl = dryRun || devices >= 2 ? findNccl({ install: true }) : undefined;
 const skip = dryRun ? (nccl && !nccl.found ? nccl.reason! : false)
