@@ -2,10 +2,13 @@
 // the NCCL backend on the tests' fake library (device -1, host buffers; the fake's communicators
 // of one id form a world). Rank 0 listens on a free port and the others start once it does.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
+import { flatLayout, planBuckets, type Bucket, type FlatParam } from '../../lib/dist/buckets.js';
 import type { Collective } from '../../lib/dist/collective.js';
 import { NcclCollective, type NcclCollectiveOptions } from '../../lib/dist/nccl-collective.js';
+import { planShards, rangeCounts } from '../../lib/dist/shards.js';
 import { TcpCollective, type TcpCollectiveOptions } from '../../lib/dist/tcp.js';
 import { findNccl } from '../../lib/gpu/nccl.js';
 import { PolicyModel, type TrainBatch } from '../../lib/model/index.js';
@@ -90,4 +93,35 @@ export const ZERO_LOSS = { epsLow: 0.2, epsHigh: 0.2, beta: 0, lossType: 'dapo' 
 /** `n` emulated tiny engines; rank 1.. from other seeds than rank 0 (DistributedPolicy.create broadcasts rank 0's weights). */
 export function zeroTestModels(n: number, storage: 'f32' | 'bf16'): Promise<PolicyModel[]> {
   return Promise.all(Array.from({ length: n }, (_, r) => PolicyModel.random('tiny', { seed: r === 0 ? 3 : 90 + r, device: 'emulate', storage })));
+}
+
+/** The calls the fake NCCL logged for rank r (its lines end with " rank=R"), without that tail. */
+export function fakeNcclCalls(log: string, r: number): string[] {
+  return readFileSync(log, 'utf8').split('\n').filter((l) => l.endsWith(` rank=${r}`)).map((l) => l.slice(0, -` rank=${r}`.length));
+}
+
+/**
+ * The calls one ZeRO-1 step of `world` ranks makes, as the fake NCCL logs them, worked out from
+ * the plans (lib/dist/shards.ts, buckets.ts), never from the engine. reductions: per bucket,
+ * last first, a reduce-scatter where the shards split it evenly, else an all-reduce (bf16
+ * gradients: dtype 7, sum); step: those, the f64 gradient norm's all-reduce (dtype 8), then per
+ * bucket, first first, an all-gather where even, else a broadcast from each rank that owns part
+ * of it (f32 parameters: dtype 9). parts: each bucket's element count on each rank.
+ */
+export function zeroStepCalls(modelParams: readonly { name: string; numel: number }[], world: number, bucketBytes: number): {
+  params: FlatParam[]; buckets: Bucket[]; parts: number[][]; reductions: string[]; step: string[];
+} {
+  const { params, total } = flatLayout(modelParams);
+  const shards = planShards(total, world);
+  const buckets = planBuckets(params, bucketBytes, 4);
+  const parts = buckets.map((b) => rangeCounts(shards, b.begin, b.end));
+  const even = (c: number[]) => c.every((n) => n === c[0]);
+  const reduce = (c: number[], k: number) => (even(c)
+    ? `reduceScatter count=${c[0]} dtype=7 op=0 root=-1`
+    : `allReduce count=${buckets[k]!.end - buckets[k]!.begin} dtype=7 op=0 root=-1`);
+  const gather = (c: number[]) => (even(c)
+    ? [`allGather count=${c[0]} dtype=9 op=-1 root=-1`]
+    : c.flatMap((n, r) => (n > 0 ? [`broadcast count=${n} dtype=9 op=-1 root=${r}`] : [])));
+  const reductions = parts.map(reduce).reverse();
+  return { params, buckets, parts, reductions, step: [...reductions, 'allReduce count=1 dtype=8 op=0 root=-1', ...parts.flatMap(gather)] };
 }

@@ -8,7 +8,7 @@
 // CPU backend; a rank that never calls (deadline, abort, then every call rejects); calls that
 // disagree; a rank 0 on another backend.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeEach, describe, it } from 'node:test';
@@ -24,14 +24,14 @@ import { setNumThreads } from '../../lib/native.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { checkAllReduce, checkUnevenAndHelpers } from './conformance.js';
-import { localWorld, ncclLocalWorld, useFakeNccl, ZERO_HYPER as hyper, ZERO_LOSS as loss } from './helpers.js';
+import { fakeNcclCalls, localWorld, ncclLocalWorld, useFakeNccl, ZERO_HYPER as hyper, ZERO_LOSS as loss } from './helpers.js';
 
 const seed = testSeed('dist/nccl-collective');
 setNumThreads(1);
 const dir = mkdtempSync(join(tmpdir(), 'murphy-nccl-coll-'));
 const log = join(dir, 'calls.log');
-/** The fake's log lines of rank r (the world's lines end with " rank=R"). */
-const callsOf = (r: number): string[] => readFileSync(log, 'utf8').split('\n').filter((l) => l.endsWith(` rank=${r}`)).map((l) => l.replace(/ rank=\d+$/, ''));
+/** The fake's log lines of rank r. */
+const callsOf = (r: number): string[] => fakeNcclCalls(log, r);
 useFakeNccl(dir, () => rmSync(dir, { recursive: true, force: true }), { log });
 beforeEach(() => writeFileSync(log, ''));
 

@@ -19,7 +19,7 @@
 //     cover the model, a communicator of another world, the engine's own optimizer after
 //     zeroInit; and a rank whose peer never steps: the deadline aborts the communicator.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -30,9 +30,7 @@ import { setNumThreads } from '../../lib/native.js';
 import { readSafetensorsF32 } from '../../lib/safetensors.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng, testSeed } from '../helpers/random.js';
-import { closeWorlds, ncclLocalWorld, useFakeNccl, ZERO_HYPER as hyper, ZERO_LOSS as loss, zeroTestBatch, zeroTestModels } from './helpers.js';
-import { planBuckets, flatLayout } from '../../lib/dist/buckets.js';
-import { planShards, rangeCounts } from '../../lib/dist/shards.js';
+import { closeWorlds, fakeNcclCalls, ncclLocalWorld, useFakeNccl, ZERO_HYPER as hyper, ZERO_LOSS as loss, zeroStepCalls, zeroTestBatch, zeroTestModels } from './helpers.js';
 
 const seed = testSeed('dist/zero-device');
 setNumThreads(1);
@@ -155,29 +153,10 @@ describe('ZeRO-1 on the device engine\'s memory (emulate + fake NCCL)', () => {
       delete process.env.FAKE_NCCL_LOG;
     }
     // the expected calls, from the plans (lib/dist/shards.ts, buckets.ts), not from the engine
-    const { params, total } = flatLayout(x.models[0]!.params());
-    const shards = planShards(total, 2);
-    const buckets = planBuckets(params, BUCKET, 4);
+    const { buckets, parts, step: want } = zeroStepCalls(x.models[0]!.params(), 2, BUCKET);
     assert.ok(buckets.length > 3);
-    const parts = buckets.map((b) => rangeCounts(shards, b.begin, b.end));
-    const equal = (c: number[]) => c.every((x) => x === c[0]);
     assert.ok(parts.some((c) => c.filter((x) => x > 0).length > 1), 'some bucket straddles two shards');
-    const reduce = (c: number[], k: number) => equal(c)
-      ? [`reduceScatter count=${c[0]} dtype=7 op=0 root=-1`]
-      : [`allReduce count=${buckets[k]!.end - buckets[k]!.begin} dtype=7 op=0 root=-1`];
-    const gather = (c: number[]) => equal(c)
-      ? [`allGather count=${c[0]} dtype=9 op=-1 root=-1`]
-      : c.flatMap((n, r) => (n > 0 ? [`broadcast count=${n} dtype=9 op=-1 root=${r}`] : []));
-    const want = [
-      ...parts.map(reduce).reverse().flat(),
-      'allReduce count=1 dtype=8 op=0 root=-1',
-      ...parts.flatMap(gather),
-    ];
-    const lines = readFileSync(log, 'utf8').trim().split('\n');
-    for (let r = 0; r < 2; r++) {
-      const mine = lines.filter((l) => l.endsWith(` rank=${r}`)).map((l) => l.slice(0, -` rank=${r}`.length));
-      assert.deepEqual(mine, want, `rank ${r}`);
-    }
+    for (let r = 0; r < 2; r++) assert.deepEqual(fakeNcclCalls(log, r), want, `rank ${r}`);
     await closeWorlds();
   });
 
