@@ -16,12 +16,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BUILTIN_VOCAB, initModel } from '../../lib/model/index.js';
 import { fromBf16, toBf16 } from '../../lib/native.js';
 import { loadChatTokenizer } from '../../lib/prompt/index.js';
 import { NativeEngine, startServer, type RolloutServer } from '../../lib/rollout/index.js';
 import { parseLoopbackId } from '../../lib/rollout/weight-sync-loopback.js';
 import { metrics, runTrain, weights } from './train-runs.js';
+import { writeTinyModel } from '../helpers/tiny-model.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-dp-wsync-'));
 
@@ -84,7 +84,7 @@ class Recorded {
 let dir = '';
 const servers: Recorded[] = [];
 before(async () => {
-  ({ dir } = await initModel({ out: join(root, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed: 11, initStd: 0.1 }));
+  dir = await writeTinyModel(join(root, 'model'), 11, 0.1);
   for (let i = 0; i < 3; i++) servers.push(await Recorded.start(dir));
 });
 after(async () => {

@@ -10,8 +10,8 @@ import { evalCommand, runEval, type EvalArgs } from '../../lib/commands/eval.js'
 import { loadDataset, sampleDataDir, selectSplit, SAMPLE_FILES } from '../../lib/data/index.js';
 import { evaluateIterK, formatIterKTable } from '../../lib/eval/iterk.js';
 import { noRoomCompletions } from '../../lib/rollout/params.js';
-import { BUILTIN_VOCAB, initModel } from '../../lib/model/index.js';
 import type { Completion, ExecResult, FollowUpContext, PromptBuilder, SampleParams, Sampler } from '../../lib/murphy/index.js';
+import { writeTinyModel } from '../helpers/tiny-model.js';
 
 interface P {
   id: string;
@@ -122,7 +122,7 @@ describe('murphy-native eval', () => {
   after(() => rmSync(work, { recursive: true, force: true }));
 
   it('writes results JSON for a shipped sample with a tiny model (all unsolved, every field present)', async () => {
-    const { dir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed: 1 });
+    const dir = await writeTinyModel(join(work, 'model'), 1);
     const out = join(work, 'results.json');
     const r = await runEval({
       dataset: join(sampleDataDir(), SAMPLE_FILES.mbpp), format: 'auto', limit: 3, model: dir, k: 2, n: 1, temperature: 0, topP: 1, maxTokens: 8, seed: 0,
@@ -153,7 +153,7 @@ describe('murphy-native eval', () => {
   });
 
   it('--device cpu and emulate (and --storage, --kv-cache-blocks) choose the embedded engine; the results say which', async () => {
-    const { dir } = await initModel({ out: join(work, 'model-dev'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed: 2 });
+    const dir = await writeTinyModel(join(work, 'model-dev'), 2);
     const base: EvalArgs = { dataset: join(sampleDataDir(), SAMPLE_FILES.mbpp), format: 'auto', limit: 2, model: dir, k: 2, n: 1, temperature: 0, topP: 1, maxTokens: 6, seed: 0, workers: 2, testTimeout: 3, feedback: 'visible' };
     const lines: string[] = [];
     const cpu = await runEval({ ...base, device: 'cpu' }, (l) => lines.push(l));

@@ -8,15 +8,15 @@ import { after, before, describe, it } from 'node:test';
 import { defaultConfig, resolveConfig } from '../../lib/config/index.js';
 import { loadPolicyModel } from '../../lib/commands/run-training.js';
 import { serveModel } from '../../lib/commands/serve.js';
-import { BUILTIN_VOCAB, initModel } from '../../lib/model/index.js';
 import { EmbeddedBackend } from '../../lib/rollout/embedded.js';
 import { NativeEngine } from '../../lib/rollout/engine.js';
+import { writeTinyModel } from '../helpers/tiny-model.js';
 
 describe('bf16 configuration keys', () => {
   const work = mkdtempSync(join(tmpdir(), 'murphy-bf16cfg-'));
   let dir = '';
   before(async () => {
-    ({ dir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed: 1 }));
+    dir = await writeTinyModel(join(work, 'model'), 1);
   });
   after(() => rmSync(work, { recursive: true, force: true }));
 

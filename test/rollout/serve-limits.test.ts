@@ -17,6 +17,7 @@ import { NativeEngine, startServer, type EngineRequest, type EngineSample, type 
 import { Rng, testSeed } from '../helpers/random.js';
 import { deferred, SpyEngine } from './serve-helpers.js';
 import { cli } from '../helpers/cli.js';
+import { writeTinyModel } from '../helpers/tiny-model.js';
 
 const seed = testSeed('rollout/serve-limits');
 const rng = new Rng(seed);
@@ -26,7 +27,7 @@ let tok: HfChatTokenizer;
 let native: NativeEngine;
 
 before(async () => {
-  ({ dir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed, initStd: 0.3 }));
+  dir = await writeTinyModel(join(work, 'model'), seed, 0.3);
   tok = loadChatTokenizer(dir);
   native = await NativeEngine.load(dir);
 });

@@ -7,11 +7,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
-import { BUILTIN_VOCAB, initModel, PolicyModel } from '../../lib/model/index.js';
+import { PolicyModel } from '../../lib/model/index.js';
 import { ChatPromptBuilder, loadChatTokenizer, type HfChatTokenizer } from '../../lib/prompt/index.js';
 import { NativeEngine, startServer, VllmBackend, type RolloutServer } from '../../lib/rollout/index.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { SpyEngine } from './serve-helpers.js';
+import { writeTinyModel } from '../helpers/tiny-model.js';
 
 const seed = testSeed('rollout/serve-openai');
 const rng = new Rng(seed);
@@ -24,7 +25,7 @@ let srv: RolloutServer;
 let client: OpenAI;
 
 before(async () => {
-  ({ dir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed, initStd: 0.3 }));
+  dir = await writeTinyModel(join(work, 'model'), seed, 0.3);
   tok = loadChatTokenizer(dir);
   spy = new SpyEngine(await NativeEngine.load(dir));
   srv = await startServer({ engine: spy, tokenizer: tok, modelName: 'tiny', apiKey: KEY });

@@ -8,10 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { serveModel } from '../../lib/commands/serve.js';
-import { BUILTIN_VOCAB, initModel, PolicyModel } from '../../lib/model/index.js';
+import { PolicyModel } from '../../lib/model/index.js';
 import { loadChatTokenizer, type HfChatTokenizer } from '../../lib/prompt/index.js';
 import { EmbeddedBackend, NativeEngine, startServer, VllmBackend, type RolloutServer } from '../../lib/rollout/index.js';
 import { Rng, testSeed } from '../helpers/random.js';
+import { writeTinyModel } from '../helpers/tiny-model.js';
 
 const seed = testSeed('rollout/serve');
 const rng = new Rng(seed);
@@ -23,7 +24,7 @@ let engine: NativeEngine;
 
 before(async () => {
   // vocabulary = the built-in tokenizer's, so every sampled id decodes; float32 so weights round-trip exactly
-  ({ dir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed, initStd: 0.3 }));
+  dir = await writeTinyModel(join(work, 'model'), seed, 0.3);
   tok = loadChatTokenizer(dir);
   engine = await NativeEngine.load(dir);
   srv = await startServer({ engine, tokenizer: tok, modelName: 'tiny' });

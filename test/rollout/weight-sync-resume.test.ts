@@ -8,10 +8,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
 import { runTraining } from '../../lib/commands/run-training.js';
-import { BUILTIN_VOCAB, initModel } from '../../lib/model/index.js';
 import { loadChatTokenizer } from '../../lib/prompt/index.js';
 import { NativeEngine, startServer, type EngineRequest, type EngineSample, type RolloutServer } from '../../lib/rollout/index.js';
 import { SpyEngine } from './serve-helpers.js';
+import { writeTinyModel } from '../helpers/tiny-model.js';
 
 const work = mkdtempSync(join(tmpdir(), 'murphy-wsync-resume-'));
 let dir = '';
@@ -32,7 +32,7 @@ class Recording extends SpyEngine {
 }
 
 before(async () => {
-  ({ dir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed: 5, initStd: 0.1 }));
+  dir = await writeTinyModel(join(work, 'model'), 5, 0.1);
   engine = await NativeEngine.load(dir);
   srv = await startServer({ engine: new Recording(engine), tokenizer: loadChatTokenizer(dir), modelName: 'tiny' });
 });

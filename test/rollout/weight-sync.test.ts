@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BUILTIN_VOCAB, initModel, PolicyModel } from '../../lib/model/index.js';
+import { PolicyModel } from '../../lib/model/index.js';
 import { fromBf16, toBf16 } from '../../lib/native.js';
 import { loadChatTokenizer, type HfChatTokenizer } from '../../lib/prompt/index.js';
 import {
@@ -23,6 +23,7 @@ import { cuda } from '../../lib/native.js';
 import { configDifferences } from '../../lib/commands/run-training.js';
 import { resolveConfig } from '../../lib/config/index.js';
 import { Rng, testSeed } from '../helpers/random.js';
+import { writeTinyModel } from '../helpers/tiny-model.js';
 
 const seed = testSeed('rollout/weight-sync');
 const rng = new Rng(seed);
@@ -113,7 +114,7 @@ describe('NCCL weight sync end to end against serve (loopback fake)', () => {
   let tok: HfChatTokenizer;
   const servers: RolloutServer[] = [];
   before(async () => {
-    ({ dir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed, initStd: 0.3 }));
+    dir = await writeTinyModel(join(work, 'model'), seed, 0.3);
     tok = loadChatTokenizer(dir);
     for (let i = 0; i < 2; i++) servers.push(await startServer({ engine: await NativeEngine.load(dir), tokenizer: tok, modelName: 'tiny' }));
   });

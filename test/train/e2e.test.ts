@@ -7,13 +7,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { resolveConfig } from '../../lib/config/index.js';
-import { BUILTIN_VOCAB, initModel, packSequences, PolicyModel } from '../../lib/model/index.js';
+import { packSequences, PolicyModel } from '../../lib/model/index.js';
 import { loadChatTokenizer } from '../../lib/prompt/index.js';
 import { NativeEngine, startServer, VllmBackend, type RolloutServer } from '../../lib/rollout/index.js';
 import { readMetrics, readTreeLines } from '../../lib/train/rundir.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { runTraining } from '../../lib/commands/run-training.js';
 import { shortDemo } from './configs.js';
+import { writeTinyModel } from '../helpers/tiny-model.js';
 
 const work = mkdtempSync(join(tmpdir(), 'murphy-e2e-'));
 let modelDir = '';
@@ -21,7 +22,7 @@ let srv: RolloutServer;
 let loads = 0;
 
 before(async () => {
-  ({ dir: modelDir } = await initModel({ out: join(work, 'model'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed: 3, initStd: 0.1 }));
+  modelDir = await writeTinyModel(join(work, 'model'), 3, 0.1);
   srv = await startServer({ engine: await NativeEngine.load(modelDir), tokenizer: loadChatTokenizer(modelDir), modelName: 'tiny', onLoad: () => loads++ });
 });
 after(async () => {

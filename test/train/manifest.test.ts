@@ -9,9 +9,10 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { xxh64Buffers, xxh64File } from '../../lib/native.js';
 import { MANIFEST_FILE, ManifestWriter, manifestFault, manifestSizeFault, readManifest, sha256File } from '../../lib/train/manifest.js';
-import { BUILTIN_VOCAB, initModel, PolicyModel } from '../../lib/model/index.js';
+import { PolicyModel } from '../../lib/model/index.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { Rng, testSeed } from '../helpers/random.js';
+import { writeTinyModel } from '../helpers/tiny-model.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-manifest-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -121,7 +122,7 @@ describe('ManifestWriter', () => {
   });
 
   it('the native Hugging Face save hashes each file as it writes it (bf16 and f32, one file and shards); the manifest takes those hashes, no read-back', async () => {
-    const { dir: src } = await initModel({ out: join(root, 'hf-src'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 1 }, dtype: 'float32', seed: rng.int(1 << 30) });
+    const src = await writeTinyModel(join(root, 'hf-src'), rng.int(1 << 30));
     const m = await PolicyModel.load(src);
     const weightBytes = statSync(join(src, 'model.safetensors')).size;
     for (const dtype of ['bfloat16', 'float32'] as const) {
