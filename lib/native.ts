@@ -80,7 +80,8 @@ function kindOf(a: HostArray): ElemKind {
   throw new TypeError('expected a Float32Array, Uint16Array (bf16), Int32Array, Uint8Array or BigInt64Array');
 }
 
-function hostAlloc<K extends ElemKind>(kind: K, n: number): HostOf<K> {
+/** A zero-filled host array of `n` elements of `kind` (bf16: Uint16Array of the bits). */
+export function hostArray<K extends ElemKind>(kind: K, n: number): HostOf<K> {
   switch (kind) {
     case 'f32': return new Float32Array(n) as HostOf<K>;
     case 'bf16': return new Uint16Array(n) as HostOf<K>;
@@ -117,7 +118,7 @@ export class DeviceArray<K extends ElemKind = ElemKind> {
   }
   /** Copies the contents back into a new host typed array. */
   download(): HostOf<K> {
-    return this.raw.download(hostAlloc(this.kind, this.length)) as HostOf<K>;
+    return this.raw.download(hostArray(this.kind, this.length)) as HostOf<K>;
   }
   free(): void {
     this.raw.free();
@@ -133,7 +134,7 @@ function raw(t: Tensor | undefined | null): RawTensor | undefined {
 }
 
 function likeOf<K extends ElemKind>(ref: Tensor, kind: K, n: number): Tensor<K> {
-  return ref instanceof DeviceArray ? DeviceArray.empty(kind, n) : hostAlloc(kind, n);
+  return ref instanceof DeviceArray ? DeviceArray.empty(kind, n) : hostArray(kind, n);
 }
 
 // Sizes are checked before any output array is allocated, so that a bad size reports

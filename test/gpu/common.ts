@@ -3,7 +3,7 @@
 //
 // Without a usable device every GPU test is *skipped* (node:test's skip, so the summary
 // says "skipped", never "pass"), after one line saying why.
-import { cuda, DeviceArray, kernelCudaRunner, kernelHarness, type HostArray, type Tensor } from '../../lib/native.js';
+import { cuda, DeviceArray, hostArray, kernelCudaRunner, kernelHarness, type HostArray, type Tensor } from '../../lib/native.js';
 import { testSeed } from '../helpers/random.js';
 
 const st = cuda.status();
@@ -76,15 +76,7 @@ export function up<T extends HostArray>(a: T): DeviceArray | T {
 type Kind = 'f32' | 'bf16' | 'i32' | 'u8' | 'i64';
 /** A zero-filled device array (a host array in a dry run). */
 export function empty<K extends Kind>(kind: K, n: number): Tensor<K> {
-  if (dryRun) {
-    switch (kind) {
-      case 'f32': return new Float32Array(n) as Tensor<K>;
-      case 'bf16': return new Uint16Array(n) as Tensor<K>;
-      case 'i32': return new Int32Array(n) as Tensor<K>;
-      case 'u8': return new Uint8Array(n) as Tensor<K>;
-      default: return new BigInt64Array(n) as Tensor<K>;
-    }
-  }
+  if (dryRun) return hostArray(kind, n) as Tensor<K>;
   return DeviceArray.empty(kind, n) as Tensor<K>;
 }
 
