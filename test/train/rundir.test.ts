@@ -13,7 +13,7 @@ import { FakeExecutor, FakePromptBuilder } from '../../lib/murphy/index.js';
 import { LOCK_FILE, RunLock } from '../../lib/train/lock.js';
 import { writeManifest } from '../../lib/train/manifest.js';
 import { train } from '../../lib/train/loop.js';
-import type { ProgressSink } from '../../lib/train/progress.js';
+import { silentProgress, type ProgressSink } from '../../lib/train/progress.js';
 import { RunDir } from '../../lib/train/rundir.js';
 import { exitCodeForSignal, InterruptedError } from '../../lib/train/signals.js';
 import { shortDemo } from './configs.js';
@@ -21,6 +21,11 @@ import { FakeBackend, FakePolicy } from './fakes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'murphy-rundir-'));
 after(() => rmSync(root, { recursive: true, force: true }));
+
+/** A progress sink that sends this process SIGINT when `phase` starts, and shows nothing. */
+function sigintWhenStarting(phase: string): ProgressSink {
+  return { ...silentProgress, start: (p) => { if (p === phase) process.emit('SIGINT', 'SIGINT'); } };
+}
 
 /** The pid of a process that has exited (a stale lock's owner). */
 function deadPid(): number {
@@ -182,14 +187,7 @@ describe('a run stopped before its first checkpoint', () => {
 
   it('SIGINT during the warm-up: InterruptedError (exit 130) and no half-made run directory', async () => {
     const out = join(root, 'sigint-warmup');
-    const progress: ProgressSink = {
-      start: (phase) => {
-        if (phase === 'warm-up') process.emit('SIGINT', 'SIGINT');
-      },
-      update() {},
-      end() {},
-      line() {},
-    };
+    const progress = sigintWhenStarting('warm-up');
     await assert.rejects(runTraining(shortDemo({ out, sftSteps: 50 }), { progress, report: false }), (e: Error) => e instanceof InterruptedError && e.exitCode === 130 && /SIGINT during the supervised warm-up/.test(e.message));
     assert.equal(existsSync(out), false);
     // into a directory that already held something of the user's: only what the run wrote goes
@@ -204,14 +202,7 @@ describe('a run stopped before its first checkpoint', () => {
 
   it('SIGINT during training: a checkpoint is written and the summary names the signal', async () => {
     const out = join(root, 'sigint-train');
-    const progress: ProgressSink = {
-      start: (phase) => {
-        if (phase === 'training') process.emit('SIGINT', 'SIGINT');
-      },
-      update() {},
-      end() {},
-      line() {},
-    };
+    const progress = sigintWhenStarting('training');
     const r = await runTraining(shortDemo({ out, maxSteps: 5, saveSteps: 10 }), { progress, report: false });
     assert.equal(r.summary.signal, 'SIGINT');
     assert.equal(exitCodeForSignal('SIGINT'), 130);
