@@ -33,6 +33,26 @@ export interface Collective {
   close(): Promise<void>;
 }
 
+/** How a rank of either backend joins its job (the rendezvous at masterAddr:masterPort, lib/dist/rendezvous.ts). */
+export interface CollectiveJoinOptions {
+  rank: number;
+  worldSize: number;
+  masterAddr: string;
+  masterPort: number;
+  /** Rendezvous and connection (TCP) or communicator (NCCL) set-up deadline, ms (default 300 s). */
+  connectTimeoutMs?: number;
+  /** Bound on each collective call, ms (default 1800 s: rank 0 may be evaluating while the others wait). */
+  timeoutMs?: number;
+  retryMs?: number;
+  onRetry?: (attempt: number, reason: string) => void;
+  onListening?: (port: number) => void;
+}
+
+/** The bytes of an array, in place. */
+export const bytesOf = (a: DataArray): Uint8Array => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+/** Whether two arrays have one element type. */
+export const sameKind = (a: DataArray, b: DataArray): boolean => a.constructor === b.constructor;
+
 export class CollectiveError extends Error {
   override name = 'CollectiveError';
 }

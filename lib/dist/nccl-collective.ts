@@ -27,35 +27,22 @@
 import { DeviceArray, binaryInfo } from '../native.js';
 import { NcclCommunicator, ncclUniqueId, requireNccl, type NcclDType, type NcclTensor } from '../gpu/nccl.js';
 import {
-  checkCounts, CollectiveError, equalCounts, partOffsets,
-  type Collective, type DataArray, type FloatArray, type ReduceOp, type ReduceScatterOptions,
+  bytesOf, checkCounts, CollectiveError, equalCounts, partOffsets, sameKind,
+  type Collective, type CollectiveJoinOptions, type DataArray, type FloatArray, type ReduceOp, type ReduceScatterOptions,
 } from './collective.js';
 import { rendezvous } from './rendezvous.js';
 
-export interface NcclCollectiveOptions {
-  rank: number;
-  worldSize: number;
-  masterAddr: string;
-  masterPort: number;
+export interface NcclCollectiveOptions extends CollectiveJoinOptions {
   /**
    * CUDA device index of this rank in this process (0 when CUDA_VISIBLE_DEVICES names its one
    * GPU); -1: no device, host buffers (a fake library only).
    */
   device: number;
-  /** Rendezvous and communicator set-up deadline, ms (default 300 s). */
-  connectTimeoutMs?: number;
-  /** Bound on each collective call, ms (default 1800 s: rank 0 may be evaluating while the others wait). */
-  timeoutMs?: number;
-  retryMs?: number;
-  onRetry?: (attempt: number, reason: string) => void;
-  onListening?: (port: number) => void;
 }
 
 /** The interface's calls, and the names of exclusive() bodies (ZeRO-1 on the device engine: lib/dist/zero-device.ts). */
 type OpName = 'allReduce' | 'reduceScatter' | 'allGather' | 'broadcast' | 'barrier' | 'zeroStep' | 'accumulate' | 'zeroFlush';
 
-const bytesOf = (a: DataArray): Uint8Array => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-const sameKind = (a: DataArray, b: DataArray): boolean => a.constructor === b.constructor;
 
 function floatType(a: FloatArray, what: string): NcclDType {
   if (a instanceof Float32Array) return 'f32';

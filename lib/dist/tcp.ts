@@ -7,38 +7,19 @@
 // All-reduce = reduce-scatter + all-gather (each rank sends 2 (N-1)/N of the buffer).
 import net from 'node:net';
 import {
-  checkCounts, CollectiveError, equalCounts, partOffsets, splitCounts,
-  type Collective, type DataArray, type FloatArray, type ReduceOp, type ReduceScatterOptions,
+  bytesOf, checkCounts, CollectiveError, equalCounts, partOffsets, sameKind, splitCounts,
+  type Collective, type CollectiveJoinOptions, type DataArray, type FloatArray, type ReduceOp, type ReduceScatterOptions,
 } from './collective.js';
 import { FrameReader, withDeadline, writeFrame } from './frames.js';
 import { bindHost, rendezvous } from './rendezvous.js';
 
-export interface TcpCollectiveOptions {
-  rank: number;
-  worldSize: number;
-  masterAddr: string;
-  masterPort: number;
-  /** Rendezvous and connection set-up deadline, ms (default 300 s). */
-  connectTimeoutMs?: number;
-  /** Bound on each collective call, ms (default 1800 s: rank 0 may be evaluating while the others wait). */
-  timeoutMs?: number;
-  retryMs?: number;
-  onRetry?: (attempt: number, reason: string) => void;
-  onListening?: (port: number) => void;
-}
+/** The CPU backend needs only the join options. */
+export type TcpCollectiveOptions = CollectiveJoinOptions;
 
 const OPS = ['', 'allReduce', 'reduceScatter', 'allGather', 'broadcast', 'barrier'] as const;
 type OpName = (typeof OPS)[number];
 
 const HELLO = 100;
-
-function bytesOf(a: DataArray): Uint8Array {
-  return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-}
-
-function sameKind(a: DataArray, b: DataArray): boolean {
-  return a.constructor === b.constructor;
-}
 
 /** A typed view of a received payload (copied when unaligned). */
 function viewAs<T extends DataArray>(like: T, payload: Buffer, n: number): T {
