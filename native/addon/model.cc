@@ -217,6 +217,17 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
     return lk;
   }
 
+  // The body of a sync call that returns undefined: refused while an async call runs
+  // (busy_guard), then f(), any error thrown to JS as one line (guarded).
+  template <class F>
+  Napi::Value sync_void(const Napi::CallbackInfo& info, F f) {
+    return guarded(info, [&]() -> Napi::Value {
+      auto lk = busy_guard();
+      f();
+      return info.Env().Undefined();
+    });
+  }
+
   Napi::Value Config(const Napi::CallbackInfo& info) {
     return guarded(info, [&]() -> Napi::Value {
       const model::ModelConfig& c = eng_->config();
@@ -274,12 +285,10 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
   }
 
   Napi::Value SetParam(const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
-      auto lk = busy_guard();
+    return sync_void(info, [&] {
       const model::ParamInfo& p = find(info[0]);
       Buf b = host(info[1], "values", Kind::F32, p.numel);
       eng_->set_param(p, static_cast<const float*>(b.ptr));
-      return info.Env().Undefined();
     });
   }
 
@@ -301,15 +310,13 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
 
   // setAdamState(name, m, v, step): restores one parameter's moments and the step count
   Napi::Value SetAdamState(const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
-      auto lk = busy_guard();
+    return sync_void(info, [&] {
       const model::ParamInfo& p = find(info[0]);
       Buf m = host(info[1], "m", Kind::F32, p.numel);
       Buf v = host(info[2], "v", Kind::F32, p.numel);
       const int64_t step = to_int(info[3], "step", 0, int64_t(1) << 50);
       eng_->set_adam(p, static_cast<const float*>(m.ptr), static_cast<const float*>(v.ptr));
       eng_->set_step(step);
-      return info.Env().Undefined();
     });
   }
 
@@ -477,10 +484,8 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
   }
 
   Napi::Value ZeroGrad(const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
-      auto lk = busy_guard();
+    return sync_void(info, [&] {
       eng_->zero_grad();
-      return info.Env().Undefined();
     });
   }
 
@@ -525,10 +530,8 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
   }
 
   Napi::Value MakeReference(const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
-      auto lk = busy_guard();
+    return sync_void(info, [&] {
       eng_->make_reference();
-      return info.Env().Undefined();
     });
   }
 
@@ -650,18 +653,14 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
 
   // kvAllocate(blocks, blockSize): K and V pools for every layer (replaces any)
   Napi::Value KvAllocate(const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
-      auto lk = busy_guard();
+    return sync_void(info, [&] {
       eng_->kv_allocate(to_int(info[0], "blocks", 1, int64_t(1) << 40), to_int(info[1], "blockSize", 1, 1 << 20));
-      return info.Env().Undefined();
     });
   }
 
   Napi::Value KvRelease(const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
-      auto lk = busy_guard();
+    return sync_void(info, [&] {
       eng_->kv_release();
-      return info.Env().Undefined();
     });
   }
 
@@ -884,15 +883,13 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
 
   // zeroSetShard(master, m, v, step): the shard's master weights and moments, and the step count
   Napi::Value ZeroSetShard(const Napi::CallbackInfo& info) {
-    return guarded(info, [&]() -> Napi::Value {
-      auto lk = busy_guard();
+    return sync_void(info, [&] {
       const int64_t n = eng_->zero_shard_size();
       Buf master = host(info[0], "master", Kind::F32, n), m = host(info[1], "m", Kind::F32, n),
           v = host(info[2], "v", Kind::F32, n);
       const int64_t step = to_int(info[3], "step", 0, int64_t(1) << 50);
       eng_->zero_set_shard(static_cast<const float*>(master.ptr), static_cast<const float*>(m.ptr),
                            static_cast<const float*>(v.ptr), step);
-      return info.Env().Undefined();
     });
   }
 
