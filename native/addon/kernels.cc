@@ -29,23 +29,35 @@ int64_t checked_elems(int64_t rows, int64_t vocab) {
   return rows * vocab;
 }
 
+// The arguments both log-prob bindings share, read into a (either args struct): dtype (1),
+// nRows (3), vocab (4), temperature (5), then logits (0: nRows x vocab of dtype) and targets
+// (2: nRows int32). Returns the two buffers for the same-device check.
+struct LogprobOperands {
+  Buf logits, targets;
+};
+
+template <class Args>
+LogprobOperands logprob_operands(const Napi::CallbackInfo& info, Args& a) {
+  a.dtype = parse_dtype(info[1]);
+  a.n_rows = to_int(info[3], "nRows", 0, kMaxRows);
+  a.vocab = to_int(info[4], "vocab", 1, kMaxVocab);
+  a.temperature = float(to_number(info[5], "temperature"));
+  const int64_t nv = checked_elems(a.n_rows, a.vocab);
+  LogprobOperands o{tensor(info[0], "logits", kind_of(a.dtype), nv), tensor(info[2], "targets", Kind::I32, a.n_rows)};
+  a.logits = o.logits.ptr;
+  a.targets = static_cast<const int32_t*>(o.targets.ptr);
+  return o;
+}
+
 // logprobForward(logits, dtype, targets, nRows, vocab, temperature, logpOut, lseOut, entropyOut?)
 Napi::Value LogprobForward(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     LogprobForwardArgs a;
-    a.dtype = parse_dtype(info[1]);
-    a.n_rows = to_int(info[3], "nRows", 0, kMaxRows);
-    a.vocab = to_int(info[4], "vocab", 1, kMaxVocab);
-    a.temperature = float(to_number(info[5], "temperature"));
-    const int64_t nv = checked_elems(a.n_rows, a.vocab);
-    Buf logits = tensor(info[0], "logits", kind_of(a.dtype), nv);
-    Buf targets = tensor(info[2], "targets", Kind::I32, a.n_rows);
+    LogprobOperands x = logprob_operands(info, a);
     Buf logp = tensor(info[6], "logp", Kind::F32, a.n_rows);
     Buf lse = tensor(info[7], "lse", Kind::F32, a.n_rows);
     Buf ent = tensor(info[8], "entropy", Kind::F32, a.n_rows, true);
-    Device d = same_device({&logits, &targets, &logp, &lse, &ent}, "logprobForward");
-    a.logits = logits.ptr;
-    a.targets = static_cast<const int32_t*>(targets.ptr);
+    Device d = same_device({&x.logits, &x.targets, &logp, &lse, &ent}, "logprobForward");
     a.logp = static_cast<float*>(logp.ptr);
     a.lse = static_cast<float*>(lse.ptr);
     a.entropy = ent.present ? static_cast<float*>(ent.ptr) : nullptr;
@@ -58,19 +70,11 @@ Napi::Value LogprobForward(const Napi::CallbackInfo& info) {
 Napi::Value LogprobBackward(const Napi::CallbackInfo& info) {
   return guarded(info, [&]() -> Napi::Value {
     LogprobBackwardArgs a;
-    a.dtype = parse_dtype(info[1]);
-    a.n_rows = to_int(info[3], "nRows", 0, kMaxRows);
-    a.vocab = to_int(info[4], "vocab", 1, kMaxVocab);
-    a.temperature = float(to_number(info[5], "temperature"));
-    const int64_t nv = checked_elems(a.n_rows, a.vocab);
-    Buf logits = tensor(info[0], "logits", kind_of(a.dtype), nv);
-    Buf targets = tensor(info[2], "targets", Kind::I32, a.n_rows);
+    LogprobOperands x = logprob_operands(info, a);
     Buf lse = tensor(info[6], "lse", Kind::F32, a.n_rows);
     Buf g = tensor(info[7], "gradLogp", Kind::F32, a.n_rows);
-    Buf out = tensor(info[8], "gradLogits", kind_of(a.dtype), nv);
-    Device d = same_device({&logits, &targets, &lse, &g, &out}, "logprobBackward");
-    a.logits = logits.ptr;
-    a.targets = static_cast<const int32_t*>(targets.ptr);
+    Buf out = tensor(info[8], "gradLogits", kind_of(a.dtype), a.n_rows * a.vocab);  // no overflow: checked above
+    Device d = same_device({&x.logits, &x.targets, &lse, &g, &out}, "logprobBackward");
     a.lse = static_cast<const float*>(lse.ptr);
     a.grad_logp = static_cast<const float*>(g.ptr);
     a.grad_logits = out.ptr;
