@@ -1,6 +1,8 @@
 // Runs a check script (test/helpers/exp-check.ts, stream-check.ts) once for each compiled SIMD
 // copy of the addon below this CPU's own, each in a child process under MURPHY_SIMD. Takes the
 // CPU's description as an argument: a test may have to set variables before lib/native loads.
+// A test that calls it starts child processes: keep it out of test/groups/ (the guard in
+// test/runner/test-files.test.ts reads only the test file's own text).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
