@@ -161,6 +161,11 @@ export interface MemoryReport {
   grads: number;
   optimizer: number;
   reference: number;
+  /**
+   * The largest activations and loss buffers one call has used (bytes). The CPU engine keeps
+   * its training step's between steps (a fresh buffer costs a page fault per 4 KiB at first
+   * touch), so that much stays allocated once the model has trained.
+   */
   activationsPeak: number;
 }
 
