@@ -4,13 +4,14 @@
 //
 // Both addons are loaded side by side; per shape (bench/model-shapes.ts's layer products, no LM
 // head) the two are interleaved for --rounds rounds (default 12) of a few reps each, and each
-// side keeps its best wall time and its best CPU time (process.cpuUsage: all threads; the thread
-// pools sleep, never spin, so the idle pool of the other binary costs nothing). On a busy machine
+// side keeps its best wall time and its best CPU time (process.cpuUsage: all threads; each
+// binary's pool spins ~100 us after a product before it sleeps, so the first rep after the other
+// side's turn may share a core with that spin: the best of the reps leaves it out). On a busy machine
 // wall time swings with time slicing; CPU time shows the work each build does (packing included).
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { cpuInfo, linearProduct, type LinearProductKind, type GemmPathName } from '../lib/native.js';
+import { alignedArray, cpuInfo, linearProduct, type LinearProductKind, type GemmPathName } from '../lib/native.js';
 import type { RawAddon } from '../lib/native/raw.js';
 import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
 import { gemmShapes, modelCases } from './model-shapes.js';
@@ -30,7 +31,12 @@ if (!theirs.linearProduct) {
 const rounds = Number(opt('--rounds') ?? 12);
 const path = (opt('--path') ?? 'auto') as GemmPathName;
 const loadavg = () => readFileSync('/proc/loadavg', 'utf8').trim();
-const fill = (n: number) => Float32Array.from({ length: n }, (_, i) => Math.sin(i * 12.9898));
+// operands on 64-byte boundaries, as the model's weights and gemm.bench.ts's are
+const fill = (n: number) => {
+  const a = alignedArray(Float32Array, n);
+  for (let i = 0; i < n; i++) a[i] = Math.sin(i * 12.9898);
+  return a;
+};
 
 const loadStart = loadavg();
 log(`gemm-vs-binary: ${other} vs this build, path ${path}, ${cpuInfo().threads} threads, ${rounds} rounds; load ${loadStart}`);
@@ -39,13 +45,17 @@ for (const c of modelCases(false)) {
   for (const [name, m, k, n, product] of gemmShapes(c)) {
     if (name.includes('lm head') || m <= 32 || (opt('--only') && !name.includes(opt('--only')!))) continue;
     const kind = product as LinearProductKind;
-    const a = fill(kind === 'forward' ? m * k : m * n);
-    const b = fill(kind === 'backwardWeight' ? m * k : n * k);
-    const out = new Float32Array(kind === 'forward' ? m * n : kind === 'backwardInput' ? m * k : n * k);
+    // The linear layer's sizes (tokens, out, in) behind the plain (m x k) (k x n) product, as in
+    // gemm.bench.ts (passing m, n, k as they are ran the backward rows on other shapes: "down dx"
+    // timed gate/up dx's product and the reverse, the weight gradients other products again).
+    const L = kind === 'forward' ? { m, n, k } : kind === 'backwardInput' ? { m, n: k, k: n } : { m: k, n: m, k: n };
+    const a = fill(kind === 'forward' ? L.m * L.k : L.m * L.n);
+    const b = fill(kind === 'backwardWeight' ? L.m * L.k : L.n * L.k);
+    const out = alignedArray(Float32Array, kind === 'forward' ? L.m * L.n : kind === 'backwardInput' ? L.m * L.k : L.n * L.k);
     const accumulate = kind === 'backwardWeight';
     const sides = {
-      other: () => theirs.linearProduct!({ product: kind, a, b, out, m, n, k, accumulate, path }),
-      this: () => linearProduct(kind, a, b, out, { m, n, k }, { accumulate, path }),
+      other: () => theirs.linearProduct!({ product: kind, a, b, out, ...L, accumulate, path }),
+      this: () => linearProduct(kind, a, b, out, L, { accumulate, path }),
     };
     const best = { other: { wall: Infinity, cpu: Infinity }, this: { wall: Infinity, cpu: Infinity } };
     const flops = 2 * m * n * k, reps = Math.max(2, Math.min(20, Math.round(3e8 / flops)));

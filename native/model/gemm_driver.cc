@@ -1,7 +1,8 @@
 // The BLIS driver of the packed CPU matrix products (gemm_driver.h).
 //
 // Tiles: the output is cut into row blocks (<= MCB rows) x column blocks (<= NCB columns) of even
-// sizes, one task each, run by parallel_for (so the 2D tile space is shared by the threads). A
+// sizes, one task each, handed to the threads one at a time (so the 2D tile space is shared by
+// the threads). A
 // task walks K in slices of KC over its B block (KC x NCB, NR-column panels, k-major, kept in L2)
 // and its rows of A (MR-row strips, k-major), running each strip: the MR x NR micro-kernel across
 // the block's panels, the strip's A micro-panel staying in L1 while B streams from L2. Blocks used
@@ -168,10 +169,17 @@ void drive(Tile t, int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs
   if (share_b) bpk = b_floats <= kKeepFloats ? t_shared_b.get(b_floats) : (b_big = std::make_unique<CallBuf>(b_floats))->p;
   std::unique_ptr<PackState[]> ast(share_a ? new PackState[size_t(g.tm * ns)] : nullptr);
   std::unique_ptr<PackState[]> bst(share_b ? new PackState[size_t(g.tn * ns)] : nullptr);
-  parallel_for(g.tm * g.tn, grain_for(g.tm * g.tn, flops, 1), [&](int64_t t0, int64_t t1) {
+  // The tasks are handed out one at a time from a counter, in order (row block major), to one
+  // chunk per thread: parallel_for's chunks (at most 4 per thread) would group them unevenly
+  // when there are not a multiple of 8 (12 tasks as chunks of 1, 2, 1, 2, ...: the last chunk of
+  // 2 ran alone, 7 task-times instead of 6 on 2 threads).
+  const int64_t tasks = g.tm * g.tn;
+  std::atomic<int64_t> next_task{0};
+  const int64_t runners = flops < kSerialFlops ? 1 : imin(tasks, int64_t(num_threads()));
+  parallel_for(runners, 1, [&](int64_t, int64_t) {
     float* bbuf = share_b ? nullptr : t_bpack.get(size_t(bsz));
     float* abuf = share_a ? nullptr : t_apack.get(size_t(asz));
-    for (int64_t task = t0; task < t1; ++task) {
+    for (int64_t task; (task = next_task.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
       const int64_t rb = task / g.tn, cb = task % g.tn;
       const int64_t i0 = rb * g.mcb, i1 = imin(M, i0 + g.mcb);
       const int64_t j0 = cb * g.ncb, nc = imin(N, j0 + g.ncb) - j0;

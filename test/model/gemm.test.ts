@@ -211,6 +211,33 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     }
   });
 
+  // The packed driver's tasks handed out one at a time from a counter to one runner per thread
+  // (gemm_driver.cc), on 1, 3 and 4 threads: the blocked shapes, one whose 12 column blocks do not
+  // split evenly between 8 chunks (the qwen3 down dx grid, scaled down), and a fresh one.
+  it(`packed products on 1, 3 and 4 threads (${splitPaths.join(', ')}), the three products`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, () => {
+    const threads = cpuInfo().threads;
+    const shapes: Shape[] = [...blocked, { m: 40, n: 3072, k: 40 }, { m: 40 + rng.int(200), n: 200 + rng.int(900), k: 30 + rng.int(300) }];
+    try {
+      for (const t of [1, 3, 4]) {
+        setNumThreads(t);
+        for (const path of splitPaths) {
+          for (const product of ['forward', 'backwardInput', 'backwardWeight'] as const) {
+            for (const s of shapes) {
+              const { a, b, ref } = fp32Case(product, s);
+              const outLen = product === 'forward' ? s.m * s.n : product === 'backwardInput' ? s.m * s.k : s.n * s.k;
+              const old = product === 'backwardWeight' ? rng.normals(outLen) : null;
+              const out = old ? Float32Array.from(old) : new Float32Array(outLen).fill(Number.NaN);
+              linearProduct(product, a, b, out, s, { accumulate: old !== null, path });
+              check(`${path} ${t} threads ${product} ${s.m}x${s.n}x${s.k}`, out, ref.y, ref.abs, old, ref.inner, 0);
+            }
+          }
+        }
+      }
+    } finally {
+      setNumThreads(threads);
+    }
+  });
+
   it('MURPHY_GEMM_PATH sets the path auto takes (avx2 here), and a bad name fails with one line', async () => {
     const native = fileURLToPath(new URL('../../lib/native.ts', import.meta.url));
     const code = `import { linearProduct } from ${JSON.stringify(native)};\n`
