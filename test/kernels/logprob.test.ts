@@ -92,7 +92,7 @@ describe('logprobForward vs float64', () => {
   });
   it('awkward shapes: N = 1, V = 1, V not a multiple of the vector width', () => {
     for (const [n, v] of [[1, 1], [7, 1], [1, 17], [3, 31], [5, 33], [2, 1023], [1, 65537]]) checkForward(case_(n, v), `n=${n} v=${v}`);
-    // V = 1: logp is 0 within the exp's error at 0: the kernel takes t = z a - fl(M a) (a = log2(e) / T,
+    // V = 1: logp is 0 within the exp's error at 0: the FMA copies take t = z a - fl(M a) (a = log2(e) / T,
     // one FMA), which leaves the max a residual of at most half an ulp of M a, and 2^t rounds near 1
     const one = logprobForward({ logits: new Float32Array([3.5]), targets: new Int32Array([0]), nRows: 1, vocab: 1 });
     assert.ok(Math.abs(f32(one.logp)[0]) <= 2e-7, `V = 1: logp ${f32(one.logp)[0]}`);
