@@ -1,5 +1,5 @@
 // The test files `npm test` runs, in the order it starts them: the slowest first (by the wall
-// time each took alone, measured on the 2-core development VM; see README "Set up, run, test"),
+// time each took alone, measured on the 2-core development VM; see docs/testing.md),
 // then every other test/**/*.test.ts alphabetically. Node's runner starts files in the order
 // given, cores + 2 at a time (package.json), so the long ones must not be left for last: a 28 s
 // file started at the end would leave a core idle for most of its run. The files a group in

@@ -28,6 +28,8 @@ export interface LoadEngineOptions extends Partial<Pick<TrainConfig, 'kvCacheFra
   storage?: StorageDType;
   /** The CPU engine: generate on a bf16 copy of the weights (refused on a device engine). */
   bf16Generate?: boolean;
+  /** The CPU engine: each generate() returns the memory it freed to the system (`serve`; NativeEngine). */
+  releaseHeap?: boolean;
 }
 
 /**
@@ -36,7 +38,7 @@ export interface LoadEngineOptions extends Partial<Pick<TrainConfig, 'kvCacheFra
  */
 export async function loadRolloutEngine(dir: string, o: LoadEngineOptions, log: (line: string) => void = () => undefined): Promise<{ engine: RolloutEngine; model: PolicyModel }> {
   if (o.device === 'cpu') {
-    const e = await NativeEngine.load(dir, { bf16Generate: o.bf16Generate });
+    const e = await NativeEngine.load(dir, { bf16Generate: o.bf16Generate, releaseHeap: o.releaseHeap });
     return { engine: e, model: e.model };
   }
   const storage = o.storage ?? 'bf16';

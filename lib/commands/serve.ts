@@ -37,7 +37,7 @@ export const SERVE_DEVICES = ['cpu', 'cuda', 'emulate'] as const;
 async function loadEngine(dir: string, a: ServeArgs, log: (msg: string) => void): Promise<{ engine: RolloutEngine; model: PolicyModel }> {
   const device = a.device ?? 'cpu';
   if (!(SERVE_DEVICES as readonly string[]).includes(device)) throw new Error(`--device must be one of ${SERVE_DEVICES.join(', ')}, got '${String(device)}'`);
-  return loadRolloutEngine(dir, { device, storage: 'bf16', bf16Generate: a.bf16Generate, kvCacheFraction: a.kvCacheFraction, kvCacheBlocks: a.kvCacheBlocks }, log);
+  return loadRolloutEngine(dir, { device, storage: 'bf16', bf16Generate: a.bf16Generate, releaseHeap: true, kvCacheFraction: a.kvCacheFraction, kvCacheBlocks: a.kvCacheBlocks }, log);
 }
 
 /** Seconds SIGTERM/SIGINT wait for generation to stop before the process exits anyway. */

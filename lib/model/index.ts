@@ -94,6 +94,8 @@ export interface GenerateOptions {
   stopIds?: number[];
   /** Alternatives per sampled token (Generation.topIds/topLogprobs). Default 0. */
   topLogprobs?: number;
+  /** Give the memory the call freed back to the system (GENERATE_OPTIONS.releaseHeap; serving). Default false. */
+  releaseHeap?: boolean;
   /**
    * Stop flags, one per sample (prompt-major), on a SharedArrayBuffer: set one with
    * Atomics.store while the call runs and that sample ends before its next decode step with
@@ -159,6 +161,11 @@ export interface MemoryReport {
   grads: number;
   optimizer: number;
   reference: number;
+  /**
+   * The largest activations and loss buffers one call has used (bytes). The CPU engine keeps
+   * its training step's between steps (a fresh buffer costs a page fault per 4 KiB at first
+   * touch), so that much stays allocated once the model has trained.
+   */
   activationsPeak: number;
 }
 

@@ -83,6 +83,13 @@ export const GENERATE_OPTIONS = {
   seed: seedRange,
   /** Alternatives reported per sampled token (serving). */
   topLogprobs: { type: 'int', min: 0, max: 2 ** 20, default: 0 },
+  /**
+   * Return the memory the call freed to the system before it resolves (malloc_trim). Off by
+   * default: a loop that generates again (training, eval) reuses it, while each page given back
+   * costs a page fault at its next use (~11 us a page on some VMs: 23 of the demo's 71 CPU-s when
+   * every call trimmed). `murphy-native serve` turns it on (docs/rollout.md).
+   */
+  releaseHeap: { type: 'boolean', default: false },
 } satisfies Record<string, OptionDef>;
 
 /** Log-prob gathering. */
@@ -131,6 +138,7 @@ export interface ResolvedGenerateOptions {
   seeds: number[] | null;
   stopIds: number[];
   topLogprobs: number;
+  releaseHeap: boolean;
   /** One stop flag per sample (prompts x n) on a SharedArrayBuffer, or null. */
   cancel: Int32Array | null;
   /** Called with each decode step's tokens, or null. */

@@ -81,16 +81,22 @@ function shapeKey(i: ModelInfo): string {
  */
 export class NativeEngine implements RolloutEngine {
   private m: PolicyModel;
+  private readonly releaseHeap: boolean;
 
-  constructor(model: PolicyModel) {
+  /**
+   * `releaseHeap`: each generate() returns the memory it freed to the system (a server between
+   * requests); off, it stays for the next call (training and eval generate again at once).
+   */
+  constructor(model: PolicyModel, o: { releaseHeap?: boolean } = {}) {
     this.m = model;
+    this.releaseHeap = o.releaseHeap ?? false;
   }
 
   /** Loads a Hugging Face model directory; `bf16Generate` generates on a bf16 copy of the weights (docs/model.md). */
-  static async load(dir: string, o: { bf16Generate?: boolean } = {}): Promise<NativeEngine> {
+  static async load(dir: string, o: { bf16Generate?: boolean; releaseHeap?: boolean } = {}): Promise<NativeEngine> {
     const m = await PolicyModel.load(dir);
     if (o.bf16Generate) m.setBf16({ generate: true });
-    return new NativeEngine(m);
+    return new NativeEngine(m, { releaseHeap: o.releaseHeap });
   }
 
   /** The model currently served (replaced by loadWeights). */
@@ -153,7 +159,7 @@ export class NativeEngine implements RolloutEngine {
     try {
       const gens = await this.m.generate(batch.map((b) => b.promptIds), {
         maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, minP: r.minP ?? 0, n,
-        seeds: batch.map((b) => b.seed ?? randomInt(2 ** 47)), stopIds: r.stopTokenIds, topLogprobs: k, cancel, onStep,
+        seeds: batch.map((b) => b.seed ?? randomInt(2 ** 47)), stopIds: r.stopTokenIds, topLogprobs: k, releaseHeap: this.releaseHeap, cancel, onStep,
       });
       if (streaming) {
         expected = gens.reduce((a, g) => a + g.tokens.length, 0);

@@ -577,6 +577,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
         for (uint32_t i = 0; i < sa.Length(); ++i) so.stop_ids.push_back(int32_t(to_number(sa.Get(i), "stopIds[]")));
       }
       so.top_logprobs = req_int(o, "topLogprobs", 0, eng_->config().vocab);
+      so.release_heap = req_bool(o, "releaseHeap");
       // the flags stay referenced (and so alive) until the task is deleted on this thread
       std::shared_ptr<Napi::Reference<Napi::Value>> cancel_ref;
       Napi::Value cv = o.Get("cancel");

@@ -22,11 +22,8 @@
 #include <limits>
 #include <numeric>
 
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
-
 #include "../cpu/threads.h"
+#include "murphy/heap.h"
 #include "murphy/sample_rng.h"
 #include "model_internal.h"
 
@@ -198,11 +195,11 @@ bool cancelled(const SampleOptions& o, int64_t sample) {
 
 }  // namespace
 
+// The caches and logits freed here stay in the process for the next call (a training loop
+// generates every step) unless o.release_heap: then they go back to the system.
 std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o) {
   std::vector<GenResult> out = generate_impl(prompts, o);
-#ifdef __GLIBC__
-  malloc_trim(0);  // the caches and logits just freed go back to the system
-#endif
+  if (o.release_heap) release_free_heap();
   return out;
 }
 

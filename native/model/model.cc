@@ -243,9 +243,14 @@ void Engine::backward(const PackedBatch& b, Acts& A, float* dxf) {
   const bool qwen = c.arch == Arch::Qwen3;
   auto P = [&](int idx) { return w_.data() + L.params[size_t(idx)].offset; };
   auto G = [&](int idx) { return g_.data() + L.params[size_t(idx)].offset; };
-  Vec dx(static_cast<size_t>(T * H)), dh(static_cast<size_t>(T * H)), tmpH(static_cast<size_t>(T * H)), dact(static_cast<size_t>(T * I)), dg(static_cast<size_t>(T * I)),
-      du(static_cast<size_t>(T * I)), datt(static_cast<size_t>(T * qd)), dq(static_cast<size_t>(T * qd)), dk(static_cast<size_t>(T * kd)), dv(static_cast<size_t>(T * kd)),
-      dqr(static_cast<size_t>(T * qd)), dkr(static_cast<size_t>(T * kd));
+  TrainScratch& S = *scratch_;
+  const char* what = "the backward pass's buffers";
+  for (Vec* v : {&S.dx, &S.dh, &S.tmp_h}) checked_resize(*v, T * H, what);
+  for (Vec* v : {&S.dact, &S.dg, &S.du}) checked_resize(*v, T * I, what);
+  for (Vec* v : {&S.datt, &S.dq, &S.dqr}) checked_resize(*v, T * qd, what);
+  for (Vec* v : {&S.dk, &S.dv, &S.dkr}) checked_resize(*v, T * kd, what);
+  Vec &dx = S.dx, &dh = S.dh, &tmpH = S.tmp_h, &dact = S.dact, &dg = S.dg, &du = S.du, &datt = S.datt, &dq = S.dq,
+      &dk = S.dk, &dv = S.dv, &dqr = S.dqr, &dkr = S.dkr;
   rmsnorm_backward_cpu(dxf, A.x.data(), P(L.final_norm), A.rf.data(), dx.data(), G(L.final_norm), T, H, false);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
     const LayerParams& lp = L.layers[size_t(l)];
@@ -349,7 +354,9 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
     score(b, opt.temperature, true, ref_buf.data());
     ref = ref_buf.data();
   }
-  Acts A;
+  if (!scratch_) scratch_.reset(new TrainScratch());
+  TrainScratch& S = *scratch_;
+  Acts& A = S.acts;
   forward(w_.data(), b, A, true, bf16_.forward ? bf16_weights() : nullptr);
   const std::vector<int64_t> first = first_flags(b);
   std::vector<int64_t> rows;  // token indices t in the loss
@@ -363,9 +370,17 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
   const float* Wh = w_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
   float* Gh = g_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
   const int64_t C = chunk_rows(opt.chunk_tokens, V);
-  Vec X(static_cast<size_t>(C * H)), logits(static_cast<size_t>(C * V)), dlogits(static_cast<size_t>(C * V)), dX(static_cast<size_t>(C * H));
-  std::vector<int32_t> tgt(static_cast<size_t>(C));
-  Vec logp(static_cast<size_t>(T), 0.0f), lse(static_cast<size_t>(n), 0.0f), lp_c(static_cast<size_t>(C));
+  const char* what = "the loss's buffers";
+  for (Vec* v : {&S.x, &S.dx_chunk}) checked_resize(*v, C * H, what);
+  for (Vec* v : {&S.logits, &S.dlogits}) checked_resize(*v, C * V, what);
+  for (Vec* v : {&S.lp_chunk, &S.g_chunk}) checked_resize(*v, C, what);
+  for (Vec* v : {&S.logp, &S.glogp}) checked_resize(*v, T, what);
+  checked_resize(S.lse, n, what);
+  checked_resize(S.dxf, T * H, what);
+  S.tgt.assign(static_cast<size_t>(C), 0);
+  Vec &X = S.x, &logits = S.logits, &dlogits = S.dlogits, &dX = S.dx_chunk, &logp = S.logp, &lse = S.lse, &lp_c = S.lp_chunk,
+      &glogp = S.glogp, &dxf = S.dxf, &g_c = S.g_chunk;
+  std::vector<int32_t>& tgt = S.tgt;
   act_peak_ = std::max(act_peak_, A.bytes() + int64_t(2 * C * V + 2 * C * H) * 4);
   auto gather = [&](int64_t r0, int64_t cn) {
     for (int64_t i = 0; i < cn; ++i) {
@@ -389,7 +404,6 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
   TrainStats st;
   st.n_tokens = T;
   st.n_active = n;
-  Vec glogp(static_cast<size_t>(T), 0.0f);
   double sum_lp = 0;
   for (int64_t t : rows) sum_lp += logp[size_t(t)];
   st.mean_logp = n ? sum_lp / double(n) : 0.0;
@@ -408,8 +422,6 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
     st.loss = st.grpo.loss;
   }
   // pass 2: recompute each chunk's logits, dlogits, back into xf and the head
-  Vec dxf(static_cast<size_t>(T * H), 0.0f);
-  Vec g_c(static_cast<size_t>(C));
   for (int64_t r0 = 0; r0 < n; r0 += C) {
     const int64_t cn = std::min(C, n - r0);
     bool any = false;

@@ -76,17 +76,30 @@ describe('serve limits', () => {
     await assert.rejects(native.model.generate([[1]], { maxNewTokens: 2, cancel: new Int32Array(new SharedArrayBuffer(8)) }), /'cancel' has 2 flags but there are 1 samples/);
   });
 
-  it('gives the memory of a large batch back to the system', async () => {
-    // 512 samples x 60 tokens: without malloc_trim glibc kept ~33 MB of freed caches (measured,
-    // RSS 80 -> 113 MB); with it RSS moved by 0-2 MB
+  it('releaseHeap gives the memory of a large batch back to the system; the serving engine asks for it, training does not', async () => {
+    // 512 samples x 60 tokens: without the trim glibc kept ~35 MB of the freed caches in the
+    // arena of the worker thread that ran the call (measured, RSS 80 -> 114 MB, up to 4 such
+    // arenas); with it RSS moved by 0-2 MB. Off by default: a training loop generates every
+    // step, and pages given back are faulted in again (the demo spent 23 of its 71 CPU-s in
+    // page faults when every call trimmed, on a VM at ~11 us a fault)
     const { dir: d2 } = await initModel({ out: join(work, 'model-2l'), preset: 'tiny', sizes: { vocabSize: BUILTIN_VOCAB, numLayers: 2 }, dtype: 'float32', seed, initStd: 0.3 });
     const m = await PolicyModel.load(d2);
-    await m.generate([[1, 2, 3]], { maxNewTokens: 4, n: 2, temperature: 1, seed: 1 });
+    await m.generate([[1, 2, 3]], { maxNewTokens: 4, n: 2, temperature: 1, seed: 1, releaseHeap: true });
     const before = process.memoryUsage.rss();
-    const g = await m.generate([[1, 2, 3]], { maxNewTokens: 60, n: 512, temperature: 1, seed: rng.int(1e9) });
+    const g = await m.generate([[1, 2, 3]], { maxNewTokens: 60, n: 512, temperature: 1, seed: rng.int(1e9), releaseHeap: true });
     assert.equal(g.length, 512);
     const grown = (process.memoryUsage.rss() - before) / 2 ** 20;
     assert.ok(grown < 15, `RSS grew by ${grown.toFixed(1)} MB after the batch`);
+    // NativeEngine passes its setting on: serve's engine (releaseHeap: true), the default (false)
+    for (const releaseHeap of [true, undefined]) {
+      const e = new NativeEngine(m, { releaseHeap });
+      const seen: (boolean | undefined)[] = [];
+      const generate = m.generate.bind(m);
+      m.generate = (p, o) => { seen.push(o.releaseHeap); return generate(p, o); };
+      await e.generate([req()]);
+      m.generate = generate;
+      assert.deepEqual(seen, [releaseHeap ?? false]);
+    }
   });
 
   it('top-k alternatives are the processed distribution\'s most likely tokens, -inf outside the kept set', async () => {

@@ -132,6 +132,9 @@ struct SampleOptions {
   // Alternatives reported per sampled token: the top_logprobs most likely tokens of the same
   // processed distribution as logp (-inf outside the kept set). 0 = none.
   int64_t top_logprobs = 0;
+  // After the call, return the freed heap to the system (murphy/heap.h): for a server between
+  // requests, not for a loop that generates again (every page given back faults in again).
+  bool release_heap = false;
   // Stop flags, one per sample (prompt-major: prompts x n), read between decode steps and
   // possibly written by another thread meanwhile: a sample whose flag is nonzero ends there
   // with finish "abort". nullptr = none.
@@ -157,7 +160,8 @@ struct GenResult {
   std::string finish;  // "stop" | "length" | "abort"
 };
 
-struct Acts;  // saved activations of one forward pass (native/model/model_internal.h)
+struct Acts;          // saved activations of one forward pass (native/model/model_internal.h)
+struct TrainScratch;  // accumulate()'s buffers, kept between calls (native/model/model_internal.h)
 
 class Engine {
  public:
@@ -231,6 +235,7 @@ class Engine {
   RopeTable rope_;
   int64_t step_ = 0;
   int64_t act_peak_ = 0;
+  std::unique_ptr<TrainScratch> scratch_;  // made by the first accumulate()
 };
 
 // fp16 <-> fp32 (IEEE half, round to nearest even)
