@@ -8,14 +8,14 @@
 //   logp = z[y] / T - lse
 //   H    = log(s) - sum_j e_j * d_j / s,   d_j = (z[j] - m) / T, e_j = exp(d_j)
 //   grad[j] = g * (1[j = y] - exp(z[j] / T - lse)) / T
-// Fast path (logprob_simd.inc): one pass over each row in blocks of 1024, the block's max then
-// its exponentials from L1, merged onto the running max in fp64 (online softmax), so that the
-// memory streams while the exponentials run; exp in base 2 with a degree-5 polynomial
+// Fast path (logprob_simd.inc): forward reads each row once, in blocks of 1024, taking the
+// exponentials relative to the running max (t = z log2(e) / T - fl(M log2(e) / T), one FMA) and
+// the block's max in the same loop; a block that raises the max rescales the fp64 sums before
+// it and is summed again from L1 (online softmax). exp in base 2 with a degree-5 polynomial
 // (lp_exp2, its error bound there and in docs/kernels.md). Explicit vectors, compiled for
-// AVX-512, AVX2 and baseline and picked at run time; parallel over rows. Operands larger than
-// the cache take paths for memory (cache_bytes below: streaming stores for the gradient, a
-// separate max pass for fp32 rows) with the same results; bf16 gradients are rounded by
-// vcvtne2ps2bf16 where the CPU has AVX512-BF16.
+// AVX-512, AVX2 and baseline and picked at run time; parallel over rows. Gradients larger than
+// the cache are written with streaming stores (cache_bytes below), with the same results; bf16
+// gradients are rounded by vcvtne2ps2bf16 where the CPU has AVX512-BF16.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -29,8 +29,12 @@
 #include "threads.h"
 
 namespace murphy {
+// One row's forward statistics (row_stats in logprob_simd.inc), relative to the reference
+// ref = fl(max * scale) in base 2, scale = log2(e) / T: d_j = (z_j scale - ref) ln 2.
 struct RowStats {
-  float max;
+  float max;      // -inf: no finite logit
+  float scale;    // log2(e) / T as the kernel used it
+  double ref;
   double sum;     // sum_j exp(d_j)
   double sum_ed;  // sum_j exp(d_j) * d_j
   int nan;
@@ -57,13 +61,12 @@ void check_target(int64_t row, int32_t y, int64_t vocab) {
                 " is outside the vocabulary [0, " + std::to_string(vocab) + "); check the token ids");
 }
 
-// A call's logits (forward) or gradient (backward) of at least this many bytes is taken to
-// stream from / to memory rather than stay in cache: the last-level cache's size (sysfs;
+// A backward call's gradient of at least this many bytes is taken to
+// stream to memory rather than stay in cache: the last-level cache's size (sysfs;
 // 32 MiB when unknown; glibc's sysconf reports 320 MiB for this VM's 32 MiB L3). Backward then writes with non-temporal stores, since such an output
 // leaves the cache before anyone reads it and a plain store would first read each line from
 // memory; smaller outputs (the model's chunks, consumed by the next matrix product while in
-// cache) use plain stores. Forward on fp32 rows then takes each block's max in a pass of its
-// own (row_stats in logprob_simd.inc). Both choices leave the results' bits as they are.
+// cache) use plain stores; both leave the results' bits as they are.
 // MURPHY_LOGPROB_CACHE_BYTES overrides it (tests force each path).
 int64_t cache_bytes() {
   static const int64_t v = [] {
@@ -97,15 +100,14 @@ void logprob_forward_cpu(const LogprobForwardArgs& a) {
   const float inv_t = 1.0f / a.temperature;
   const int64_t V = a.vocab;
   const bool want_entropy = a.entropy != nullptr;
-  const bool from_memory = a.n_rows * V * (a.dtype == DType::F32 ? 4 : 2) >= cache_bytes();
   // rows are independent; each parallel chunk writes only its own rows
   parallel_for(a.n_rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
       const int64_t off = n * V;
       RowStats st =
           a.dtype == DType::F32
-              ? MURPHY_SIMD_CALL(row_stats_f32, static_cast<const float*>(a.logits) + off, V, inv_t, want_entropy, from_memory)
-              : MURPHY_SIMD_CALL(row_stats_bf16, static_cast<const uint16_t*>(a.logits) + off, V, inv_t, want_entropy, from_memory);
+              ? MURPHY_SIMD_CALL(row_stats_f32, static_cast<const float*>(a.logits) + off, V, inv_t, want_entropy)
+              : MURPHY_SIMD_CALL(row_stats_bf16, static_cast<const uint16_t*>(a.logits) + off, V, inv_t, want_entropy);
       float lse, logp, ent;
       if (st.nan) {
         lse = logp = ent = std::numeric_limits<float>::quiet_NaN();
@@ -113,10 +115,11 @@ void logprob_forward_cpu(const LogprobForwardArgs& a) {
         lse = logp = -std::numeric_limits<float>::infinity();
         ent = 0.0f;
       } else {
+        constexpr double kLn2 = 0.69314718055994531;
         const double log_s = std::log(st.sum);
-        lse = float(double(st.max) * inv_t + log_s);
-        // relative to the max, so that large logits keep their precision
-        logp = float(double(load_logit(a.logits, a.dtype, off + a.targets[n]) - st.max) * inv_t - log_s);
+        lse = float(st.ref * kLn2 + log_s);
+        // relative to the reference (z y scale is exact in fp64), so that large logits keep their precision
+        logp = float((double(load_logit(a.logits, a.dtype, off + a.targets[n])) * st.scale - st.ref) * kLn2 - log_s);
         ent = float(log_s - st.sum_ed / st.sum);
       }
       a.logp[n] = logp;

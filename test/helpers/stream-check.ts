@@ -1,8 +1,8 @@
 // The log-prob kernels' paths for operands in cache and in memory (native/cpu/logprob.cc,
 // cache_bytes): a call whose logits / gradient are at least MURPHY_LOGPROB_CACHE_BYTES bytes
-// takes the memory paths (backward: non-temporal stores, stream_units in logprob_simd.inc;
-// forward on fp32: each block's max in a pass of its own), one below it the cache paths, and
-// both must give the same bits. The caller sets MURPHY_LOGPROB_CACHE_BYTES (read once per
+// takes the memory path (backward: non-temporal stores, stream_units in logprob_simd.inc; forward
+// has one path, and its rows must not depend on the call either), one below it the cache path,
+// and both must give the same bits. The caller sets MURPHY_LOGPROB_CACHE_BYTES (read once per
 // process) so that one row stays below it and the whole call does not; each case is computed
 // in one call and again row by row into the same addresses (same alignment), over
 // vocabularies that leave no, some and all elements to the scalar tail (and, forward, one or

@@ -1,7 +1,8 @@
-// The log-prob kernels take other paths for operands larger than the cache (native/cpu/
-// logprob.cc, cache_bytes: backward writes with non-temporal stores, forward on fp32 takes each
-// block's max in a pass of its own); both paths must give the same bits, in every compiled copy
-// (AVX-512 with and without BF16, AVX2, baseline via MURPHY_SIMD). The cache paths are checked
+// The log-prob backward takes another path for gradients larger than the cache (native/cpu/
+// logprob.cc, cache_bytes: non-temporal stores); both paths must give the same bits, in every
+// compiled copy (AVX-512 with and without BF16, AVX2, baseline via MURPHY_SIMD). Forward has one
+// path (it had a separate max pass for fp32 rows from memory until 2026-12-01); its results
+// must not depend on the call's size either, which the same cases check. The cache paths are checked
 // against the float64 reference in logprob.test.ts. (Which path ran is not visible from here;
 // the threshold decides, and this test sets it.)
 import assert from 'node:assert/strict';
