@@ -26,7 +26,7 @@ import os from 'node:os';
 import { alignedArray, cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../lib/native.js';
 import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
 import { gemmShapes, modelCases, type ModelCase, type ShapeProduct } from './model-shapes.js';
-import { describePeer, type TorchPeer } from './peer.js';
+import { describePeer, peerEnv, peerEnvDropped, type TorchPeer } from './peer.js';
 
 const { flag, opt } = cliArgs();
 const quick = flag('--quick');
@@ -81,7 +81,7 @@ async function startPeer(): Promise<PeerProc | null> {
   const code = 'import json, sys, torch_peer\n'
     + `print(json.dumps(torch_peer.peer_info(${threads})), flush=True)\n`
     + `torch_peer.serve_gemm(${threads}, cpu_time=${cpuTime ? 'True' : 'False'})\n`;
-  const env = { ...process.env, PYTHONPATH: new URL('.', import.meta.url).pathname, ...(cpuTime ? { OPENBLAS_NUM_THREADS: '1' } : {}) };
+  const env = peerEnv({ PYTHONPATH: new URL('.', import.meta.url).pathname, ...(cpuTime ? { OPENBLAS_NUM_THREADS: '1' } : {}) });
   const p = spawn('/usr/bin/python3', ['-c', code], { env, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   p.stderr.on('data', (d) => { stderr += String(d); });
@@ -236,7 +236,7 @@ const jsonPath = opt('--json');
 if (jsonPath) {
   writeJsonAtomic(jsonPath, {
     date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
-    threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, torch_peer: peer?.info ?? null,
+    threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, torch_peer: peer?.info ?? null, peer_env_dropped: peerEnvDropped(),
     note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms; wall-time runs wait after each peer turn until the peer process uses no CPU (its OpenBLAS threads spin after a call): peer_quiet_ms',
     peer_quiet_ms: quietMs.length ? { median: quietMs.sort((x, y) => x - y)[quietMs.length >> 1], max: quietMs[quietMs.length - 1], turns: quietMs.length } : null,
     rows,

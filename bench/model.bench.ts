@@ -21,7 +21,7 @@ import { packSequences, PolicyModel } from '../lib/model/index.js';
 import { cpuInfo } from '../lib/native.js';
 import { machineInfo } from './common.js';
 import { gemmShapes, modelCases, type ModelCase } from './model-shapes.js';
-import { describePeer, type TorchPeer } from './peer.js';
+import { describePeer, peerEnv, peerEnvDropped, type TorchPeer } from './peer.js';
 
 const argv = process.argv.slice(2);
 const flag = (f: string) => argv.includes(f);
@@ -110,7 +110,7 @@ function runPeer(): { peer: TorchPeer; gemm: unknown } | null {
   const shapes = cases.flatMap((c) => gemmShapes(c).map(([name, m, k, n]) => [name, m, k, n]));
   log(`PyTorch peer: configuration and GEMM on ${shapes.length} model shapes ...`);
   const r = spawnSync('/usr/bin/python3', ['-c', PEER, String(threads), JSON.stringify(shapes)], {
-    encoding: 'utf8', maxBuffer: 1 << 24, env: { ...process.env, PYTHONPATH: new URL('.', import.meta.url).pathname },
+    encoding: 'utf8', maxBuffer: 1 << 24, env: peerEnv({ PYTHONPATH: new URL('.', import.meta.url).pathname }),
   });
   if (r.status !== 0) {
     log(`PyTorch peer unavailable (${(r.stderr || r.error?.message || '').trim().split('\n').pop()}); torch columns left empty`);
@@ -125,7 +125,7 @@ const peer = runPeer();
 function runTorch(c: Case): { train_tps: number; gen_tps: number; peak_mb: number } | null {
   if (!peer) return null;
   const r = spawnSync('/usr/bin/python3', ['-c', TORCH, JSON.stringify(c.sizes), String(threads), String(c.seqs), String(c.seqLen),
-    String(c.trainIters), String(c.prompts), String(c.promptLen), String(c.newTokens)], { encoding: 'utf8', maxBuffer: 1 << 24 });
+    String(c.trainIters), String(c.prompts), String(c.promptLen), String(c.newTokens)], { encoding: 'utf8', maxBuffer: 1 << 24, env: peerEnv() });
   if (r.status !== 0) {
     log(`PyTorch run failed (${(r.stderr || r.error?.message || '').trim().split('\n').pop()}); torch_ratio left empty`);
     return null;
@@ -185,7 +185,7 @@ for (const r of rows) {
 const jsonPath = opt('--json');
 if (jsonPath) {
   mkdirSync(dirname(jsonPath), { recursive: true });
-  const doc = { date: new Date().toISOString(), machine: machineInfo(), threads, quick, torch_peer: peer?.peer ?? null, gemm_peer: peer?.gemm ?? null, rows };
+  const doc = { date: new Date().toISOString(), machine: machineInfo(), threads, quick, torch_peer: peer?.peer ?? null, peer_env_dropped: peerEnvDropped(), gemm_peer: peer?.gemm ?? null, rows };
   writeFileSync(`${jsonPath}.tmp`, JSON.stringify(doc, null, 2) + '\n');
   renameSync(`${jsonPath}.tmp`, jsonPath);
   log(`model.bench: wrote ${jsonPath}`);

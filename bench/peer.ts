@@ -9,12 +9,39 @@ export interface TorchPeer {
   blas_libraries: { path: string; real: string }[];
   /** torch.__config__.show()'s BLAS_INFO / LAPACK_INFO entries */
   config_blas: string[];
+  /** openblas_get_corename(): the kernels OpenBLAS's sgemm runs (SkylakeX, Cooperlake, Haswell, ...), null when not OpenBLAS */
+  openblas_core: string | null;
+  cpu_avx512: boolean;
+  /** the OPENBLAS_ / GOTO_ / OMP_ / MKL_ variables the peer ran with (after peerEnv()) */
+  blas_env: Record<string, string>;
   fair: boolean;
   unfair_reason: string | null;
 }
 
 /** One line for the log: the peer's configuration, and why no ratio is printed when it is not fair. */
 export function describePeer(p: TorchPeer, threads: number): string {
-  const base = `PyTorch ${p.torch_version} on ${p.blas} BLAS, ${p.threads} threads (machine: ${threads})`;
+  const core = p.openblas_core ? ` (${p.openblas_core} kernels)` : '';
+  const base = `PyTorch ${p.torch_version} on ${p.blas} BLAS${core}, ${p.threads} threads (machine: ${threads})`;
   return p.fair ? base : `${base}: NOT a fair peer, no torch ratios (${p.unfair_reason})`;
+}
+
+/**
+ * Variables that hold a BLAS below the machine: OPENBLAS_CORETYPE picks OpenBLAS's kernels by hand
+ * (a sandbox here sets Haswell, which halves sgemm on an AVX-512 CPU), OPENBLAS_L2_SIZE overrides
+ * the cache size its blocking uses. The peer runs without them, on OpenBLAS's own CPU detection.
+ */
+export const PEER_ENV_DROPPED = ['OPENBLAS_CORETYPE', 'OPENBLAS_L2_SIZE'] as const;
+
+/** The environment for a peer process: this one's, less PEER_ENV_DROPPED, plus `extra`. */
+export function peerEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of PEER_ENV_DROPPED) delete env[k];
+  return { ...env, ...extra };
+}
+
+/** The dropped variables that were set here (for the JSON), e.g. { OPENBLAS_CORETYPE: 'Haswell' }. */
+export function peerEnvDropped(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of PEER_ENV_DROPPED) if (process.env[k] !== undefined) out[k] = process.env[k]!;
+  return out;
 }

@@ -16,7 +16,7 @@ import { readFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import { cliArgs, machineInfo, writeJsonAtomic, type KernelRow } from './common.js';
 import { measureStreamFloor, mergeFloors, type Access } from './stream.js';
-import { describePeer, type TorchPeer } from './peer.js';
+import { describePeer, peerEnv, peerEnvDropped, type TorchPeer } from './peer.js';
 import {
   adamw, copyBuffer, cpuInfo, grpoLoss, logprobBackward, logprobForward, setNumThreads, toBf16, type AdamWTensor,
 } from '../lib/native.js';
@@ -169,7 +169,7 @@ function runTorch(): { cases: Record<string, number>; peer: TorchPeer } | null {
     copy: [{ n: SIZES.copy }],
   };
   log(`running PyTorch (${py}) on the same shapes ...`);
-  const r = spawnSync(py, [new URL('./torch_kernels.py', import.meta.url).pathname, JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  const r = spawnSync(py, [new URL('./torch_kernels.py', import.meta.url).pathname, JSON.stringify(spec)], { encoding: 'utf8', maxBuffer: 1 << 20, env: peerEnv() });
   if (r.status !== 0) {
     log(`PyTorch not available (${(r.stderr || r.error?.message || '').trim().split('\n').pop()}); torch_ratio left empty. apt-get install python3-torch adds it.`);
     return null;
@@ -302,7 +302,7 @@ async function main() {
   if (jsonPath) {
     writeJsonAtomic(jsonPath, {
       date: new Date().toISOString(), machine: machineInfo(), threads, simd: cpuInfo().simd, quick,
-      floor_gbps: floorGbps, floor, kernel_pages: pages, torch_peer: run?.peer ?? null, torch_raw_ms: run?.cases ?? null, cases: rows,
+      floor_gbps: floorGbps, floor, kernel_pages: pages, torch_peer: run?.peer ?? null, peer_env_dropped: peerEnvDropped(), torch_raw_ms: run?.cases ?? null, cases: rows,
     });
     log(`wrote ${jsonPath}`);
   }

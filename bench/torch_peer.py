@@ -45,8 +45,51 @@ def _kind(paths):
     return classify(" ".join(paths + [os.path.realpath(p) for p in paths]), allow_reference=False)
 
 
+# OpenBLAS cores (openblas_get_corename) that run AVX-512 kernels; on a CPU with AVX-512 any
+# other core (Haswell, Zen, ...) means OpenBLAS was held to AVX2 or less, most often by
+# OPENBLAS_CORETYPE in the environment (bench/peer.ts's peerEnv() drops it for the peer).
+AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids")
+BLAS_ENV_PREFIXES = ("OPENBLAS_", "GOTO_", "OMP_", "MKL_")
+
+
+def _cpu_has_avx512():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "avx512f" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+def _openblas_core(paths):
+    """openblas_get_corename() of the OpenBLAS mapped into this process (the kernels its sgemm runs), or None."""
+    import ctypes
+
+    for p in paths:
+        if "openblas" in os.path.realpath(p).lower():
+            try:
+                lib = ctypes.CDLL(p)
+                lib.openblas_get_corename.restype = ctypes.c_char_p
+                return lib.openblas_get_corename().decode()
+            except (OSError, AttributeError):
+                continue
+    return None
+
+
+def _core_reason(core, avx512, forced):
+    """Why an OpenBLAS on `core` kernels is not a fair peer on this CPU, or None: a core without
+    AVX-512 on a CPU with it (forced: OPENBLAS_CORETYPE as the peer saw it, or None)."""
+    if core is None or not avx512 or core.lower() in AVX512_CORES:
+        return None
+    why = f"OPENBLAS_CORETYPE={forced} in its environment" if forced else "its CPU detection"
+    return f"OpenBLAS runs its {core} kernels, without AVX-512, on a CPU with AVX-512 ({why}); unset OPENBLAS_CORETYPE"
+
+
 def peer_info(threads):
-    """Sets torch's threads to `threads` and describes the peer; `fair` is False on the reference BLAS or fewer threads."""
+    """Sets torch's threads to `threads` and describes the peer; `fair` is False on the reference
+    BLAS, with fewer threads, or on an OpenBLAS held to AVX2 kernels on a CPU with AVX-512."""
     import torch
 
     torch.set_num_threads(threads)
@@ -62,6 +105,11 @@ def peer_info(threads):
         reasons.append(f"PyTorch runs on the reference BLAS ({', '.join(paths)}); {FIX} gives it OpenBLAS")
     if got < threads:
         reasons.append(f"PyTorch uses {got} threads, the machine has {threads}")
+    core = _openblas_core(paths) if kind == "openblas" else None
+    avx512 = _cpu_has_avx512()
+    core_reason = _core_reason(core, avx512, os.environ.get("OPENBLAS_CORETYPE"))
+    if core_reason:
+        reasons.append(core_reason)
     return {
         "torch_version": torch.__version__,
         "threads": got,
@@ -69,6 +117,9 @@ def peer_info(threads):
         "blas": kind,
         "blas_libraries": [{"path": p, "real": os.path.realpath(p)} for p in paths],
         "config_blas": blas_info,
+        "openblas_core": core,
+        "cpu_avx512": avx512,
+        "blas_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(BLAS_ENV_PREFIXES)},
         "fair": not reasons,
         "unfair_reason": "; ".join(reasons) or None,
     }

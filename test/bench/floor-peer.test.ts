@@ -62,12 +62,45 @@ print(json.dumps([torch_peer._kind(p) for p in json.loads(sys.argv[1])]))`;
 test('torch peer: an unfair peer is named as such with its fix, a fair one is not', () => {
   const base: TorchPeer = {
     torch_version: '1.13', threads: 2, requested_threads: 2, blas: 'openblas', blas_libraries: [], config_blas: [], fair: true, unfair_reason: null,
+    openblas_core: 'Cooperlake', cpu_avx512: true, blas_env: {},
   };
+  assert.match(describePeer(base, 2), /Cooperlake kernels/);
   assert.doesNotMatch(describePeer(base, 2), /not a fair/i);
   const ref = { ...base, blas: 'reference', fair: false, unfair_reason: 'PyTorch runs on the reference BLAS (x); apt-get install libopenblas0-pthread gives it OpenBLAS' };
   const line = describePeer(ref, 2);
   assert.match(line, /NOT a fair peer, no torch ratios/);
   assert.match(line, /libopenblas0-pthread/);
+});
+
+test('torch peer: OpenBLAS held to AVX2 kernels on an AVX-512 CPU is unfair, named with the variable that held it', { skip: !existsSync('/usr/bin/python3') && 'no /usr/bin/python3' }, () => {
+  const cases: [string | null, boolean, string | null][] = [
+    ['Haswell', true, 'Haswell'], ['Zen', true, null], ['SkylakeX', true, null], ['Cooperlake', true, 'Cooperlake'],
+    ['Haswell', false, null], [null, true, null],
+  ];
+  const code = `import json, sys; sys.path.insert(0, ${JSON.stringify(fileURLToPath(new URL('../../bench', import.meta.url)))}); import torch_peer
+print(json.dumps([torch_peer._core_reason(*c) for c in json.loads(sys.argv[1])]))`;
+  const r = spawnSync('/usr/bin/python3', ['-c', code, JSON.stringify(cases)], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const got = JSON.parse(r.stdout) as (string | null)[];
+  assert.match(got[0]!, /OpenBLAS runs its Haswell kernels, without AVX-512.*OPENBLAS_CORETYPE=Haswell in its environment.*unset OPENBLAS_CORETYPE/);
+  assert.match(got[1]!, /Zen kernels.*its CPU detection/);
+  assert.deepEqual(got.slice(2), [null, null, null, null]);
+});
+
+test('peer environment: the variables that hold OpenBLAS below the machine are dropped and reported, the rest kept', async () => {
+  const { peerEnv, peerEnvDropped, PEER_ENV_DROPPED } = await import('../../bench/peer.js');
+  const saved = Object.fromEntries(PEER_ENV_DROPPED.map((k) => [k, process.env[k]]));
+  try {
+    process.env.OPENBLAS_CORETYPE = 'Haswell';
+    delete process.env.OPENBLAS_L2_SIZE;
+    const env = peerEnv({ PYTHONPATH: '/x' });
+    assert.equal(env.OPENBLAS_CORETYPE, undefined);
+    assert.equal(env.PYTHONPATH, '/x');
+    assert.equal(env.PATH, process.env.PATH);
+    assert.deepEqual(peerEnvDropped(), { OPENBLAS_CORETYPE: 'Haswell' });
+  } finally {
+    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
+  }
 });
 
 test('two probes merge into the best of each part', async () => {
