@@ -1,5 +1,5 @@
 // Helpers shared by the benchmarks (bench/run.ts, bench/gpu*.ts and the others).
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import os from 'node:os';
 import type { CudaStatus } from '../lib/native.js';
@@ -25,10 +25,25 @@ export function writeJsonAtomic(path: string, doc: unknown): void {
 }
 
 /** The machine a result was measured on, for the results' JSON (load average included: a busy machine is not an idle one). */
+/** /proc/cpuinfo's family / model and the SIMD flags the kernels use (the model name alone, "AMD EPYC" on a VM, does not tell Zen 4 from Zen 5). */
+export function cpuIdentity(text = readCpuinfo()): { family: number | null; model: number | null; simd: string[] } {
+  const field = (k: string) => { const m = new RegExp(`^${k}\\s*:\\s*(\\d+)`, 'm').exec(text); return m ? Number(m[1]) : null; };
+  const flags = new Set((/^flags\s*:(.*)$/m.exec(text)?.[1] ?? '').trim().split(/\s+/));
+  return { family: field('cpu family'), model: field('model'), simd: ['avx2', 'fma', 'avx512f', 'avx512_bf16'].filter((f) => flags.has(f)) };
+}
+
+function readCpuinfo(): string {
+  try { return readFileSync('/proc/cpuinfo', 'utf8'); } catch { return ''; }
+}
+
 export function machineInfo(): Record<string, unknown> {
   const cpus = os.cpus();
+  const id = cpuIdentity();
   return {
     cpu: cpus[0]?.model ?? 'unknown',
+    cpu_family: id.family,
+    cpu_model: id.model,
+    cpu_simd: id.simd,
     cores: os.availableParallelism(),
     memory_gib: Math.round(os.totalmem() / 2 ** 30),
     os: `${os.type()} ${os.release()} ${os.arch()}`,

@@ -6,10 +6,12 @@ import { readFileSync } from 'node:fs';
 const [kernelsPath = 'bench/results/cpu-kernels.json', modelPath = 'bench/results/model.json', ...gemmPaths] = process.argv.slice(2);
 const f = (x: number | null | undefined, d = 1) => (x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(d));
 
-interface Peer { torch_version: string; blas: string; threads: number; fair: boolean; unfair_reason: string | null; blas_libraries: { real: string }[] }
+interface Peer { torch_version: string; blas: string; threads: number; fair: boolean; unfair_reason: string | null; blas_libraries: { real: string }[]; openblas_core?: string | null }
+/** OpenBLAS's kernels (recorded since 2026-12-01 14:30; earlier files do not say, and may have run with OPENBLAS_CORETYPE=Haswell forced). */
+const coreText = (p: Peer) => (p.blas !== 'openblas' ? '' : p.openblas_core ? `, ${p.openblas_core} kernels` : ', kernels not recorded')
 const peerLine = (p: Peer | null) => (p === null ? 'PyTorch: not run'
-  : `PyTorch ${p.torch_version} on ${p.blas} BLAS (${p.blas_libraries.map((l) => l.real.split('/').pop()).join(', ')}), ${p.threads} threads${p.fair ? '' : ` — NOT fair: ${p.unfair_reason}`}`);
-const machineLine = (m: Record<string, unknown>, date: string) => `${date.slice(0, 16).replace('T', ' ')} UTC; ${m.cpu}, ${m.cores} cores, ${m.memory_gib} GiB, ${m.os}, Node ${m.node}; load average at the end of the run ${(m.load_average_1_5_15 as number[]).join(" / ")} (1/5/15 min)`;
+  : `PyTorch ${p.torch_version} on ${p.blas} BLAS (${p.blas_libraries.map((l) => l.real.split('/').pop()).join(', ')}${coreText(p)}), ${p.threads} threads${p.fair ? '' : ` — NOT fair: ${p.unfair_reason}`}`);
+const machineLine = (m: Record<string, unknown>, date: string) => `${date.slice(0, 16).replace('T', ' ')} UTC; ${m.cpu}${m.cpu_family ? ` (family ${m.cpu_family} model ${m.cpu_model}, ${(m.cpu_simd as string[]).join(' ')})` : ''}, ${m.cores} cores, ${m.memory_gib} GiB, ${m.os}, Node ${m.node}; load average at the end of the run ${(m.load_average_1_5_15 as number[]).join(" / ")} (1/5/15 min)`;
 
 const k = JSON.parse(readFileSync(kernelsPath, 'utf8'));
 console.log(`### ${kernelsPath}\n\n${machineLine(k.machine, k.date)}; ${peerLine(k.torch_peer)}\n`);

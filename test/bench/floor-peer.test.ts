@@ -119,3 +119,10 @@ test('two probes merge into the best of each part', async () => {
   assert.equal(m.best.gbps, 40);
   assert.deepEqual([m.by_access.read.gbps, m.by_access.copy.gbps, m.by_access.inplace.gbps], [25, 40, 30]);
 });
+
+test('machine info: family, model and SIMD flags from /proc/cpuinfo text, "model name" not taken for the model', async () => {
+  const { cpuIdentity } = await import('../../bench/common.js');
+  const text = 'processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 fma avx512f avx512bw avx512_bf16\n';
+  assert.deepEqual(cpuIdentity(text), { family: 26, model: 2, simd: ['avx2', 'fma', 'avx512f', 'avx512_bf16'] });
+  assert.deepEqual(cpuIdentity(''), { family: null, model: null, simd: [] });
+});
