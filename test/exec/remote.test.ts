@@ -95,9 +95,12 @@ describe('SandboxFusion backend', () => {
   it('all test kinds, timeouts, and a fake result line printed by the program', async () => {
     // The reference solutions get limits no loaded machine reaches (a LiveCodeBench stdin test
     // took over 1 s on a 2-core VM where starting a process costs ~5 ms of page faults); the
-    // endless loop gets 1 s, the limit its timeout is checked against.
+    // endless loop gets a 1 s test limit, the limit its timeout is checked against. Its program
+    // limit stays long: the local service's run_timeout is programTimeout + 5 s of wall time, and
+    // at load 5 on 2 cores, with every request of this test starting an interpreter at once, the
+    // loop's interpreter start, harness and 1 s test took over 10 s and came back as an error.
     const ex = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 20, programTimeout: 120 } });
-    const short = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 1, programTimeout: 5 } });
+    const short = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 1, programTimeout: 60 } });
     // All at once: each request is a fresh interpreter on the local service.
     const problems = (await Promise.all((['kodcode', 'livecodebench', 'jsonl'] as const).map((name) => loadSample(name)))).flat();
     const [add] = jsonlFromRecords([{ id: 'a', prompt: 'a', asserts: ['assert add(1, 2) == 3'] }]);
@@ -107,7 +110,7 @@ describe('SandboxFusion backend', () => {
       short.run(add, 'print("MURPHY-0000:{\\"tests\\": []}")\ndef add(a, b):\n    return 0\n'),
     ]);
     problems.forEach((p, i) => assert.equal(results[i].passed, true, `${p.id}: ${results[i].feedback}`));
-    assert.equal(loop.tests[0].status, 'timeout');
+    assert.equal(loop.tests[0].status, 'timeout', `the endless loop: ${loop.feedback}`);
     assert.equal(fake.reward, 0);
   });
   it('--executor sandboxfusion --sandbox-url: createExecutor and the config keys select it', async () => {
