@@ -513,7 +513,8 @@ void Engine::score(const PackedBatch& b, float temperature, bool reference, floa
   check_batch(b);
   if (reference && !has_reference()) throw Error("score: no reference copy (create it first)");
   const int64_t T = b.T, H = cfg_.hidden, V = cfg_.vocab;
-  Acts A;
+  ScoreScratch& S = score_scratch();
+  Acts& A = S.acts;
   forward(reference ? ref_.data() : w_.data(), b, A, false, !reference && bf16_.forward ? bf16_weights() : nullptr);
   const float* w = reference ? ref_.data() : w_.data();
   const float* Wh = w + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
@@ -524,8 +525,14 @@ void Engine::score(const PackedBatch& b, float temperature, bool reference, floa
     if (!first[size_t(t)]) rows.push_back(t);
   }
   const int64_t n = int64_t(rows.size()), C = chunk_rows(256, V);
-  Vec X(static_cast<size_t>(C * H)), logits(static_cast<size_t>(C * V)), lp(static_cast<size_t>(C)), lse(static_cast<size_t>(C));
-  std::vector<int32_t> tgt(static_cast<size_t>(C));
+  const char* what = "the scoring buffers";
+  resize(S.x, C * H, what);
+  resize(S.logits, C * V, what);
+  resize(S.lp, C, what);
+  resize(S.lse, C, what);
+  S.tgt.resize(static_cast<size_t>(C));
+  Vec &X = S.x, &logits = S.logits, &lp = S.lp, &lse = S.lse;
+  std::vector<int32_t>& tgt = S.tgt;
   act_peak_ = std::max(act_peak_, A.bytes() + int64_t(C * V) * 4);
   for (int64_t r0 = 0; r0 < n; r0 += C) {
     const int64_t cn = std::min(C, n - r0);
@@ -543,9 +550,14 @@ void Engine::score(const PackedBatch& b, float temperature, bool reference, floa
   }
 }
 
+ScoreScratch& Engine::score_scratch() {
+  if (!score_scratch_) score_scratch_.reset(new ScoreScratch());
+  return *score_scratch_;
+}
+
 void Engine::logits(const PackedBatch& b, float* out) {
   check_batch(b);
-  Acts A;
+  Acts& A = score_scratch().acts;
   forward(w_.data(), b, A, false, bf16_.forward ? bf16_weights() : nullptr);
   const float* Wh = w_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
   linear_forward(A.xf.data(), Wh, out, b.T, cfg_.vocab, cfg_.hidden, false);

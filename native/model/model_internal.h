@@ -40,6 +40,17 @@ struct TrainScratch {
   Vec dx, dh, tmp_h, dact, dg, du, datt, dq, dk, dv, dqr, dkr;  // backward
 };
 
+// score()'s and logits()'s buffers, kept between calls for the same reason (Engine::score_scratch_):
+// the training loop scores every micro-batch (old log-probs) before accumulating it, and the
+// lm-head chunk alone is up to 64 MiB of fresh pages a call. Every element each call reads is
+// written first in that call (the activations by the forward, the chunk rows before the product),
+// so they are resized, not zero-filled.
+struct ScoreScratch {
+  Acts acts;  // one layer's slot (keep = false)
+  Vec x, logits, lp, lse;
+  std::vector<int32_t> tgt;
+};
+
 // Attention for one layer: packed causal (training, scoring, prefill) or against a KV cache.
 struct AttnHook {
   virtual ~AttnHook() = default;

@@ -113,6 +113,24 @@ describe('chunked loss', () => {
   });
 });
 
+describe('buffers kept between calls', () => {
+  it('scoring and logits of batches of changing size, reference copy in between, equal a fresh model\'s', async () => {
+    const make = () => PolicyModel.random(small, { seed, initStd: 0.3 });
+    const kept = await make();
+    kept.makeReference();
+    const lens = [40, 3, 25, 1, 60].map((n) => n + rng.int(8));
+    for (const [i, n] of lens.entries()) {
+      const b = packSequences(randomSeqs(1 + rng.int(3), () => 2 + rng.int(n), small.vocabSize));
+      const fresh = await make();
+      fresh.makeReference();
+      const temperature = i % 2 ? 0.7 : 1;
+      assert.deepEqual(await kept.score(b, { temperature }), await fresh.score(b, { temperature }), `batch ${i}: score`);
+      assert.deepEqual(await kept.score(b, { reference: true }), await fresh.score(b, { reference: true }), `batch ${i}: reference score`);
+      assert.deepEqual(await kept.logits(b), await fresh.logits(b), `batch ${i}: logits`);
+    }
+  });
+});
+
 describe('optimizer state', () => {
   it('a model restored from weights + optimizerState() continues exactly like the original', async () => {
     const mk = () => PolicyModel.random(small, { seed, initStd: 0.3 });

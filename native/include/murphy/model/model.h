@@ -162,6 +162,7 @@ struct GenResult {
 
 struct Acts;          // saved activations of one forward pass (native/model/model_internal.h)
 struct TrainScratch;  // accumulate()'s buffers, kept between calls (native/model/model_internal.h)
+struct ScoreScratch;  // score()'s and logits()'s buffers, kept between calls (native/model/model_internal.h)
 
 class Engine {
  public:
@@ -236,6 +237,8 @@ class Engine {
   int64_t step_ = 0;
   int64_t act_peak_ = 0;
   std::unique_ptr<TrainScratch> scratch_;  // made by the first accumulate()
+  std::unique_ptr<ScoreScratch> score_scratch_;  // made by the first score() or logits()
+  ScoreScratch& score_scratch();
 };
 
 // fp16 <-> fp32 (IEEE half, round to nearest even)
