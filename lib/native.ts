@@ -71,6 +71,18 @@ type HostOf<K extends ElemKind> = K extends 'f32'
         ? Uint8Array
         : BigInt64Array;
 
+/** The kind of a host typed array (the inverse of HostOf). */
+type KindOf<T extends HostArray> = T extends Float32Array
+  ? 'f32'
+  : T extends Uint16Array
+    ? 'bf16'
+    : T extends Int32Array
+      ? 'i32'
+      : T extends Uint8Array
+        ? 'u8'
+        : 'i64';
+
+function kindOf<T extends HostArray>(a: T): KindOf<T>;
 function kindOf(a: HostArray): ElemKind {
   if (a instanceof Float32Array) return 'f32';
   if (a instanceof Uint16Array) return 'bf16';
@@ -102,8 +114,8 @@ export class DeviceArray<K extends ElemKind = ElemKind> {
     return new DeviceArray<K>(new (addon().DeviceBuffer)(kind, length));
   }
   /** Copies a host typed array to a new device array of the same kind. */
-  static from<T extends HostArray>(a: T): DeviceArray {
-    const d = new DeviceArray(new (addon().DeviceBuffer)(kindOf(a), a.length));
+  static from<T extends HostArray>(a: T): DeviceArray<KindOf<T>> {
+    const d = new DeviceArray<KindOf<T>>(new (addon().DeviceBuffer)(kindOf(a), a.length));
     d.raw.upload(a);
     return d;
   }

@@ -7,7 +7,7 @@ import { allGatherJson, allReduceNumbers, broadcastJson, partOffsets, splitCount
 import type { Rng } from '../helpers/random.js';
 
 function inputs(n: number, len: number, rng: Rng, Arr: Float32ArrayConstructor | Float64ArrayConstructor) {
-  return Array.from({ length: n }, () => Arr.from({ length: len }, () => rng.uniform(-1, 1) * 10 ** Math.floor(rng.uniform(-3, 3))));
+  return Array.from({ length: n }, () => Arr.from(Array.from({ length: len }, () => rng.uniform(-1, 1) * 10 ** Math.floor(rng.uniform(-3, 3)))));
 }
 
 /** All-reduce sum and max of f32 and f64 arrays of random lengths on a world. */

@@ -37,7 +37,7 @@ class Prompts implements PromptBuilder<P> {
 class Script implements Sampler {
   calls: SampleParams[] = [];
   constructor(private readonly problems: P[]) {}
-  generate(ids: number[], n: number, params: SampleParams): Completion[] {
+  async generate(ids: number[], n: number, params: SampleParams): Promise<Completion[]> {
     this.calls.push(params);
     const p = this.problems[ids[0]!]!;
     const turn = ids.filter((x) => x === FEEDBACK).length + 1;
@@ -51,7 +51,7 @@ class Script implements Sampler {
   }
 }
 
-const exec = { execute: (_p: P, code: string): ExecResult => (code === 'ok' ? { reward: 1, passed: true, feedback: 'passed' } : { reward: 0.5, passed: false, feedback: 'f(1) = 2, expected 3' }) };
+const exec = { execute: async (_p: P, code: string): Promise<ExecResult> => (code === 'ok' ? { reward: 1, passed: true, feedback: 'passed' } : { reward: 0.5, passed: false, feedback: 'f(1) = 2, expected 3' }) };
 const extract = (c: Completion) => c.text;
 
 describe('Iter-k pass@1', () => {
@@ -88,7 +88,7 @@ describe('Iter-k pass@1', () => {
       constructor(ps: P[], private readonly ctx: number) {
         super(ps);
       }
-      override generate(ids: number[], n: number, params: SampleParams): Completion[] {
+      override async generate(ids: number[], n: number, params: SampleParams): Promise<Completion[]> {
         if (ids.length >= this.ctx) return noRoomCompletions(n);
         return super.generate(ids, n, params);
       }

@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import select
 import signal
 import sys
 
@@ -69,21 +70,18 @@ def official(program, timeout=1.0):
         os.write(w, ok)
         os._exit(0)
     os.close(w)
-
-    def alarm(*_):
-        raise TimeoutError
-
-    signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
+    # Wait on the pipe, not with SIGALRM: an alarm that fired just after waitpid had reaped the
+    # child raised TimeoutError all the same, and the kill then failed (ProcessLookupError).
+    # Here the child is killed only while unreaped, so its pid is still its own.
     try:
-        data = os.read(r, 1)
-        os.waitpid(pid, 0)
-    except TimeoutError:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        return None
+        ready, _, _ = select.select([r], [], [], timeout)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        data = os.read(r, 1)  # its verdict, or b"" if it died without one
+        os.waitpid(pid, 0)  # it exits right after writing
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         os.close(r)
     return data == b"1"
 

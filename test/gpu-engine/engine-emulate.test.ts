@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { PolicyModel, type LossOptions } from '../../lib/model/index.js';
+import { PolicyModel, type LossOptions, type TrainStats } from '../../lib/model/index.js';
 import { NativePolicy } from '../../lib/train/policy.js';
 import { ADAM, BF16_FIXTURE_TOL, BF16_TOL, bitsEqual, compareEngines, F32_TOL, fixtureCase, fixtures, randomBatch } from './engine-compare.js';
 
@@ -52,7 +52,7 @@ describe('device engine (emulate) vs the CPU engine', () => {
 describe('device engine (emulate): checkpointing, save / load, resume, errors', () => {
   it('gradient checkpointing on and off give identical bits (loss, every gradient, the step)', async () => {
     const batch = randomBatch(512, [10, 7], 7);
-    const runs = [];
+    const runs: { st: TrainStats; grads: Float32Array[]; w: Float32Array[] }[] = [];
     for (const gradientCheckpointing of [false, true]) {
       const m = await PolicyModel.random('tiny', { seed: 5, device: 'emulate', storage: 'bf16', gradientCheckpointing });
       const st = await m.accumulate(batch, { chunkTokens: 5 });
@@ -69,7 +69,7 @@ describe('device engine (emulate): checkpointing, save / load, resume, errors', 
     const batch = randomBatch(512, [12, 5], 17);
     for (const arch of ['qwen3', 'olmo2'] as const) {
       const sizes = { modelType: arch, vocabSize: 512, hiddenSize: 64, intermediateSize: 96, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16, maxPositionEmbeddings: 64, tieWordEmbeddings: arch === 'qwen3' } as const;
-      const runs = [];
+      const runs: { loss: number; grads: Float32Array[] }[] = [];
       for (const reverseHarness of [false, true]) {
         const m = await PolicyModel.random(sizes, { seed: 3, device: 'emulate', storage: 'bf16', reverseHarness });
         const st = await m.accumulate(batch, { chunkTokens: 6 });

@@ -33,7 +33,7 @@ describe('NCCL collective on the device, world size 1', () => {
       const sizes = [1, 7 + rng.int(64), 1000 + rng.int(1000), (1 << 20) + rng.int(1 << 16), 3 + rng.int(5), 4096];
       for (const n of sizes) {
         for (const Arr of [Float32Array, Float64Array]) {
-          const x = Arr.from({ length: n }, () => rng.normal() * 10 ** rng.int(6));
+          const x = Arr.from(Array.from({ length: n }, () => rng.normal() * 10 ** rng.int(6)));
           for (const op of ['sum', 'max'] as const) {
             const b = x.slice();
             await c.allReduce(b, op);

@@ -1,7 +1,6 @@
 // scripts/quiet-install.mjs: `npm install` keeps node-gyp's output back unless the build fails.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-// @ts-expect-error: a plain .mjs script without type declarations
 import { runQuietly } from '../../scripts/quiet-install.mjs';
 
 function sink(): { write(s: string): boolean; text: string } {

@@ -109,7 +109,7 @@ describe('serve limits', () => {
     for (const s of g) {
       assert.equal(s.topIds?.length, s.tokens.length * k);
       for (let i = 0; i < s.tokens.length; i++) {
-        const ids = Array.from(s.topIds!.subarray(i * k, (i + 1) * k)), lps = Array.from(s.topLogprobs!.subarray(i * k, (i + 1) * k));
+        const ids: number[] = Array.from(s.topIds!.subarray(i * k, (i + 1) * k)), lps = Array.from(s.topLogprobs!.subarray(i * k, (i + 1) * k));
         assert.ok(ids.slice(0, 3).includes(s.tokens[i]), 'the sampled token is among the top-k kept');
         assert.equal(lps[ids.indexOf(s.tokens[i])], s.logprobs[i]);
         const kept = lps.slice(0, 3).reduce((a, x) => a + Math.exp(x), 0);

@@ -197,11 +197,11 @@ describe('NCCL weight sync end to end against serve (loopback fake)', () => {
   it('a worker that confirms less than was sent (a bucket short): the step syncs through the disk, naming what it confirmed', async () => {
     const t = await trainer();
     const short: FetchLike = async (url, init) => {
-      const res = await (fetch(url, init) as ReturnType<FetchLike>);
+      const res = await fetch(url, init); // a Response: the body is read here and rewritten
       if (new URL(url).pathname !== '/collective_rpc' || !init.body?.includes('murphy_nccl_recv') || !url.startsWith(servers[0].url)) return res;
       const body = await res.json() as { results: Array<Record<string, unknown>> };
       body.results[0].buckets = Number(body.results[0].buckets) - 1;
-      return new Response(JSON.stringify(body), { status: res.status, headers: { 'content-type': 'application/json' } }) as Awaited<ReturnType<FetchLike>>;
+      return new Response(JSON.stringify(body), { status: res.status, headers: { 'content-type': 'application/json' } });
     };
     const c = await client('nccl', { fetch: short, timeoutMs: 5000 });
     try {

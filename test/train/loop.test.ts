@@ -34,7 +34,7 @@ describe('train loop', () => {
     const events: string[] = [];
     const counters = { noRoom: 0, aborted: 0, prefillTokens: 0, prefillSaved: 0, preemptions: 0 };
     class PagedLike extends FakeBackend {
-      override get counters() { return counters; }
+      get counters() { return counters; }
       override async generate(...a: Parameters<FakeBackend['generate']>) {
         events.push('generate');
         counters.prefillTokens += 10;
