@@ -103,7 +103,6 @@ export function batchIndices(n: number, consumed: number, size: number, seed: nu
   return out;
 }
 
-/** Sampler/executor wrappers that measure busy time and count calls (for progress). */
 /** The paged engine's prefill counters (cumulative), when the backend reports them. */
 function prefillCounters(b: RolloutBackend): StepPrefill | undefined {
   const c = b.counters;
@@ -121,6 +120,7 @@ async function sumPrefill(par: { sum(xs: number[]): Promise<number[]> }, p: Step
   return { computed: computed!, saved: saved!, preemptions: preemptions! };
 }
 
+/** Sampler/executor wrappers that measure busy time and count calls (for progress). */
 function instrument<P>(backend: Sampler, executor: Executor<P>, progress: ProgressSink) {
   const rollClock = new BusyClock();
   const execClock = new BusyClock();
