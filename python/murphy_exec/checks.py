@@ -222,7 +222,14 @@ class World:
 
 
 _MISSING = object()
-_tag_value = operator.attrgetter("value")
+try:
+    from ctypes import _SimpleCData
+
+    # The C getter of ctypes' immutable base type: a program can override `value` on c_uint64 (a
+    # class defined in Python), not here.
+    _tag_value = _SimpleCData.__dict__["value"].__get__
+except Exception:
+    _tag_value = None
 
 
 def _dict_version_readers(dicts):
@@ -235,7 +242,7 @@ def _dict_version_readers(dicts):
         import ctypes
         import sysconfig
 
-        if sys.implementation.name != "cpython" or not (3, 6) <= sys.version_info[:2] <= (3, 13):
+        if _tag_value is None or sys.implementation.name != "cpython" or not (3, 6) <= sys.version_info[:2] <= (3, 13):
             return None
         if sysconfig.get_config_var("Py_GIL_DISABLED") or hasattr(sys, "gettotalrefcount"):
             return None
@@ -243,13 +250,13 @@ def _dict_version_readers(dicts):
         probe = {}
         used = ctypes.c_ssize_t.from_address(id(probe) + off - ctypes.sizeof(ctypes.c_ssize_t))
         tag = ctypes.c_uint64.from_address(id(probe) + off)
-        seen = [tag.value]
+        seen = [_tag_value(tag)]
         for change in (lambda: probe.__setitem__("a", 1), lambda: probe.__setitem__("a", 2), lambda: probe.__setitem__("b", 3),
                        lambda: probe.__delitem__("a"), lambda: probe.update(c=4), lambda: probe.pop("b"), probe.clear):
             change()
             if used.value != len(probe):
                 return None
-            seen.append(tag.value)
+            seen.append(_tag_value(tag))
         if len(set(seen)) != len(seen):
             return None
         return tuple(ctypes.c_uint64.from_address(id(d) + off) for d in dicts)

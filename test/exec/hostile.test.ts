@@ -73,6 +73,7 @@ const HOSTILE: Record<string, string> = {
   // The tamper check skips a watched dict whose version tag did not change (checks.py): these
   // change a watched name by the other ways into a module's dict.
   'replacing a watched name through the module dict (vars(math).update)': 'import math\nvars(math).update(isclose=lambda *a, **k: True)\n' + GOOD,
+  "overriding ctypes' value getter, then patching a module": 'import ctypes, math\nfor c in (ctypes.c_uint64, ctypes.c_ulonglong, ctypes.c_ulong):\n    c.value = property(id)\nmath.isclose = lambda *a, **k: True\n' + GOOD,
   'deleting a builtin and defining it again': 'import builtins\ndel builtins.abs\nbuiltins.abs = lambda x: 0\n' + GOOD,
   'walking the heap with gc': 'import gc\n' + GOOD + 'try:\n    gc.get_objects()\nexcept Exception:\n    pass\n',
   'catching the timeout': 'def add(a, b):\n    while True:\n        try:\n            while True:\n                pass\n        except BaseException:\n            pass\n',
