@@ -548,6 +548,7 @@ def child_main(req, pl, units, start, chan_fd, key, cfg, tests=None):
     pw = object.__new__(world_cls)
     vars(pw).update(vars(world))
     _changed = pw.changed
+    _mark = pw.mark
     ws = _WorkerSide(req, chan_fd, cfg)
     unit_box = [None]
     rs = reporter_state(cs, chan_fd, ws.repr_value, unit_box)
@@ -625,12 +626,14 @@ def child_main(req, pl, units, start, chan_fd, key, cfg, tests=None):
         """From here on, the program's code may run (on worker threads only)."""
         if not started[0]:
             started[0] = True
+            _mark()
             sys.setprofile(profile)
             sys.addaudithook(audit)
 
     def start_jobs(jobs):
         """Runs jobs [(st, fn, args)] one after the other on one new worker thread, which does not
         wait for this one; returns [(generator, lock)] to wait on, in order."""
+        start_program()  # (every runner did already: the tags are noted before any program code)
         out = []
         steps = []
         releases = []

@@ -44,8 +44,11 @@ import select
 import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
+
+import _signal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -155,6 +158,11 @@ class Server:
         if child._PREPARED[0] is None:
             child.prepare(WORLD_REF[0])  # once, inherited by every child
         self.args = args
+        # The children's environment, set once here (HOME and TMPDIR: each child's own directory,
+        # set in the child); the server itself needs none of what it replaces.
+        os.environ.clear()
+        os.environ.update(CHILD_ENV)
+        os.environ["TMPDIR"] = CHILD_ENV["HOME"]
         self.root = os.geteuid() == 0
         self.child_uid = args.get("childUid")
         self.info = {"pid": os.getpid(), "root": self.root, "python": sys.version.split()[0]}
@@ -315,14 +323,15 @@ class Server:
                 f.write(stdin_data)
             if self.root and self.child_uid is not None:
                 os.chown(in_path, self.child_uid, self.child_uid)
+        # high, unguessable-ish fd for the result channel (drawn here: in the child, secrets'
+        # code would fault in its pages)
+        chan = 200 + secrets.randbelow(700)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             try:
                 os.setsid()
-                # high, unguessable-ish fd for the result channel
-                chan = 200 + secrets.randbelow(700)
                 os.dup2(w_chan, chan)
                 fd0 = os.open(in_path if in_path else os.devnull, os.O_RDONLY)
                 os.dup2(fd0, 0)
@@ -342,21 +351,20 @@ class Server:
                     os.setuid(self.child_uid)
                 resource.setrlimit(resource.RLIMIT_NPROC, (int(cfg["maxProcs"]), int(cfg["maxProcs"])))
                 resource.setrlimit(resource.RLIMIT_AS, (int(cfg["memoryBytes"]), int(cfg["memoryBytes"])))
-                os.environ.clear()
-                os.environ.update(CHILD_ENV)
+                # The server's environment is CHILD_ENV already (Server.__init__); setting it here
+                # (os.environ's Python code) cost ~70 copy-on-write faults a child.
                 os.environ["HOME"] = workdir
                 os.environ["TMPDIR"] = workdir
-                import tempfile
-
                 tempfile.tempdir = workdir
                 sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
                 sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace", write_through=False)
                 sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="replace", write_through=True)
                 sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
-                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                signal.signal(signal.SIGHUP, signal.SIG_DFL)
+                # _signal, not signal: the latter's enum conversions fault in ~25 pages
+                _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+                _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+                _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+                _signal.signal(_signal.SIGHUP, _signal.SIG_DFL)
                 child_main(child_request(req), pl, units, start, chan, key, cfg, tests)
             except BaseException:
                 try:

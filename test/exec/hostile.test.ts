@@ -70,6 +70,11 @@ const HOSTILE: Record<string, string> = {
   'patching a standard module during a test': 'import math\ndef add(a, b):\n    math.isclose = lambda *a, **k: True\n    return a + b\n',
   'patched sys.exit and os._exit': 'import sys, os\nsys.exit = lambda *a: None\nos._exit = lambda *a: None\n' + GOOD,
   'patching a standard class the tests rely on (Fraction.__eq__)': 'import fractions\nfractions.Fraction.__eq__ = lambda s, o: True\n' + GOOD,
+  // The tamper check skips a watched dict whose version tag did not change (checks.py): these
+  // change a watched name by the other ways into a module's dict.
+  'replacing a watched name through the module dict (vars(math).update)': 'import math\nvars(math).update(isclose=lambda *a, **k: True)\n' + GOOD,
+  "overriding ctypes' value getter, then patching a module": 'import ctypes, math\nfor c in (ctypes.c_uint64, ctypes.c_ulonglong, ctypes.c_ulong):\n    c.value = property(id)\nmath.isclose = lambda *a, **k: True\n' + GOOD,
+  'deleting a builtin and defining it again': 'import builtins\ndel builtins.abs\nbuiltins.abs = lambda x: 0\n' + GOOD,
   'walking the heap with gc': 'import gc\n' + GOOD + 'try:\n    gc.get_objects()\nexcept Exception:\n    pass\n',
   'catching the timeout': 'def add(a, b):\n    while True:\n        try:\n            while True:\n                pass\n        except BaseException:\n            pass\n',
 };
@@ -234,5 +239,39 @@ describe('forged verdicts', () => {
       const r = await ex.run(problem, good[problem.id]);
       assert.equal(r.passed, true, `${problem.id}: ${r.feedback}`);
     }
+  });
+});
+
+// The tamper check reads the watched dicts' version tags (checks.py, _dict_version_readers) and
+// compares their values only when a tag moved: what a program may change must still pass, and the
+// tags must be in use on the interpreters the tests run (else the fast path is untested).
+describe('the tamper check and what a program may change', () => {
+  let ex: PythonExecutor;
+  before(() => {
+    ex = new PythonExecutor({ workers: 2, warn: () => {}, limits: { testTimeout: 2, programTimeout: 8 } });
+  });
+  after(async () => {
+    await ex.close();
+  });
+  it('a program that adds names to watched modules, or replaces one and puts it back, passes', async () => {
+    const code = 'import math, builtins\nmath.my_helper = 1\nbuiltins.my_global = 2\n_o = math.sqrt\nmath.sqrt = None\nmath.sqrt = _o\n' +
+      'def add(a, b):\n    math.other = 3\n    return a + b\n';
+    const r = await ex.run(problem, code);
+    assert.equal(r.passed, true, r.feedback);
+  });
+  it('the version tags are in use on this interpreter and the system one, and see every kind of change', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const script = [
+      'import sys, math, builtins, fractions', `sys.path.insert(0, ${JSON.stringify(join(REPO, 'python', 'murphy_exec'))})`,
+      'import checks', 'w = checks.World()', 'assert w.tags is not None, sys.version', 'w.mark()', 'assert w.changed() is None',
+      'def moved(what):', '    got = w.changed()', '    assert got == what, (got, what)',
+      'o = math.isclose', 'math.isclose = None', 'moved("replaced math.isclose")', 'math.isclose = o', 'moved(None)',
+      'a = builtins.abs', 'vars(builtins).update(abs=None)', 'moved("replaced builtins.abs")', 'builtins.abs = a', 'moved(None)',
+      'e = fractions.Fraction.__eq__', 'fractions.Fraction.__eq__ = lambda s, o: True', 'moved("replaced Fraction.__eq__")',
+      'fractions.Fraction.__eq__ = e', 'moved(None)',
+      'sys.modules["math"] = None', 'moved("replaced the module math")', 'sys.modules["math"] = math', 'moved(None)',
+    ].join('\n');
+    const pythons = [process.env.MURPHY_PYTHON ?? 'python3', ...(existsSync('/usr/bin/python3') ? ['/usr/bin/python3'] : [])];
+    for (const py of pythons) execFileSync(py, ['-I', '-B', '-c', script], { stdio: 'pipe' });
   });
 });
