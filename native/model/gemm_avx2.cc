@@ -341,7 +341,7 @@ void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int
 
 void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
   // X rounded to bf16 (kept as f32), W widened while packing or streaming: the f32 kernels.
-  CallBuf xr(size_t(M * K));
+  gemm_driver::KeptBuf xr(0, size_t(M * K));
   parallel_for(M, grain_for(M, 100.0 * double(M) * double(K), 16), [&](int64_t r0, int64_t r1) {
     v3::round_bf16(X + r0 * K, xr.p + r0 * K, (r1 - r0) * K);
   });

@@ -133,6 +133,15 @@ thread_local Scratch t_shared_a, t_shared_b;
 
 }  // namespace
 
+namespace {
+thread_local Scratch t_kept[2];
+}  // namespace
+
+KeptBuf::KeptBuf(int slot, size_t n) {
+  if (n <= kKeepFloats) p = t_kept[slot & 1].get(n);
+  else p = (big_ = std::make_unique<CallBuf>(n))->p;
+}
+
 // One parallel region per product. A row block of A is used by the tn tasks of its row, a B block
 // by the tm tasks of its column: when several tasks share one (and the copy is not too big), it
 // is packed once into a buffer of the call, [block][k slice], in pieces by the tasks that need it
