@@ -112,6 +112,9 @@ MURPHY_AI void store_n(float* d, __m256 v, int w) {
   _mm256_maskstore_ps(d, lanes(w), v);
 }
 MURPHY_AI void transpose(__m256 r[8]) { transpose8(r); }
+MURPHY_AI __m256 load_tail(const float* p) {
+  return _mm256_permutevar8x32_ps(_mm256_loadu_ps(p + MR - 8), _mm256_setr_epi32(8 - MR, 9 - MR, 10 - MR, 11 - MR, 12 - MR, 13 - MR, 0, 1));
+}
 
 #include "gemm_pack.inc"
 

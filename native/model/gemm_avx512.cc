@@ -22,6 +22,7 @@
 #include "gemm.h"
 #include "gemm_driver.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -105,6 +106,10 @@ MURPHY_AI void store_n(float* d, __m512 v, int w) {
   else _mm512_mask_storeu_ps(d, lanes(w), v);
 }
 MURPHY_AI void transpose(__m512 r[16]) { transpose16(r); }
+MURPHY_AI __m512 load_tail(const float* p) {
+  const __m512i v = _mm512_castps_si512(_mm512_loadu_ps(p + MR - 16));
+  return _mm512_castsi512_ps(_mm512_alignr_epi32(v, v, 16 - MR));
+}
 
 #include "gemm_pack.inc"
 
@@ -277,7 +282,7 @@ void pack_a_pairs(const float* X, int64_t ldx, int64_t x_cs, int64_t i0, int64_t
         r[i] = i < mr ? _mm512_castsi512_ps(pairs16(X + (i0 + r0 + i) * ldx + k, K - k)) : _mm512_setzero_ps();
       transpose16(r);
       const int64_t n = imin(16, kc - kk);
-      for (int64_t i = 0; i < n; ++i) store_n(d + (kk + i) * MR, r[i], MR);
+      for (int64_t i = 0; i < n; ++i) store_n(d + (kk + i) * MR, r[i], kk + i + 1 < kc ? 16 : MR);  // (as transpose_pack)
     }
   }
 }
@@ -397,11 +402,30 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
   const int64_t Kp = (K + 1) / 2;
   if (M <= kSkinnyRows) {
     // vdpbf16ps: X as bf16 pairs [M, ldx] (zero past K), padded to whole zmm for the skinny path.
+    // Each thread pairs X into its own kept buffer at its first chunk of the call (M K floats,
+    // ~2/N of its share of the product): a buffer written by the caller every call would be read
+    // by the other threads from the caller's cache (a cross-core transfer of every line per call,
+    // where X itself, unchanged, is already in their caches).
     const int64_t ldx = round_up(Kp, 16);
-    gemm_driver::KeptBuf xp(0, size_t(M * ldx));
-    uint32_t* Xp = reinterpret_cast<uint32_t*>(xp.p);
-    for (int64_t r = 0; r < M; ++r) v4::pair_row_bf16(X + r * K, Xp + r * ldx, K, ldx);
-    split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v4bf::skinny_dp(Xp, ldx, Wb, Y, M, N, K, j0, j1, accumulate); });
+    const size_t xfloats = size_t(M * ldx);
+    if (xfloats > gemm_driver::kKeepFloats) {  // (K > 1M: one buffer of the call, paired by the caller)
+      gemm_driver::KeptBuf xp(0, xfloats);
+      uint32_t* Xp = reinterpret_cast<uint32_t*>(xp.p);
+      for (int64_t r = 0; r < M; ++r) v4::pair_row_bf16(X + r * K, Xp + r * ldx, K, ldx);
+      split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v4bf::skinny_dp(Xp, ldx, Wb, Y, M, N, K, j0, j1, accumulate); });
+      return;
+    }
+    static std::atomic<uint64_t> s_calls{0};
+    const uint64_t call = s_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+    split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) {
+      thread_local uint64_t t_call = 0;  // the call whose X this thread's buffer holds
+      uint32_t* Xp = reinterpret_cast<uint32_t*>(gemm_driver::KeptBuf(1, xfloats).p);
+      if (t_call != call) {
+        for (int64_t r = 0; r < M; ++r) v4::pair_row_bf16(X + r * K, Xp + r * ldx, K, ldx);
+        t_call = call;
+      }
+      v4bf::skinny_dp(Xp, ldx, Wb, Y, M, N, K, j0, j1, accumulate);
+    });
     return;
   }
   // W as pairs: W[j, 2kp], W[j, 2kp + 1] are one 32-bit value when K is even; an odd K (no

@@ -128,7 +128,6 @@ void cooperate(PackState& st, int64_t units, const F& unit) {
 
 // Shared pack buffers of the calling thread, kept between calls up to this many floats (64 MiB
 // each; bigger ones are allocated per call), so a product does not page-fault fresh memory in.
-constexpr size_t kKeepFloats = size_t(16) << 20;
 thread_local Scratch t_shared_a, t_shared_b;
 
 }  // namespace
