@@ -76,13 +76,14 @@ struct CallBuf {
   CallBuf& operator=(const CallBuf&) = delete;
 };
 
+// Floats a KeptBuf keeps between calls at most (64 MiB).
+constexpr size_t kKeepFloats = size_t(16) << 20;
+
 // A 64-byte aligned buffer of at least n floats for one call on the calling thread, kept by that
 // thread between calls (slot 0 or 1: two buffers of one call), so that a product does not
 // page-fault fresh memory in every call (~11 us per 4 KiB page on first touch on this VM); past
 // kKeepFloats it is allocated for the call and freed with this object. A thread's slot holds one
 // live buffer at a time (a slot's user must not call anything that takes the same slot).
-// Floats a KeptBuf keeps between calls at most (64 MiB).
-constexpr size_t kKeepFloats = size_t(16) << 20;
 class KeptBuf {
  public:
   KeptBuf(int slot, size_t n);
