@@ -112,6 +112,9 @@ MURPHY_AI void store_n(float* d, __m256 v, int w) {
   _mm256_maskstore_ps(d, lanes(w), v);
 }
 MURPHY_AI void transpose(__m256 r[8]) { transpose8(r); }
+MURPHY_AI __m256 load_tail(const float* p) {
+  return _mm256_permutevar8x32_ps(_mm256_loadu_ps(p + MR - 8), _mm256_setr_epi32(8 - MR, 9 - MR, 10 - MR, 11 - MR, 12 - MR, 13 - MR, 0, 1));
+}
 
 #include "gemm_pack.inc"
 
@@ -341,7 +344,7 @@ void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int
 
 void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate) {
   // X rounded to bf16 (kept as f32), W widened while packing or streaming: the f32 kernels.
-  CallBuf xr(size_t(M * K));
+  gemm_driver::KeptBuf xr(0, size_t(M * K));
   parallel_for(M, grain_for(M, 100.0 * double(M) * double(K), 16), [&](int64_t r0, int64_t r1) {
     v3::round_bf16(X + r0 * K, xr.p + r0 * K, (r1 - r0) * K);
   });

@@ -22,8 +22,10 @@
 #include "gemm.h"
 #include "gemm_driver.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "../cpu/threads.h"
 
@@ -104,6 +106,10 @@ MURPHY_AI void store_n(float* d, __m512 v, int w) {
   else _mm512_mask_storeu_ps(d, lanes(w), v);
 }
 MURPHY_AI void transpose(__m512 r[16]) { transpose16(r); }
+MURPHY_AI __m512 load_tail(const float* p) {
+  const __m512i v = _mm512_castps_si512(_mm512_loadu_ps(p + MR - 16));
+  return _mm512_castsi512_ps(_mm512_alignr_epi32(v, v, 16 - MR));
+}
 
 #include "gemm_pack.inc"
 
@@ -232,18 +238,52 @@ void round_rows_bf16(const float* X, float* dst, int64_t n) {
   }
 }
 
+// 16 bf16 pairs (as 32-bit values: pair i = bf16(x[2i]) | bf16(x[2i + 1]) << 16, rounded to
+// nearest even) of the 32 floats at x, of which the first n are read (the rest are 0).
+MURPHY_AI __m512i pairs16(const float* x, int64_t n) {
+  __m512 a, b;
+  if (n >= 32) {  // plain loads for whole vectors
+    a = _mm512_loadu_ps(x);
+    b = _mm512_loadu_ps(x + 16);
+  } else {
+    a = _mm512_maskz_loadu_ps(lanes(n), x);
+    b = _mm512_maskz_loadu_ps(lanes(n - 16), x + 16);
+  }
+  // 32 bf16 (top halves) in k order: even k in the low 16 bits of each pair
+  return _mm512_permutex2var_epi16(
+      round_bf16_bits(a),
+      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19, 17,
+                       15, 13, 11, 9, 7, 5, 3, 1),
+      round_bf16_bits(b));
+}
+
 // row of X [K] -> bf16 pairs [Kp] (as 32-bit values), zero past K.
 void pair_row_bf16(const float* x, uint32_t* dst, int64_t K, int64_t Kp) {
-  for (int64_t kp = 0; kp < Kp; kp += 16) {
-    const int64_t k = 2 * kp;
-    const __m512i lo = round_bf16_bits(_mm512_maskz_loadu_ps(lanes(K - k), x + k));
-    const __m512i hi = round_bf16_bits(_mm512_maskz_loadu_ps(lanes(K - k - 16), x + k + 16));
-    // 32 bf16 (top halves) in k order: even k in the low 16 bits of each pair
-    const __m512i words = _mm512_permutex2var_epi16(
-        lo, _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19,
-                             17, 15, 13, 11, 9, 7, 5, 3, 1),
-        hi);
-    _mm512_mask_storeu_epi32(dst + kp, lanes(Kp - kp), words);
+  for (int64_t kp = 0; kp < Kp; kp += 16) _mm512_mask_storeu_epi32(dst + kp, lanes(Kp - kp), pairs16(x + 2 * kp, K - 2 * kp));
+}
+
+// The bf16 forward's A packing straight from the fp32 rows of X (a PackA, gemm_driver.h, over
+// pair units; x_cs carries K, the floats of a row): rows [i0, i0 + rows) at pairs [k0, k0 + kc)
+// -> strip s at dst + s MR kc, dst[k MR + r] = pair k0 + k of row i0 + s MR + r (zero past K
+// and past the rows). Each row's 32 floats are rounded and paired in a register, then 16 rows
+// are transposed (as transpose_pack), so X is read once per row block and not first copied
+// into a pairs buffer (one pass over X and one parallel region less per product).
+void pack_a_pairs(const float* X, int64_t ldx, int64_t x_cs, int64_t i0, int64_t rows, int64_t k0, int64_t kc,
+                  float* dst) {
+  const int64_t K = x_cs;
+  for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+    const int mr = int(imin(MR, rows - r0));
+    float* d = dst + r0 * kc;
+    for (int64_t kk = 0; kk < kc; kk += 16) {
+      const int64_t k = 2 * (k0 + kk);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < mr ? _mm512_castsi512_ps(pairs16(X + (i0 + r0 + i) * ldx + k, K - k)) : _mm512_setzero_ps();
+      transpose16(r);
+      const int64_t n = imin(16, kc - kk);
+      for (int64_t i = 0; i < n; ++i) store_n(d + (kk + i) * MR, r[i], kk + i + 1 < kc ? 16 : MR);  // (as transpose_pack)
+    }
   }
 }
 
@@ -347,7 +387,7 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
   const float beta = accumulate ? 1.0f : 0.0f;
   if (!dpbf16) {
     // X rounded to bf16 (kept as f32), W widened while packing: the f32 kernels.
-    CallBuf xr(size_t(M * K));
+    gemm_driver::KeptBuf xr(0, size_t(M * K));
     parallel_for(M, grain_for(M, 100.0 * double(M) * double(K), 16), [&](int64_t r0, int64_t r1) { v4::round_rows_bf16(X + r0 * K, xr.p + r0 * K, (r1 - r0) * K); });
     if (M <= kSkinnyRows) {
       split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v4::skinny_widen(xr.p, Wb, Y, M, N, K, j0, j1, accumulate); });
@@ -359,23 +399,41 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     drive(kTile, M, N, K, xr.p, K, 1, v4::pack_a_block, pb, v4::strip_f32, Y, N, beta);
     return;
   }
-  // vdpbf16ps: X as bf16 pairs [M, Kp] (zero past K), padded to whole zmm for the skinny path.
-  const int64_t Kp = (K + 1) / 2, ldx = round_up(Kp, 16);
-  CallBuf xp(size_t(M * ldx));
-  uint32_t* Xp = reinterpret_cast<uint32_t*>(xp.p);
-  parallel_for(M, grain_for(M, 100.0 * double(M) * double(K), 16), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) v4::pair_row_bf16(X + r * K, Xp + r * ldx, K, ldx);
-  });
+  const int64_t Kp = (K + 1) / 2;
   if (M <= kSkinnyRows) {
-    split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v4bf::skinny_dp(Xp, ldx, Wb, Y, M, N, K, j0, j1, accumulate); });
+    // vdpbf16ps: X as bf16 pairs [M, ldx] (zero past K), padded to whole zmm for the skinny path.
+    // Each thread pairs X into its own kept buffer at its first chunk of the call (M K floats,
+    // ~2/N of its share of the product): a buffer written by the caller every call would be read
+    // by the other threads from the caller's cache (a cross-core transfer of every line per call,
+    // where X itself, unchanged, is already in their caches).
+    const int64_t ldx = round_up(Kp, 16);
+    const size_t xfloats = size_t(M * ldx);
+    if (xfloats > gemm_driver::kKeepFloats) {  // (K > 1M: one buffer of the call, paired by the caller)
+      gemm_driver::KeptBuf xp(0, xfloats);
+      uint32_t* Xp = reinterpret_cast<uint32_t*>(xp.p);
+      for (int64_t r = 0; r < M; ++r) v4::pair_row_bf16(X + r * K, Xp + r * ldx, K, ldx);
+      split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) { v4bf::skinny_dp(Xp, ldx, Wb, Y, M, N, K, j0, j1, accumulate); });
+      return;
+    }
+    static std::atomic<uint64_t> s_calls{0};
+    const uint64_t call = s_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+    split_weight_rows(M, N, K, [&](int64_t j0, int64_t j1) {
+      thread_local uint64_t t_call = 0;  // the call whose X this thread's buffer holds
+      uint32_t* Xp = reinterpret_cast<uint32_t*>(gemm_driver::KeptBuf(1, xfloats).p);
+      if (t_call != call) {
+        for (int64_t r = 0; r < M; ++r) v4::pair_row_bf16(X + r * K, Xp + r * ldx, K, ldx);
+        t_call = call;
+      }
+      v4bf::skinny_dp(Xp, ldx, Wb, Y, M, N, K, j0, j1, accumulate);
+    });
     return;
   }
   // W as pairs: W[j, 2kp], W[j, 2kp + 1] are one 32-bit value when K is even; an odd K (no
-  // model has one) gets a padded copy.
+  // model has one) gets a padded copy. X is rounded and paired while its blocks are packed.
   const float* Wp = reinterpret_cast<const float*>(Wb);
-  CallBuf* pad = nullptr;
+  std::unique_ptr<CallBuf> pad;
   if (K % 2 != 0) {
-    pad = new CallBuf(size_t(N * Kp));
+    pad = std::make_unique<CallBuf>(size_t(N * Kp));
     uint32_t* d = reinterpret_cast<uint32_t*>(pad->p);
     parallel_for(N, 64, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j)
@@ -386,16 +444,10 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     });
     Wp = pad->p;
   }
-  try {
-    const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
-      v4::pack_b(Wp, 1, Kp, k0, kc, j0, nc, dst);
-    };
-    drive(kTile, M, N, Kp, xp.p, ldx, 1, v4::pack_a_block, pb, v4bf::strip_bf16, Y, N, beta);
-  } catch (...) {
-    delete pad;
-    throw;
-  }
-  delete pad;
+  const PackB pb = [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+    v4::pack_b(Wp, 1, Kp, k0, kc, j0, nc, dst);
+  };
+  drive(kTile, M, N, Kp, X, K, K, v4::pack_a_pairs, pb, v4bf::strip_bf16, Y, N, beta);
 }
 
 #else  // no AVX-512 build: never called (matmul.cc checks the CPU first)

@@ -128,10 +128,18 @@ void cooperate(PackState& st, int64_t units, const F& unit) {
 
 // Shared pack buffers of the calling thread, kept between calls up to this many floats (64 MiB
 // each; bigger ones are allocated per call), so a product does not page-fault fresh memory in.
-constexpr size_t kKeepFloats = size_t(16) << 20;
 thread_local Scratch t_shared_a, t_shared_b;
 
 }  // namespace
+
+namespace {
+thread_local Scratch t_kept[2];
+}  // namespace
+
+KeptBuf::KeptBuf(int slot, size_t n) {
+  if (n <= kKeepFloats) p = t_kept[slot & 1].get(n);
+  else p = (big_ = std::make_unique<CallBuf>(n))->p;
+}
 
 // One parallel region per product. A row block of A is used by the tn tasks of its row, a B block
 // by the tm tasks of its column: when several tasks share one (and the copy is not too big), it
@@ -150,14 +158,20 @@ void drive(Tile t, int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs
   const bool share_a = g.tn > 1 && flops >= kSerialFlops && g.tm * ns * asz <= kSharedPackFloats;
   const bool share_b = g.tm > 1 && flops >= kSerialFlops && g.tn * ns * bsz <= kSharedPackFloats;
   // rows [r0, r1) of row block rb (whole MR strips from the block's start) at k slice s
+  // Block boundaries: the tm row blocks split the ceil(M / MR) strips as evenly as whole strips
+  // allow (and the tn column blocks the panels), so that no block is a sliver: 512 rows in blocks
+  // of at most 72 were 7 x 72 + 8 (one thread's share 288 rows, the other's 224), now 60 or 72.
+  const int64_t sm = (M + MR - 1) / MR, sn = (N + NR - 1) / NR;
+  auto row0 = [&](int64_t rb) { return imin(M, rb * sm / g.tm * MR); };
+  auto col0 = [&](int64_t cb) { return imin(N, cb * sn / g.tn * NR); };
   auto a_rows = [&](int64_t rb, int64_t s, int64_t r0, int64_t r1, float* blk) {
-    const int64_t i0 = rb * g.mcb, k0 = s * KC, kc = imin(KC, K - k0);
-    pack_a(A, a_rs, a_cs, i0 + r0, imin(M, i0 + r1) - (i0 + r0), k0, kc, blk + r0 * kc);
+    const int64_t i0 = row0(rb), k0 = s * KC, kc = imin(KC, K - k0);
+    pack_a(A, a_rs, a_cs, i0 + r0, imin(row0(rb + 1), i0 + r1) - (i0 + r0), k0, kc, blk + r0 * kc);
   };
   // columns [c0, c1) of column block cb (whole NR panels from the block's start) at k slice s
   auto b_cols = [&](int64_t cb, int64_t s, int64_t c0, int64_t c1, float* blk) {
-    const int64_t j0 = cb * g.ncb, k0 = s * KC, kc = imin(KC, K - k0);
-    pack_b(k0, kc, j0 + c0, imin(N, j0 + c1) - (j0 + c0), blk + c0 * kc);
+    const int64_t j0 = col0(cb), k0 = s * KC, kc = imin(KC, K - k0);
+    pack_b(k0, kc, j0 + c0, imin(col0(cb + 1), j0 + c1) - (j0 + c0), blk + c0 * kc);
   };
   const int64_t unit_rows = MR * (kUnitRows / MR > 0 ? kUnitRows / MR : 1);
   const int64_t unit_cols = NR * (kUnitCols / NR > 0 ? kUnitCols / NR : 1);
@@ -181,8 +195,8 @@ void drive(Tile t, int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs
     float* abuf = share_a ? nullptr : t_apack.get(size_t(asz));
     for (int64_t task; (task = next_task.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
       const int64_t rb = task / g.tn, cb = task % g.tn;
-      const int64_t i0 = rb * g.mcb, i1 = imin(M, i0 + g.mcb);
-      const int64_t j0 = cb * g.ncb, nc = imin(N, j0 + g.ncb) - j0;
+      const int64_t i0 = row0(rb), i1 = row0(rb + 1);
+      const int64_t j0 = col0(cb), nc = col0(cb + 1) - j0;
       for (int64_t s = 0; s < ns; ++s) {
         const int64_t kc = imin(KC, K - s * KC);
         const float* bp;

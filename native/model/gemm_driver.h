@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "../cpu/threads.h"
 
@@ -73,6 +74,23 @@ struct CallBuf {
   ~CallBuf();
   CallBuf(const CallBuf&) = delete;
   CallBuf& operator=(const CallBuf&) = delete;
+};
+
+// Floats a KeptBuf keeps between calls at most (64 MiB).
+constexpr size_t kKeepFloats = size_t(16) << 20;
+
+// A 64-byte aligned buffer of at least n floats for one call on the calling thread, kept by that
+// thread between calls (slot 0 or 1: two buffers of one call), so that a product does not
+// page-fault fresh memory in every call (~11 us per 4 KiB page on first touch on this VM); past
+// kKeepFloats it is allocated for the call and freed with this object. A thread's slot holds one
+// live buffer at a time (a slot's user must not call anything that takes the same slot).
+class KeptBuf {
+ public:
+  KeptBuf(int slot, size_t n);
+  float* p = nullptr;
+
+ private:
+  std::unique_ptr<CallBuf> big_;
 };
 
 // C[M, N] (+)= A B: the task grid, packing, strips (docs/kernels.md, "CPU GEMM").
