@@ -13,8 +13,8 @@
 // the block's max in the same loop; a block that raises the max rescales the fp64 sums before
 // it and is summed again from L1 (online softmax). exp in base 2 with a degree-5 polynomial
 // (lp_exp2, its error bound there and in docs/kernels.md). Explicit vectors, compiled for
-// AVX-512, AVX2 and baseline and picked at run time; parallel over rows (fp32 rows in pairs,
-// two read streams per core: one stream per core is bound by its misses in flight, see
+// AVX-512, AVX2 and baseline and picked at run time; parallel over rows (fp32 rows in pairs
+// and prefetched 4 KiB ahead: one stream per core is bound by its misses in flight, see
 // docs/kernels.md, third round). Gradients larger than
 // the cache are written with streaming stores (cache_bytes below), with the same results; bf16
 // gradients are rounded by vcvtne2ps2bf16 where the CPU has AVX512-BF16.
