@@ -13,7 +13,7 @@
 // the block's max in the same loop; a block that raises the max rescales the fp64 sums before
 // it and is summed again from L1 (online softmax). exp in base 2 with a degree-5 polynomial
 // (lp_exp2, its error bound there and in docs/kernels.md). Explicit vectors, compiled for
-// AVX-512, AVX2 and baseline and picked at run time; parallel over rows (fp32 rows in pairs
+// AVX-512, AVX2 and baseline and picked at run time; parallel over rows (AVX-512: fp32 rows in pairs
 // and prefetched 4 KiB ahead: one stream per core is bound by its misses in flight, see
 // docs/kernels.md, third round). Gradients larger than
 // the cache are written with streaming stores (cache_bytes below), with the same results; bf16
