@@ -89,7 +89,7 @@ export function measureStreamFloor(threads: number, reps: number, floats = defau
   if (r.status !== 0) throw new Error(`bandwidth probe failed: ${(r.stderr || r.error?.message || '').trim()}`);
   const out = JSON.parse(r.stdout) as { floats_per_array: number; reps: number; huge_pages: boolean; results: StreamPart[] };
   return {
-    method: 'STREAM-style (bench/stream.cc): sum (best of 12 read-only variants: accumulators, software prefetch, interleaved streams, chunks, 4 KiB pages), copy, triad, copy_nt, triad_nt, update (at 1, 1/2 and 1/4 of the array), nstream; all threads and 1; first touch by the owning thread; best of reps; STREAM byte counts (no write-allocate)',
+    method: 'STREAM-style (bench/stream.cc): sum (best of 14 read-only variants: accumulators, software prefetch, 2-8 interleaved streams per thread with and without prefetch, chunks, 4 KiB pages), copy, triad, copy_nt, triad_nt, update (at 1, 1/2 and 1/4 of the array), nstream; all threads and 1; first touch by the owning thread; threads started once per thread count, not per run; best of reps; STREAM byte counts (no write-allocate)',
     floats_per_array: out.floats_per_array, reps: out.reps, huge_pages: out.huge_pages,
     best: fastest(out.results), by_access: byAccess(out.results), parts: out.results,
   };

@@ -16,8 +16,8 @@ test('bandwidth probe: every STREAM kernel, all threads and one, STREAM byte cou
   const perElem: Record<string, number> = { sum: 4, copy: 8, triad: 12, copy_nt: 8, triad_nt: 12, update: 8, update_h: 4, update_q: 2, nstream: 16 };
   const access: Record<string, string> = { sum: 'read', copy: 'copy', triad: 'copy', copy_nt: 'copy', triad_nt: 'copy', update: 'inplace', update_h: 'inplace', update_q: 'inplace', nstream: 'inplace' };
   const kernels = ['sum', 'copy', 'triad', 'update', 'update_h', 'update_q', 'nstream', ...(process.arch === 'x64' ? ['copy_nt', 'triad_nt'] : [])];
-  const reads = ['sum_acc4', 'sum_acc8', 'sum_acc16', 'sum_x2', 'sum_x4', 'sum_chunks', 'sum_4k_pages',
-    ...(process.arch === 'x64' ? ['sum_pf_t0_1k', 'sum_pf_t0_4k', 'sum_pf_t2_4k', 'sum_pf_t2_16k', 'sum_pf_nta_4k'] : [])];
+  const reads = ['sum_acc4', 'sum_acc8', 'sum_acc16', 'sum_x2', 'sum_x4', 'sum_x8', 'sum_chunks', 'sum_4k_pages',
+    ...(process.arch === 'x64' ? ['sum_pf_t0_1k', 'sum_pf_t0_4k', 'sum_pf_t2_4k', 'sum_pf_t2_16k', 'sum_pf_nta_4k', 'sum_x4_pf1k'] : [])];
   for (const threads of [2, 1]) {
     for (const k of [...kernels, ...reads]) {
       const p = f.parts.find((x) => x.kernel === k && x.threads === threads);

@@ -16,15 +16,28 @@ export function lowerSimdLevels(cpu: Pick<CpuInfo, 'simd' | 'avx512bf16'>): stri
   return cpu.simd === 'avx2' ? ['baseline'] : [];
 }
 
+/** How long one check child may run: each takes 1-2 s on the 2-core VM; one once hung at
+ * exit for 11 minutes with no timeout, holding the whole test run. */
+export const CHILD_TIMEOUT_MS = 120_000;
+
 /** `script seed` under MURPHY_SIMD=level for every lower level, all at once; each run's JSON
- * output, once checked to come from the copy asked for. */
+ * output, once checked to come from the copy asked for. A child that has not exited after
+ * `timeoutMs` is killed (SIGKILL: a process stuck at exit may ignore SIGTERM) and the call
+ * fails naming the script, the level and what the child had printed. */
 export async function runAtLowerSimdLevels<T extends { simd: string }>(
-  cpu: Pick<CpuInfo, 'simd' | 'avx512bf16'>, script: string, seed: number,
+  cpu: Pick<CpuInfo, 'simd' | 'avx512bf16'>, script: string, seed: number, timeoutMs = CHILD_TIMEOUT_MS,
 ): Promise<T[]> {
   const levels = lowerSimdLevels(cpu);
   const run = promisify(execFile);
   const results = await Promise.all(levels.map((l) =>
-    run(process.execPath, ['--import', 'tsx', script, String(seed)], { env: { ...process.env, MURPHY_SIMD: l } })));
+    run(process.execPath, ['--import', 'tsx', script, String(seed)], { env: { ...process.env, MURPHY_SIMD: l }, timeout: timeoutMs, killSignal: 'SIGKILL' })
+      .catch((e: { killed?: boolean; signal?: string | null; code?: number | string | null; stdout?: string; stderr?: string; message?: string }) => {
+        const tail = (s?: string) => (s ?? '').trim().slice(-400) || '(nothing)';
+        const what = e.killed
+          ? `did not finish within ${timeoutMs / 1000} s and was killed (${e.signal}); it printed ${(e.stdout ?? '').length > 0 ? 'its result, so it hung at exit' : 'no result'}`
+          : `failed (exit ${e.code ?? e.signal})`;
+        throw new Error(`check child ${script} ${seed} under MURPHY_SIMD=${l} ${what}; stdout: ${tail(e.stdout)}; stderr: ${tail(e.stderr)}`);
+      })));
   return results.map((r, i) => {
     const e = JSON.parse(r.stdout) as T;
     assert.equal(e.simd, levels[i], 'MURPHY_SIMD picked the copy');

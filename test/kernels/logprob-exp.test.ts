@@ -4,6 +4,9 @@
 // docs/kernels.md states; every compiled copy runs (AVX-512, AVX2+FMA, baseline via MURPHY_SIMD),
 // each also on bf16 logits (its own load and store paths) against the float64 reference.
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { cpuInfo } from '../../lib/native.js';
@@ -48,5 +51,20 @@ describe('log-prob exp vs float64 exp', () => {
 
   it('the AVX-512 copy without BF16 instructions, the AVX2 and baseline copies (MURPHY_SIMD lowers the level), same bound', async () => {
     for (const e of await runAtLowerSimdLevels<ExpErrors>(cpuInfo(), script, seed)) checkErrors(e);
+  });
+
+  it('a check child that does not exit is killed after the timeout, and the failure says so', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'murphy-hang-'));
+    try {
+      const hang = join(dir, 'hang.mjs');
+      writeFileSync(hang, "process.stdout.write('{}');\nsetInterval(() => {}, 1000);\n");  // prints, then never exits
+      const t0 = Date.now();
+      await assert.rejects(runAtLowerSimdLevels({ simd: 'avx2', avx512bf16: false }, hang, seed, 1500),
+        // (under load the child may not have started printing within 1.5 s)
+        /under MURPHY_SIMD=baseline did not finish within 1.5 s and was killed \(SIGKILL\); it printed (its result, so it hung at exit|no result)/);
+      assert.ok(Date.now() - t0 < 60_000, 'killed at the timeout');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
