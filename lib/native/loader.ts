@@ -15,6 +15,7 @@ import { existsSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isMainThread } from 'node:worker_threads';
 import { MurphyNativeError } from './errors.js';
 import type { RawAddon } from './raw.js';
 
@@ -104,6 +105,10 @@ export function nativeAddon(): RawAddon {
       throw new MurphyNativeError(`cannot load the native addon ${choice.path} (${choice.reason}): ${(err as Error).message}`, 'ENOLIB');
     }
     addon.setErrorClass(MurphyNativeError);
+    // process.exit() waits for the addon's worker threads: a generation running then must stop
+    // and not wait for this (no longer running) thread (native/addon/model.cc, g_exiting).
+    // Main thread only: the flag is the process's, and a worker's exit is not the process's.
+    if (isMainThread) process.once('exit', () => addon.markExiting?.());
     loaded = { addon, choice };
   }
   return loaded.addon;

@@ -312,6 +312,8 @@ export interface RawAddon {
   randomModel(configJson: string, seed: number, initStd: number, engine?: RawEngineChoice): Promise<RawEngine>;
   parseModelConfig(json: string, where: string): boolean;
   setReferenceOps(on: boolean): void;
+  /** Process exit: running generations stop at their next step, delivery fences stop waiting. */
+  markExiting(): void;
   deviceGemmTflops?(m: number, n: number, k: number, iters: number): number;
   /** The CPU matrix product (native/addon/gemm.cc); absent from binaries that predate it. */
   linearProduct?: (args: {

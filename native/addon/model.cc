@@ -5,6 +5,8 @@
 #include <napi.h>
 
 #include <cmath>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <limits>
@@ -138,6 +140,13 @@ void deliver_steps(Napi::Env env, Napi::Function cb, std::vector<model::StepToke
   cb.Call({o});
 }
 
+// Set by markExiting() (lib/native.ts calls it from the main thread's process 'exit' event):
+// process.exit() joins the worker threads before it ends the process, with the JS thread no longer
+// running callbacks. A generation running then stops at its next decode step (SampleOptions::
+// stop_all), and its delivery fence below stops waiting for the JS thread: without both, a
+// process.exit() during a streamed generation hung (found in `serve` on a second SIGTERM).
+std::atomic<bool> g_exiting{false};
+
 // On the worker thread, after the last decode step: queues a fence behind the step deliveries
 // and waits until the JS thread has run it, so every onStep call has happened before the
 // promise resolves (the thread-safe function's queue and the worker's completion are separate
@@ -164,7 +173,13 @@ void wait_for_deliveries(Napi::ThreadSafeFunction& f) {
     return;
   }
   std::unique_lock<std::mutex> lk(fence->m);
-  fence->cv.wait(lk, [&] { return fence->done; });
+  while (!fence->done && !g_exiting.load(std::memory_order_relaxed))
+    fence->cv.wait_for(lk, std::chrono::milliseconds(20));
+}
+
+Napi::Value MarkExiting(const Napi::CallbackInfo& info) {
+  g_exiting.store(true, std::memory_order_relaxed);
+  return info.Env().Undefined();
 }
 
 class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
@@ -598,6 +613,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
         so.cancel = static_cast<const int32_t*>(data);
         cancel_ref = std::make_shared<Napi::Reference<Napi::Value>>(Napi::Persistent(cv));
       }
+      so.stop_all = &g_exiting;
       std::shared_ptr<Napi::ThreadSafeFunction> step_fn;
       Napi::Value os = o.Get("onStep");
       if (os.IsFunction()) {
@@ -1034,6 +1050,7 @@ void register_model(Napi::Env env, Napi::Object exports) {
   exports.Set("randomModel", Napi::Function::New(env, RandomModel));
   exports.Set("parseModelConfig", Napi::Function::New(env, ParseModelConfig));
   exports.Set("setReferenceOps", Napi::Function::New(env, SetReferenceOps));
+  exports.Set("markExiting", Napi::Function::New(env, MarkExiting));
   exports.Set("deviceGemmTflops", Napi::Function::New(env, DeviceGemmTflops));
 }
 

@@ -190,6 +190,7 @@ void alternatives(const float* z, int64_t V, int64_t k, const Draw& d, std::vect
 }
 
 bool cancelled(const SampleOptions& o, int64_t sample) {
+  if (o.stop_all != nullptr && o.stop_all->load(std::memory_order_relaxed)) return true;
   return o.cancel != nullptr && __atomic_load_n(o.cancel + sample, __ATOMIC_RELAXED) != 0;
 }
 

@@ -5,7 +5,7 @@
 // No sleeps: every wait is on an event (a gate, a first chunk, a spy's call).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -16,7 +16,7 @@ import { isLoopback } from '../../lib/rollout/server.js';
 import { NativeEngine, startServer, type EngineRequest, type EngineSample, type RolloutEngine } from '../../lib/rollout/index.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { deferred, SpyEngine } from './serve-helpers.js';
-import { cli } from '../helpers/cli.js';
+import { cli, REPO, TS_LOADER } from '../helpers/cli.js';
 import { writeTinyModel } from '../helpers/tiny-model.js';
 
 const seed = testSeed('rollout/serve-limits');
@@ -306,5 +306,23 @@ describe('serve limits', () => {
     assert.equal(code, 0, err);
     assert.match(err, /SIGTERM: stopping generation/);
     assert.ok(!text.includes('"finish_reason":"length"'), 'no sample ran to its full length');
+  });
+  it('process.exit() in the middle of a streamed native generation ends the process (no hang at exit)', { timeout: 120_000 }, async () => {
+    // process.exit waits for the addon's worker thread: the generation (minutes of work here)
+    // must stop, and its delivery fence must not wait for the JS thread that no longer runs.
+    // Before the fix this hung until the generation ended (`serve` on SIGTERM under load).
+    const script = join(work, 'exit-mid-generation.ts');
+    writeFileSync(script, [
+      `import { PolicyModel } from ${JSON.stringify(join(REPO, 'lib', 'model', 'index.ts'))};`,
+      `const m = await PolicyModel.load(${JSON.stringify(dir)});`,
+      `let steps = 0;`,
+      `void m.generate([[1, 2, 3]], { n: 256, maxNewTokens: 1900, temperature: 1, stopIds: [], onStep: () => { if (++steps === 3) process.exit(7); } });`,
+    ].join('\n'));
+    const child = spawn(process.execPath, [...TS_LOADER, script], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => { err += c.toString(); });
+    const { code, signal } = await new Promise<{ code: number | null; signal: string | null }>((ok) => child.on('exit', (c, sg) => ok({ code: c, signal: sg })));
+    assert.equal(signal, null, err);
+    assert.equal(code, 7, err);
   });
 });

@@ -11,6 +11,7 @@
 // MLP(x) = (silu(x Wg^T) * (x Wu^T)) Wd^T. Final RMSNorm, then logits = x Wh^T with Wh the
 // lm_head or (tied) the embedding.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -139,6 +140,9 @@ struct SampleOptions {
   // possibly written by another thread meanwhile: a sample whose flag is nonzero ends there
   // with finish "abort". nullptr = none.
   const int32_t* cancel = nullptr;
+  // One flag that stops every sample the same way (the addon's: set when the process exits, whose
+  // exit waits for the generating thread). nullptr = none.
+  const std::atomic<bool>* stop_all = nullptr;
   // Called on the generating thread after every decode step with the tokens it sampled.
   std::function<void(const std::vector<StepToken>&)> on_step;
 };
