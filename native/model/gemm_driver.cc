@@ -126,20 +126,22 @@ void cooperate(PackState& st, int64_t units, const F& unit) {
   }
 }
 
-// Shared pack buffers of the calling thread, kept between calls up to this many floats (64 MiB
-// each; bigger ones are allocated per call), so a product does not page-fault fresh memory in.
+// Shared pack buffers of the calling thread, and KeptBuf's two slots: kept between calls up to
+// kKeepFloats floats (64 MiB each; bigger ones are allocated per call), so a product does not
+// page-fault fresh memory in.
 thread_local Scratch t_shared_a, t_shared_b;
-
-}  // namespace
-
-namespace {
 thread_local Scratch t_kept[2];
+
+// n floats from the thread's kept buffer s, or past kKeepFloats from a buffer of the call (big).
+float* kept_or_call(Scratch& s, size_t n, std::unique_ptr<CallBuf>& big) {
+  if (n <= kKeepFloats) return s.get(n);
+  big = std::make_unique<CallBuf>(n);
+  return big->p;
+}
+
 }  // namespace
 
-KeptBuf::KeptBuf(int slot, size_t n) {
-  if (n <= kKeepFloats) p = t_kept[slot & 1].get(n);
-  else p = (big_ = std::make_unique<CallBuf>(n))->p;
-}
+KeptBuf::KeptBuf(int slot, size_t n) : p(kept_or_call(t_kept[slot & 1], n, big_)) {}
 
 // One parallel region per product. A row block of A is used by the tn tasks of its row, a B block
 // by the tm tasks of its column: when several tasks share one (and the copy is not too big), it
@@ -179,8 +181,8 @@ void drive(Tile t, int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs
   std::unique_ptr<CallBuf> a_big, b_big;
   float* apk = nullptr;
   float* bpk = nullptr;
-  if (share_a) apk = a_floats <= kKeepFloats ? t_shared_a.get(a_floats) : (a_big = std::make_unique<CallBuf>(a_floats))->p;
-  if (share_b) bpk = b_floats <= kKeepFloats ? t_shared_b.get(b_floats) : (b_big = std::make_unique<CallBuf>(b_floats))->p;
+  if (share_a) apk = kept_or_call(t_shared_a, a_floats, a_big);
+  if (share_b) bpk = kept_or_call(t_shared_b, b_floats, b_big);
   std::unique_ptr<PackState[]> ast(share_a ? new PackState[size_t(g.tm * ns)] : nullptr);
   std::unique_ptr<PackState[]> bst(share_b ? new PackState[size_t(g.tn * ns)] : nullptr);
   // The tasks are handed out one at a time from a counter, in order (row block major), to one

@@ -85,12 +85,12 @@ constexpr size_t kKeepFloats = size_t(16) << 20;
 // kKeepFloats it is allocated for the call and freed with this object. A thread's slot holds one
 // live buffer at a time (a slot's user must not call anything that takes the same slot).
 class KeptBuf {
+ private:
+  std::unique_ptr<CallBuf> big_;  // (declared first: the constructor fills it before p)
+
  public:
   KeptBuf(int slot, size_t n);
   float* p = nullptr;
-
- private:
-  std::unique_ptr<CallBuf> big_;
 };
 
 // C[M, N] (+)= A B: the task grid, packing, strips (docs/kernels.md, "CPU GEMM").
