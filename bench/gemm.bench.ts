@@ -8,10 +8,18 @@
 // numpy.matmul, float32, the machine's threads, on the model's operand layouts: x @ W^T, dY @ W,
 // dY^T @ X as transposed views; bench/torch_peer.py's serve_gemm, one Python process answering
 // one request at a time). The
-// three are interleaved per shape for --rounds rounds (default 3); each figure is the best over
-// all rounds of a best-of-reps, so that a busy machine's slow moments fall out of all sides alike.
-// Ratios: native fp32 / the faster of torch and numpy (the OpenBLAS peer); bf16 / native fp32.
-// The 1-minute load average is recorded per shape: on a shared machine absolute figures mean little.
+// three take turns on each shape in each of --rounds rounds (default 3), a round being one pass
+// over all the shapes, so that a shape's rounds are spread over the whole run; each figure is the
+// best over all rounds of a best-of-reps, so that a busy machine's slow moments fall out of all
+// sides alike.
+// Two native figures per product: one JS call per product (`native_f32_ms`), as the peer makes one
+// Python call per product, and `inner` products in one call (linearProduct's `repeat`:
+// `native_f32_loop_ms`, `native_bf16_ms`), as the model calls them from C++, without the ~1.7 us
+// of a JS call (a fifth of a 1 x 256 x 768 product).
+// Ratios: native fp32 per call / the faster of torch and numpy per call (the OpenBLAS peer, each
+// side paying its language's call); bf16 / native fp32, both in the native loop.
+// The 1-minute load average is recorded per shape (the highest after any of its rounds): on a
+// shared machine absolute figures mean little.
 // --cpu-time: one thread on both sides (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)) and
 // CPU time instead of wall time (process.cpuUsage(), time.process_time()): a per-core comparison
 // that time-slicing by other processes on a busy machine does not distort (their cache traffic
@@ -153,8 +161,8 @@ function bestMs(fn: () => void, reps: number, inner = 1): number {
 
 interface Row {
   name: string; product: LinearProductKind; m: number; k: number; n: number; reps: number; inner: number; load_1min: number;
-  native_f32_ms: number; native_bf16_ms: number | null; torch_ms: number | null; numpy_ms: number | null;
-  native_f32_gflops: number; native_bf16_gflops: number | null; peer_gflops: number | null;
+  native_f32_ms: number; native_f32_loop_ms: number; native_bf16_ms: number | null; torch_ms: number | null; numpy_ms: number | null;
+  native_f32_gflops: number; native_f32_loop_gflops: number; native_bf16_gflops: number | null; peer_gflops: number | null;
   f32_vs_openblas: number | null; bf16_vs_f32: number | null;
 }
 
@@ -182,7 +190,17 @@ if (peer && !cpuTime) quietMs.push(await peer.quiet());
 const gemm = gemmInfo();
 log(`gemm.bench: native path ${path === 'auto' ? gemm.best : path}, ${threads} threads, ${rounds} round(s) per shape, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 const loadStart = os.loadavg();
-const rows: Row[] = [];
+// Rounds are passes over every shape, not repeats of one shape in a row: a shape's rounds are
+// spread over the whole run. On the shared VM a slow spell of the host lasts a second or more
+// (one product ran at 115 GFLOP/s for 1.2 s, then at 186 again, both threads busy throughout):
+// with a shape's rounds back to back such a spell could cover all of one side's reps of that
+// shape and none of the other's. Both sides still take turns within each round of a shape.
+interface ShapeRun {
+  name: string; product: LinearProductKind; m: number; k: number; n: number;
+  f32: () => void; f32Loop: () => void; bf16Loop: (() => void) | null; reps: number; inner: number;
+  nf: number; nl: number; nb: number; tt: number; tn: number; load: number;
+}
+const runs: ShapeRun[] = [];
 for (const c of modelCases(quick)) {
   for (const [name, m, k, n, product] of shapes(c)) {
     if (opt('--only') && !name.includes(opt('--only')!)) continue;
@@ -193,51 +211,63 @@ for (const c of modelCases(quick)) {
     const outLen = product === 'forward' ? L.m * L.n : product === 'backwardInput' ? L.m * L.k : L.n * L.k;
     const a = filled(aLen, 1), b = filled(bLen, 2), out = alignedArray(Float32Array, outLen);
     const wb = product === 'forward' ? toBf16Bits(b) : null;
-    const f32 = () => { linearProduct(product, a, b, out, L, { accumulate: product === 'backwardWeight', path }); };
-    const bf16 = () => { linearProduct('forward', a, wb!, out, L, { path }); };
-    const flops = 2 * m * k * n;
+    const accumulate = product === 'backwardWeight';
+    const f32 = () => { linearProduct(product, a, b, out, L, { accumulate, path }); };
     const t1 = bestMs(f32, 1);  // warm-up and size estimate
     const reps = Math.max(1, Math.min(quick ? 3 : 10, Math.round(150 / Math.max(t1, 1e-3))));
     const inner = Math.max(1, Math.min(100, Math.round(1 / Math.max(t1, 1e-3))));  // >= ~1 ms per timed rep
-    let nf = Infinity, nb = Infinity, tt = Infinity, tn = Infinity;
-    if (wb) bestMs(bf16, 1);
-    for (let r = 0; r < rounds; r++) {
-      nf = Math.min(nf, bestMs(f32, reps, inner));
-      if (wb) nb = Math.min(nb, bestMs(bf16, reps, inner));
-      if (peer) {
-        const p = await peer.time(m, k, n, reps, peerLayout[product], inner);
-        tt = Math.min(tt, p.torch_best_ms);
-        tn = Math.min(tn, p.numpy_best_ms);
-        if (!cpuTime) quietMs.push(await peer.quiet());
-      }
-    }
-    const peerMs = peer ? Math.min(tt, tn) : null;
-    const fair = peer?.info.fair ?? false;
-    const row: Row = {
-      name, product, m, k, n, reps, inner, load_1min: load1(),
-      native_f32_ms: nf, native_bf16_ms: wb ? nb : null, torch_ms: peer ? tt : null, numpy_ms: peer ? tn : null,
-      native_f32_gflops: flops / nf / 1e6, native_bf16_gflops: wb ? flops / nb / 1e6 : null, peer_gflops: peerMs ? flops / peerMs / 1e6 : null,
-      f32_vs_openblas: peerMs && fair ? peerMs / nf : null, bf16_vs_f32: wb ? nf / nb : null,
-    };
-    rows.push(row);
-    const f = (x: number | null, d = 1) => (x === null ? '-' : x.toFixed(d));
-    log(`  ${name.padEnd(36)} ${`${m}x${k}x${n}`.padEnd(18)} f32 ${f(row.native_f32_gflops).padStart(6)}  bf16 ${f(row.native_bf16_gflops).padStart(6)}  OpenBLAS ${f(row.peer_gflops).padStart(6)} GFLOP/s  f32/OpenBLAS ${f(row.f32_vs_openblas, 2)}  bf16/f32 ${f(row.bf16_vs_f32, 2)}  (load ${row.load_1min})`);
+    // The same `inner` products in one call (repeat): timed with bestMs(fn, reps, 1) / inner.
+    const f32Loop = () => { linearProduct(product, a, b, out, L, { accumulate, path, repeat: inner }); };
+    const bf16Loop = wb ? () => { linearProduct('forward', a, wb, out, L, { path, repeat: inner }); } : null;
+    if (bf16Loop) bestMs(bf16Loop, 1);
+    runs.push({ name, product, m, k, n, f32, f32Loop, bf16Loop, reps, inner, nf: Infinity, nl: Infinity, nb: Infinity, tt: Infinity, tn: Infinity, load: 0 });
   }
+}
+for (let r = 0; r < rounds; r++) {
+  if (rounds > 1) log(`  round ${r + 1}/${rounds}`);
+  for (const s of runs) {
+    s.nf = Math.min(s.nf, bestMs(s.f32, s.reps, s.inner));
+    s.nl = Math.min(s.nl, bestMs(s.f32Loop, s.reps) / s.inner);
+    if (s.bf16Loop) s.nb = Math.min(s.nb, bestMs(s.bf16Loop, s.reps) / s.inner);
+    if (peer) {
+      const p = await peer.time(s.m, s.k, s.n, s.reps, peerLayout[s.product], s.inner);
+      s.tt = Math.min(s.tt, p.torch_best_ms);
+      s.tn = Math.min(s.tn, p.numpy_best_ms);
+      if (!cpuTime) quietMs.push(await peer.quiet());
+    }
+    s.load = Math.max(s.load, load1());
+  }
+}
+const rows: Row[] = [];
+for (const s of runs) {
+  const { name, product, m, k, n, reps, inner, nf, nl, nb, tt, tn } = s;
+  const flops = 2 * m * k * n;
+  const peerMs = peer ? Math.min(tt, tn) : null;
+  const fair = peer?.info.fair ?? false;
+  const row: Row = {
+    name, product, m, k, n, reps, inner, load_1min: s.load,
+    native_f32_ms: nf, native_f32_loop_ms: nl, native_bf16_ms: s.bf16Loop ? nb : null, torch_ms: peer ? tt : null, numpy_ms: peer ? tn : null,
+    native_f32_gflops: flops / nf / 1e6, native_f32_loop_gflops: flops / nl / 1e6, native_bf16_gflops: s.bf16Loop ? flops / nb / 1e6 : null,
+    peer_gflops: peerMs ? flops / peerMs / 1e6 : null,
+    f32_vs_openblas: peerMs && fair ? peerMs / nf : null, bf16_vs_f32: s.bf16Loop ? nl / nb : null,
+  };
+  rows.push(row);
 }
 peer?.close();
 
 const f = (x: number | null, d = 2) => (x === null ? '-' : x.toFixed(d));
-console.log('shape                                m x k x n            f32 GF/s  bf16 GF/s  OpenBLAS GF/s  f32/OpenBLAS  bf16/f32');
+console.log('GFLOP/s per JS call (f32 call, as the peer\'s per Python call) and in a native loop (f32 loop, bf16)');
+console.log('shape                                m x k x n           f32 call  OpenBLAS  f32/OpenBLAS  f32 loop      bf16  bf16/f32');
 if (peer && !peer.info.fair) console.log(`peer not fair (${peer.info.unfair_reason}): no OpenBLAS ratios`);
 for (const r of rows) {
-  console.log(`${r.name.padEnd(36)} ${`${r.m}x${r.k}x${r.n}`.padEnd(20)} ${f(r.native_f32_gflops, 1).padStart(8)} ${f(r.native_bf16_gflops, 1).padStart(10)} ${f(r.peer_gflops, 1).padStart(14)} ${f(r.f32_vs_openblas).padStart(13)} ${f(r.bf16_vs_f32).padStart(9)}`);
+  console.log(`${r.name.padEnd(36)} ${`${r.m}x${r.k}x${r.n}`.padEnd(18)} ${f(r.native_f32_gflops, 1).padStart(9)} ${f(r.peer_gflops, 1).padStart(9)} ${f(r.f32_vs_openblas).padStart(13)} ${f(r.native_f32_loop_gflops, 1).padStart(9)} ${f(r.native_bf16_gflops, 1).padStart(9)} ${f(r.bf16_vs_f32).padStart(9)}`);
 }
 const jsonPath = opt('--json');
 if (jsonPath) {
   writeJsonAtomic(jsonPath, {
     date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
     threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, torch_peer: peer?.info ?? null, peer_env_dropped: peerEnvDropped(),
-    note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer interleaved per shape; GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native ms; wall-time runs wait after each peer turn until the peer process uses no CPU (its OpenBLAS threads spin after a call): peer_quiet_ms',
+    note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer taking turns on each shape, a round being one pass over all shapes (rounds spread over the run); GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native_f32_ms (one call per product on each side); bf16_vs_f32 = native_f32_loop_ms / native_bf16_ms (products in one native call, linearProduct repeat: no JS call cost); wall-time runs wait after each peer turn until the peer process uses no CPU (its OpenBLAS threads spin after a call): peer_quiet_ms',
     peer_quiet_ms: quietMs.length ? { median: quietMs.sort((x, y) => x - y)[quietMs.length >> 1], max: quietMs[quietMs.length - 1], turns: quietMs.length } : null,
     rows,
   });

@@ -470,11 +470,16 @@ function gemmAddon() {
  * `forward` out[m,n] (+)= a[m,k] b[n,k]^T (b may be bf16 bits: then a is rounded to bf16 and the
  * products are summed in fp32); `backwardInput` out[m,k] (+)= a[m,n] b[n,k]; `backwardWeight`
  * out[n,k] += a[m,n]^T b[m,k] (always accumulates). `path` forces an implementation for this
- * call ('auto' = the CPU's best). Returns the path that ran.
+ * call ('auto' = the CPU's best). `repeat` (default 1) runs the product that many times back to
+ * back in native code, the arguments checked once: benchmarks time the product as the model
+ * calls it (from C++), without this call's own cost (~1.7 us here). Returns the path that ran.
  */
+const MAX_REPEAT = 1_000_000;  // (the addon's kMaxRepeat, native/addon/gemm.cc)
 export function linearProduct(product: LinearProductKind, a: Float32Array, b: Float32Array | Uint16Array, out: Float32Array,
-  sizes: { m: number; n: number; k: number }, opts: { accumulate?: boolean; path?: GemmPathName } = {}): string {
-  return gemmAddon().linearProduct({ product, a, b, out, ...sizes, accumulate: opts.accumulate ?? product === 'backwardWeight', path: opts.path ?? 'auto' });
+  sizes: { m: number; n: number; k: number }, opts: { accumulate?: boolean; path?: GemmPathName; repeat?: number } = {}): string {
+  const repeat = opts.repeat ?? 1;
+  checkCount('repeat', repeat, 1, MAX_REPEAT);
+  return gemmAddon().linearProduct({ product, a, b, out, ...sizes, accumulate: opts.accumulate ?? product === 'backwardWeight', path: opts.path ?? 'auto', repeat });
 }
 
 /** The GEMM path 'auto' takes on this CPU and the paths this CPU can run. */

@@ -280,5 +280,22 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     assert.throws(() => linearProduct('backwardInput', z, new Uint16Array(6), z, { m: 2, n: 3, k: 2 }), /bf16 weights.*'forward' product only/);
     assert.throws(() => linearProduct('forward', z, z, z, { m: 2, n: 3, k: 2 }, { path: 'fast' as GemmPathName }), /'path' must be/);
     assert.throws(() => linearProduct('backwardWeight', z, z, z, { m: 1, n: 6, k: 1 }, { accumulate: false }), /always accumulates/);
+    for (const repeat of [0, 1.5, -1, 1e6 + 1, Number.NaN]) {
+      assert.throws(() => linearProduct('forward', z, z, z, { m: 2, n: 3, k: 2 }, { repeat }), /'repeat' must be an integer in \[1, 1000000\]/);
+    }
+  });
+
+  it('repeat runs the product that many times (an accumulating product adds it that many times)', () => {
+    // Small integers: every sum is exact in fp32 on every path, so the comparison is exact.
+    const m = 3, n = 5, k = 7, reps = 1 + Math.floor(Math.random() * 9);
+    const a = Float32Array.from({ length: m * k }, (_, i) => (i % 5) - 2);
+    const b = Float32Array.from({ length: n * k }, (_, i) => (i % 3) - 1);
+    const once = new Float32Array(m * n), many = new Float32Array(m * n);
+    linearProduct('forward', a, b, once, { m, n, k });
+    linearProduct('forward', a, b, many, { m, n, k }, { accumulate: true, repeat: reps });
+    assert.deepEqual(Array.from(many), Array.from(once, (x) => x * reps), `repeat ${reps}`);
+    const plain = new Float32Array(m * n).fill(7);
+    linearProduct('forward', a, b, plain, { m, n, k }, { repeat: reps });
+    assert.deepEqual(Array.from(plain), Array.from(once), 'without accumulate each run overwrites');
   });
 });
