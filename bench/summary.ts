@@ -57,9 +57,11 @@ export function summarize(k: Doc, m: Doc, g: Doc): string {
   const decode = ratios.filter((r) => /decode/.test(r.name));
   const below = ratios.filter((r) => r.f32_vs_openblas < 0.9).map((r) => `${r.name} ${(r.f32_vs_openblas as number).toFixed(3)}`);
   const bf16 = rows.filter((r) => r.bf16_vs_f32 !== null).map((r) => r.bf16_vs_f32 as number);
-  out.push(`- **GEMM** (\`bench/gemm.bench.ts\`, ${when(g)}; ${machine(g.machine)}; ${peer(g.torch_peer)}; ${g.clock}, best of ${g.rounds} rounds): native fp32 / OpenBLAS `
+  // Since 2026-12-02 the bf16 and fp32 products compared are timed in one native call (repeat).
+  const bf16How = rows.some((r) => r.native_f32_loop_ms !== undefined) ? ' (both timed in a native loop, as the model calls them)' : '';
+  out.push(`- **GEMM** (\`bench/gemm.bench.ts\`, ${when(g)}; ${machine(g.machine)}; ${peer(g.torch_peer)}; ${g.clock}, best of ${g.rounds} rounds): native fp32 / OpenBLAS (one call per product each side) `
     + `${range(train.map((r) => r.f32_vs_openblas), x2)} on the ${train.length} training and LM-head products, ${range(decode.map((r) => r.f32_vs_openblas), x2)} on the ${decode.length} decode products; `
-    + `${below.length ? `below 0.9: ${below.join(', ')}` : 'none below 0.9'}; bf16 weights / native fp32 ${range(bf16, x2)}.`);
+    + `${below.length ? `below 0.9: ${below.join(', ')}` : 'none below 0.9'}; bf16 weights / native fp32 ${range(bf16, x2)}${bf16How}.`);
   return out.join('\n');
 }
 
