@@ -207,7 +207,12 @@ MURPHY_AI void skinny_block(const float* X, const WT* W, float* Y, int64_t N, in
 #pragma GCC unroll 16
   for (int q = 0; q < MB * JB; ++q) s[q] = _mm256_setzero_ps();
   const int64_t K8 = K & ~int64_t(7);
+  // the block ahead (gemm_driver.h): 8 values of each row per step; blocks whose step reads a
+  // cache line or more, and the first input rows only (the others find them in L1)
+  constexpr int kStepBytes = JB * 8 * int(sizeof(WT));
+  const char* pf = kStepBytes >= 64 && m0 == 0 ? gemm_driver::skinny_prefetch_base(W, K * int64_t(sizeof(WT)), N, j, JB) : nullptr;
   for (int64_t k = 0; k < K8; k += 8) {
+    gemm_driver::skinny_prefetch_step<(kStepBytes >= 64 ? kStepBytes : 64)>(pf, k / 8);
     __m256 w[JB];
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) {
@@ -287,7 +292,7 @@ template <typename WT>
 void skinny(const float* X, const WT* W, float* Y, int64_t M, int64_t N, int64_t K, int64_t j0, int64_t j1, bool acc) {
   int64_t j = j0;
   if (M == 1)
-    for (; j + 4 <= j1; j += 4) gemv_block(X, W, Y, K, j, acc);
+    for (; j + 4 <= j1; j += 4) gemv_block(X, W, Y, N, K, j, acc);
   if (M >= 4)
     for (; j + 3 <= j1; j += 3) skinny_rows<3>(X, W, Y, M, N, K, j, acc);
   for (; j + 4 <= j1; j += 4) skinny_rows<4>(X, W, Y, M, N, K, j, acc);

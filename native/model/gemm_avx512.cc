@@ -143,8 +143,13 @@ MURPHY_AI void skinny_block(const float* X, int64_t ldx, const WT* W, float* Y, 
   for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
+  // the block ahead (gemm_driver.h): 16 values of each row per step; blocks whose step reads a
+  // cache line or more, and the first block of input rows only (the others find the rows in L1)
+  constexpr int kStepBytes = JB * 16 * int(sizeof(WT));
+  const char* pf = kStepBytes >= 64 && m0 == 0 ? gemm_driver::skinny_prefetch_base(W, K * int64_t(sizeof(WT)), N, j, JB) : nullptr;
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {  // plain loads (a masked load per step costs load throughput)
+    gemm_driver::skinny_prefetch_step<(kStepBytes >= 64 ? kStepBytes : 64)>(pf, k / 16);
     __m512 w[JB];
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) w[q] = load_w(W + (j + q) * K, k);
@@ -205,7 +210,7 @@ void skinny(const float* X, int64_t ldx, const WT* W, float* Y, int64_t M, int64
             bool acc) {
   int64_t j = j0;
   if (M == 1)
-    for (; j + 4 <= j1; j += 4) gemv_block(X, W, Y, K, j, acc);
+    for (; j + 4 <= j1; j += 4) gemv_block(X, W, Y, N, K, j, acc);
   for (; j + 4 <= j1; j += 4) skinny_rows<4>(X, ldx, W, Y, M, N, K, j, acc);
   for (; j < j1; ++j) skinny_rows<1>(X, ldx, W, Y, M, N, K, j, acc);
 }
@@ -316,8 +321,12 @@ inline __attribute__((always_inline)) void block(const uint32_t* Xp, int64_t ldx
   for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
+  // the block ahead (gemm_driver.h): one 64-byte line of each row per step; the first block of
+  // input rows only (the others find the rows in L1)
+  const char* pf = m0 == 0 ? gemm_driver::skinny_prefetch_base(W, K * 2, N, j, JB) : nullptr;
   int64_t k = 0;
   for (; k + 32 <= K; k += 32) {  // plain loads
+    gemm_driver::skinny_prefetch_step<JB * 64>(pf, k / 32);
     __m512bh w[JB];
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) w[q] = (__m512bh)_mm512_loadu_si512(W + (j + q) * K + k);

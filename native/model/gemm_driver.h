@@ -50,6 +50,45 @@ void split_weight_rows(int64_t M, int64_t N, int64_t K, const F& fn, int64_t uni
                       [&](int64_t b0, int64_t b1) { fn(b0 * unit, imin(N, b1 * unit)); });
 }
 
+// Prefetching a skinny product's weight rows. A decode product reads each weight row once per
+// call, a block of JB rows at a time, each k step taking one vector of every row of the block:
+// JB short interleaved streams (a row of Qwen3's LM head is 2 KiB in bf16), which the hardware
+// prefetchers barely follow. From memory (4 x 1,024 x 151,936, bf16 weights on 2 MiB pages, one
+// core) the AVX-512 path read 11-12 GB/s of weights where a read-only stream reads ~31. So each
+// k step also prefetches its share of the block `ahead` rows on, front to back: a block's rows
+// are contiguous, so the prefetches walk one stream, one block's worth per block. Measured on the
+// Zen 4 VM (2026-12-02, A/B of two builds in one process, interleaved, best of 8 rounds; the
+// figures swing 10-30% between runs there): into L1 (prefetcht0), one core read 19-21 GB/s of
+// bf16 weights, two 28-42 (17-20 without); 1 block of 8 KiB ahead was better than 2 or 3, and
+// each row's own next line instead gave 12.5-13. But fp32 rows (4 KiB: a whole page, which the
+// hardware follows better) went 0.80-0.93x with prefetcht0, while into L2 (prefetcht1/t2) gave
+// 1.15-1.2x; bf16 was as fast or faster into L2 (8 rows: 225-260 GFLOP/s against 148). So the
+// prefetch goes to L2. Weights under kSkinnyPrefetchMinBytes stay in the caches between calls
+// and get none.
+constexpr int64_t kSkinnyPrefetchMinBytes = int64_t(4) << 20;
+constexpr int64_t kSkinnyAheadBytes = int64_t(8) << 10;  // at least this far ahead (whole blocks)
+
+// The first byte of the block of `jb` rows `ahead` rows after row j, where a block is prefetched
+// (weights of N rows of `row_bytes` at W, at least kSkinnyPrefetchMinBytes), or nullptr (too
+// small, or the block ahead would end past row N).
+inline const char* skinny_prefetch_base(const void* W, int64_t row_bytes, int64_t N, int64_t j, int64_t jb) {
+  if (N * row_bytes < kSkinnyPrefetchMinBytes) return nullptr;
+  const int64_t block = jb * row_bytes;
+  const int64_t ahead = jb * ((kSkinnyAheadBytes + block - 1) / block);
+  if (j + ahead + jb > N) return nullptr;
+  return static_cast<const char*>(W) + (j + ahead) * row_bytes;
+}
+
+// k step `s` of a block whose steps read kBytes bytes of it each: those bytes of the block ahead
+// (pf from skinny_prefetch_base; nothing when null), one prefetch per 64 bytes from the step's
+// first byte (so every line of the block is covered when kBytes is not a whole number of lines).
+template <int kBytes>
+inline __attribute__((always_inline)) void skinny_prefetch_step(const char* pf, int64_t s) {
+  static_assert(kBytes >= 64, "a step of a block prefetches at least a cache line");
+  if (!pf) return;
+  for (int i = 0; i < kBytes; i += 64) __builtin_prefetch(pf + s * kBytes + i, 0, 2);  // prefetcht1: to L2
+}
+
 // The micro-tile: MR rows x NR columns of C per micro-kernel call.
 struct Tile {
   int mr, nr;

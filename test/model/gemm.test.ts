@@ -211,6 +211,26 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     }
   });
 
+  // Weights of 4 MiB and more prefetch the block of rows ahead (gemm_driver.h,
+  // kSkinnyPrefetchMinBytes): the same values, but the prefetching blocks (and the last blocks,
+  // whose block ahead would pass row N, so none) only run on such sizes. k is not a whole number
+  // of vectors, so that the masked tail follows a prefetching loop.
+  it(`decode products with weights past the prefetch threshold (${splitPaths.join(', ')}), fp32 and bf16`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, () => {
+    for (const m of [1, 3, 4, 8]) {
+      const s: Shape = { m, n: 2200 + rng.int(300), k: 1000 + rng.int(100) };  // bf16 >= 4.4 MB
+      const { a, b, ref } = fp32Case('forward', s);
+      const { x, wb, exact } = bf16Case(s);
+      for (const path of splitPaths) {
+        const out = new Float32Array(s.m * s.n).fill(Number.NaN);
+        linearProduct('forward', a, b, out, s, { path });
+        check(`${path} ${s.m}x${s.n}x${s.k}`, out, ref.y, ref.abs, null, ref.inner, 0);
+        const ob = new Float32Array(s.m * s.n).fill(Number.NaN);
+        linearProduct('forward', x, wb, ob, s, { path });
+        check(`${path} bf16 ${s.m}x${s.n}x${s.k}`, ob, exact.y, exact.abs, null, exact.inner, 0);
+      }
+    }
+  });
+
   // The packed driver's tasks handed out one at a time from a counter to one runner per thread
   // (gemm_driver.cc), on 1, 3 and 4 threads: the blocked shapes, one whose 12 column blocks do not
   // split evenly between 8 chunks (the qwen3 down dx grid, scaled down), and a fresh one.
