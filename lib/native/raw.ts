@@ -318,7 +318,7 @@ export interface RawAddon {
   /** The CPU matrix product (native/addon/gemm.cc); absent from binaries that predate it. */
   linearProduct?: (args: {
     product: string; a: Float32Array; b: Float32Array | Uint16Array; out: Float32Array; m: number; n: number; k: number;
-    accumulate: boolean; path: string;
+    accumulate: boolean; path: string; /** runs of the product in one call (default 1; binaries before 2026-12-02 ignore it) */ repeat?: number;
   }) => string;
   gemmInfo?: () => { best: string; paths: string[] };
   addressMod64?: (view: ArrayBufferView) => number;

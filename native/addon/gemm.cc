@@ -26,7 +26,7 @@ struct PathScope {
 //   forward:        out[m,n] (+)= a[m,k] b[n,k]^T     (b: Float32Array, or Uint16Array bf16 bits)
 //   backwardInput:  out[m,k] (+)= a[m,n] b[n,k]
 //   backwardWeight: out[n,k]  += a[m,n]^T b[m,k]
-// repeat (1 to kMaxRepeat): the product runs that many times back to back, the checks once (a
+// repeat (1 to kMaxRepeat, default 1): the product runs that many times back to back, the checks once (a
 // benchmark's timing of the product as the model calls it, from C++, without this call's cost).
 constexpr int64_t kMaxRepeat = 1000000;
 
@@ -38,7 +38,8 @@ Napi::Value LinearProduct(const Napi::CallbackInfo& info) {
     const int64_t M = req_int(o, "m", 0, kMaxDim), N = req_int(o, "n", 0, kMaxDim), K = req_int(o, "k", 0, kMaxDim);
     const bool acc = req_bool(o, "accumulate");
     const model::GemmPath path = parse_path(req_string(o, "path"));
-    const int64_t repeat = req_int(o, "repeat", 1, kMaxRepeat);
+    const Napi::Value rv = o.Get("repeat");
+    const int64_t repeat = rv.IsUndefined() ? 1 : to_int(rv, "repeat", 1, kMaxRepeat);
     Napi::Value bv = o.Get("b");
     const bool bf16 = bv.IsTypedArray() && bv.As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array;
     if (bf16 && product != "forward")
