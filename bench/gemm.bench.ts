@@ -8,10 +8,11 @@
 // numpy.matmul, float32, the machine's threads, on the model's operand layouts: x @ W^T, dY @ W,
 // dY^T @ X as transposed views; bench/torch_peer.py's serve_gemm, one Python process answering
 // one request at a time). The
-// three take turns on each shape in each of --rounds rounds (default 3), a round being one pass
-// over all the shapes, so that a shape's rounds are spread over the whole run; each figure is the
-// best over all rounds of a best-of-reps, so that a busy machine's slow moments fall out of all
-// sides alike.
+// three take turns on each shape in each of --rounds rounds (default 8, ~2 minutes), a round being
+// one pass over all the shapes, so that a shape's rounds are spread over the whole run; each
+// figure is the best over all rounds of a best-of-reps, so that a busy machine's slow moments
+// fall out of all sides alike (on the idle Zen 4 VM, 2026-12-02, two of three 4-round runs had
+// one or two products 10-35% under their other runs' figures, and an 8-round run none).
 // Two native figures per product: one JS call per product (`native_f32_ms`), as the peer makes one
 // Python call per product, and `inner` products in one call (linearProduct's `repeat`:
 // `native_f32_loop_ms`, `native_bf16_ms`), as the model calls them from C++, without the ~1.7 us
@@ -38,7 +39,7 @@ import { describePeer, peerEnv, peerEnvDropped, type TorchPeer } from './peer.js
 
 const { flag, opt } = cliArgs();
 const quick = flag('--quick');
-const rounds = Number(opt('--rounds') ?? (quick ? 1 : 3));
+const rounds = Number(opt('--rounds') ?? (quick ? 1 : 8));
 const cpuTime = flag('--cpu-time');
 const path = (opt('--path') ?? 'auto') as GemmPathName;
 if (cpuTime) setNumThreads(1);
