@@ -33,4 +33,26 @@ describe('native thread pool', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  // The hand-off between the caller and the workers takes no lock while they are awake
+  // (native/cpu/threads.cc: seq_cst counters); ThreadSanitizer checks that the job's fields, the
+  // part counters and the error slot are never touched by two threads without an order between
+  // them (a late worker on the next call's fields would be such a race).
+  const tsanProbe = haveCxx ? spawnSync(cxx, ['-fsanitize=thread', '-x', 'c++', '-', '-o', '/dev/null'], { input: 'int main(){}', stdio: ['pipe', 'ignore', 'ignore'] }).status === 0 : false;
+  it('the same stress under ThreadSanitizer reports no data race', { skip: tsanProbe ? false : `no ThreadSanitizer with ${cxx} (its libtsan)` }, () => {
+    const dir = mkdtempSync(join(tmpdir(), 'murphy-pool-tsan-'));
+    try {
+      const exe = join(dir, 'stress-tsan');
+      compileCached({ compiler: cxx, flags: ['-O1', '-g', '-std=c++17', '-pthread', '-fsanitize=thread', `-I${join(root, 'native/cpu')}`], sources: [join(root, 'test/native/thread_pool_stress.cc'), join(root, 'native/cpu/threads.cc')], out: exe });
+      for (const [threads, spin] of [['2', '100'], ['2', '0'], ['3', '5']]) {
+        const r = spawnSync(exe, [], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, MURPHY_NUM_THREADS: threads, MURPHY_POOL_SPIN_US: spin, TSAN_OPTIONS: 'halt_on_error=1 exitcode=66' } });
+        assert.equal(r.signal, null, `timed out or killed with ${threads} threads, spin ${spin} us (deadlock?)`);
+        assert.doesNotMatch(r.stderr, /WARNING: ThreadSanitizer/, r.stderr.slice(0, 4000));
+        assert.equal(r.status, 0, r.stdout + r.stderr.slice(0, 4000));
+        assert.match(r.stdout, new RegExp(`ok 40000 calls, ${threads} threads`));
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
