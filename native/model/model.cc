@@ -458,7 +458,7 @@ void Engine::ensure_moments() {
 void Engine::set_bf16(const Bf16Use& u) {
   bf16_ = u;
   if (!u.generate && !u.forward) {
-    std::vector<uint16_t>().swap(wb_);
+    BigHalfs().swap(wb_);
     wb_fresh_ = false;
   }
 }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -72,7 +73,9 @@ float f16_to_f32(uint16_t h) {
   return f;
 }
 
-void checked_resize(std::vector<float>& v, int64_t n, const char* what) {
+namespace {
+template <class V>
+void assign_zeros(V& v, int64_t n, const char* what) {
   try {
     v.assign(static_cast<size_t>(n), 0.0f);
   } catch (const std::bad_alloc&) {
@@ -80,6 +83,22 @@ void checked_resize(std::vector<float>& v, int64_t n, const char* what) {
   } catch (const std::length_error&) {
     throw Error(std::string("out of memory allocating ") + std::to_string(n * 4 / (1 << 20)) + " MiB for " + what, ErrorCode::NoMem);
   }
+}
+}  // namespace
+
+void checked_resize(std::vector<float>& v, int64_t n, const char* what) { assign_zeros(v, n, what); }
+void checked_resize(BigFloats& v, int64_t n, const char* what) { assign_zeros(v, n, what); }
+
+bool advise_huge_pages(void* p, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  const char* env = std::getenv("MURPHY_HUGE_PAGES");  // "0": leave the kernel's default
+  if (env && std::strcmp(env, "0") == 0) return false;
+  return madvise(p, bytes, MADV_HUGEPAGE) == 0;
+#else
+  (void)p;
+  (void)bytes;
+  return false;
+#endif
 }
 
 // ------------------------------------------------------------------------------------

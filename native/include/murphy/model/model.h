@@ -22,6 +22,7 @@
 #include "murphy/adamw.h"
 #include "murphy/grpo_loss.h"
 #include "murphy/model/ops.h"
+#include "murphy/model/big_buffer.h"
 
 namespace murphy {
 namespace model {
@@ -231,8 +232,8 @@ class Engine {
 
   ModelConfig cfg_;
   Layout layout_;
-  std::vector<float> w_, g_, m_, v_, ref_;
-  std::vector<uint16_t> wb_;  // bf16 copy of w_ (empty while bf16 is off)
+  BigFloats w_, g_, m_, v_, ref_;  // parameter-sized: on huge pages where the system allows (big_buffer.h)
+  BigHalfs wb_;  // bf16 copy of w_ (empty while bf16 is off)
   bool wb_fresh_ = false;
   Bf16Use bf16_;
   const uint16_t* bf16_weights();  // wb_, refreshed from w_ when stale
@@ -251,6 +252,7 @@ float f16_to_f32(uint16_t h);
 
 // Allocation with a clear out-of-memory error naming what was being allocated.
 void checked_resize(std::vector<float>& v, int64_t n, const char* what);
+void checked_resize(BigFloats& v, int64_t n, const char* what);
 
 }  // namespace model
 }  // namespace murphy
