@@ -207,12 +207,12 @@ MURPHY_AI void skinny_block(const float* X, const WT* W, float* Y, int64_t N, in
 #pragma GCC unroll 16
   for (int q = 0; q < MB * JB; ++q) s[q] = _mm256_setzero_ps();
   const int64_t K8 = K & ~int64_t(7);
-  // the block ahead (gemm_driver.h): 8 values of each row per step; blocks whose step reads 32
-  // bytes or more, and the first input rows only (the others find them in L1)
+  // the block ahead (gemm_driver.h): 8 values of each row per step; the first input rows only
+  // (the others find them in L1)
   constexpr int kStepBytes = JB * 8 * int(sizeof(WT));
-  const char* pf = kStepBytes >= 32 && m0 == 0 ? gemm_driver::skinny_prefetch_base(W, K * int64_t(sizeof(WT)), N, j, JB) : nullptr;
+  const char* pf = m0 == 0 ? gemm_driver::skinny_prefetch_base<kStepBytes>(W, K * int64_t(sizeof(WT)), N, j, JB) : nullptr;
   for (int64_t k = 0; k < K8; k += 8) {
-    gemm_driver::skinny_prefetch_step<(kStepBytes >= 32 ? kStepBytes : 32)>(pf, k / 8);
+    gemm_driver::skinny_prefetch_step<kStepBytes>(pf, k / 8);
     __m256 w[JB];
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) {

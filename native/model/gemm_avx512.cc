@@ -143,13 +143,13 @@ MURPHY_AI void skinny_block(const float* X, int64_t ldx, const WT* W, float* Y, 
   for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
-  // the block ahead (gemm_driver.h): 16 values of each row per step; blocks whose step reads 32
-  // bytes or more, and the first block of input rows only (the others find the rows in L1)
+  // the block ahead (gemm_driver.h): 16 values of each row per step; the first block of input
+  // rows only (the others find the rows in L1)
   constexpr int kStepBytes = JB * 16 * int(sizeof(WT));
-  const char* pf = kStepBytes >= 32 && m0 == 0 ? gemm_driver::skinny_prefetch_base(W, K * int64_t(sizeof(WT)), N, j, JB) : nullptr;
+  const char* pf = m0 == 0 ? gemm_driver::skinny_prefetch_base<kStepBytes>(W, K * int64_t(sizeof(WT)), N, j, JB) : nullptr;
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {  // plain loads (a masked load per step costs load throughput)
-    gemm_driver::skinny_prefetch_step<(kStepBytes >= 32 ? kStepBytes : 32)>(pf, k / 16);
+    gemm_driver::skinny_prefetch_step<kStepBytes>(pf, k / 16);
     __m512 w[JB];
 #pragma GCC unroll 8
     for (int q = 0; q < JB; ++q) w[q] = load_w(W + (j + q) * K, k);
@@ -323,7 +323,7 @@ inline __attribute__((always_inline)) void block(const uint32_t* Xp, int64_t ldx
     for (int q = 0; q < JB; ++q) s[m][q] = _mm512_setzero_ps();
   // the block ahead (gemm_driver.h): one 64-byte line of each row per step; the first block of
   // input rows only (the others find the rows in L1)
-  const char* pf = m0 == 0 ? gemm_driver::skinny_prefetch_base(W, K * 2, N, j, JB) : nullptr;
+  const char* pf = m0 == 0 ? gemm_driver::skinny_prefetch_base<JB * 64>(W, K * 2, N, j, JB) : nullptr;
   int64_t k = 0;
   for (; k + 32 <= K; k += 32) {  // plain loads
     gemm_driver::skinny_prefetch_step<JB * 64>(pf, k / 32);

@@ -68,26 +68,30 @@ void split_weight_rows(int64_t M, int64_t N, int64_t K, const F& fn, int64_t uni
 constexpr int64_t kSkinnyPrefetchMinBytes = int64_t(4) << 20;
 constexpr int64_t kSkinnyAheadBytes = int64_t(8) << 10;  // at least this far ahead (whole blocks)
 
-// The first byte of the block of `jb` rows `ahead` rows after row j, where a block is prefetched
-// (weights of N rows of `row_bytes` at W, at least kSkinnyPrefetchMinBytes), or nullptr (too
-// small, or the block ahead would end past row N).
+// The first byte of the block of `jb` rows `ahead` rows after row j, for a block whose k steps
+// read kStepBytes bytes of it each, where that block is prefetched (weights of N rows of
+// `row_bytes` at W, at least kSkinnyPrefetchMinBytes, and steps of 32 bytes or more), or nullptr
+// (too small, steps too short, or the block ahead would end past row N).
+template <int kStepBytes>
 inline const char* skinny_prefetch_base(const void* W, int64_t row_bytes, int64_t N, int64_t j, int64_t jb) {
-  if (N * row_bytes < kSkinnyPrefetchMinBytes) return nullptr;
+  if (kStepBytes < 32 || N * row_bytes < kSkinnyPrefetchMinBytes) return nullptr;
   const int64_t block = jb * row_bytes;
   const int64_t ahead = jb * ((kSkinnyAheadBytes + block - 1) / block);
   if (j + ahead + jb > N) return nullptr;
   return static_cast<const char*>(W) + (j + ahead) * row_bytes;
 }
 
-// k step `s` of a block whose steps read kBytes bytes of it each: those bytes of the block ahead
-// (pf from skinny_prefetch_base; nothing when null), one prefetch per 64 bytes from the step's
-// first byte: every line of the block is covered when kBytes is not a whole number of lines
-// (steps of 48 bytes, the AVX2 path's 3 bf16 rows: one prefetch per step, 48 bytes apart).
-template <int kBytes>
+// k step `s` of a block whose steps read kStepBytes bytes of it each: those bytes of the block
+// ahead (pf from skinny_prefetch_base<kStepBytes>; nothing when null), one prefetch per 64 bytes
+// from the step's first byte: every line of the block is covered when kStepBytes is not a whole
+// number of lines (steps of 48 bytes, the AVX2 path's 3 bf16 rows: one prefetch per step, 48
+// bytes apart). Steps under 32 bytes (which would prefetch each line more than twice) get none.
+template <int kStepBytes>
 inline __attribute__((always_inline)) void skinny_prefetch_step(const char* pf, int64_t s) {
-  static_assert(kBytes >= 32, "steps under 32 bytes would prefetch each line more than twice");
-  if (!pf) return;
-  for (int i = 0; i < kBytes; i += 64) __builtin_prefetch(pf + s * kBytes + i, 0, 2);  // prefetcht1: to L2
+  if constexpr (kStepBytes >= 32) {
+    if (!pf) return;
+    for (int i = 0; i < kStepBytes; i += 64) __builtin_prefetch(pf + s * kStepBytes + i, 0, 2);  // prefetcht1: to L2
+  }
 }
 
 // The micro-tile: MR rows x NR columns of C per micro-kernel call.

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -88,18 +87,6 @@ void assign_zeros(V& v, int64_t n, const char* what) {
 
 void checked_resize(std::vector<float>& v, int64_t n, const char* what) { assign_zeros(v, n, what); }
 void checked_resize(BigFloats& v, int64_t n, const char* what) { assign_zeros(v, n, what); }
-
-bool advise_huge_pages(void* p, std::size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  const char* env = std::getenv("MURPHY_HUGE_PAGES");  // "0": leave the kernel's default
-  if (env && std::strcmp(env, "0") == 0) return false;
-  return madvise(p, bytes, MADV_HUGEPAGE) == 0;
-#else
-  (void)p;
-  (void)bytes;
-  return false;
-#endif
-}
 
 // ------------------------------------------------------------------------------------
 // config.json

@@ -1,5 +1,6 @@
-// The C heap's free memory, given back to the system on request.
+// The C heap's free memory, given back to the system on request; big blocks marked for huge pages.
 #pragma once
+#include <cstddef>
 
 namespace murphy {
 
@@ -9,5 +10,10 @@ namespace murphy {
 // use, ~0.1-11 us per 4 KiB page depending on the machine; for a server between requests, not
 // for the steps of a loop.
 bool release_free_heap();
+
+// Marks [p, p + bytes) for transparent huge pages (madvise MADV_HUGEPAGE), best effort: false
+// where the call failed or is absent, or MURPHY_HUGE_PAGES=0 (leave the kernel's default).
+// Users: the model engine's parameter buffers (murphy/model/big_buffer.h).
+bool advise_huge_pages(void* p, std::size_t bytes);
 
 }  // namespace murphy

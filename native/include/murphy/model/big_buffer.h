@@ -13,15 +13,13 @@
 #include <new>
 #include <vector>
 
+#include "murphy/heap.h"
+
 namespace murphy {
 namespace model {
 
 constexpr std::size_t kHugePageBytes = std::size_t(2) << 20;
 constexpr std::size_t kHugeMinBytes = std::size_t(8) << 20;  // at most 1/4 of a block rounded up
-
-// Marks [p, p + bytes) for huge pages (best effort; false where the call failed or is absent,
-// or MURPHY_HUGE_PAGES=0).
-bool advise_huge_pages(void* p, std::size_t bytes);
 
 template <class T>
 struct HugePageAllocator {
@@ -30,10 +28,13 @@ struct HugePageAllocator {
   template <class U>
   HugePageAllocator(const HugePageAllocator<U>&) noexcept {}
 
+  // Whether a block of n values is placed for huge pages (the rest comes from operator new).
+  static bool huge(std::size_t n) noexcept { return n * sizeof(T) >= kHugeMinBytes; }
+
   T* allocate(std::size_t n) {
     if (n > std::size_t(-1) / sizeof(T)) throw std::bad_alloc();
     const std::size_t bytes = n * sizeof(T);
-    if (bytes < kHugeMinBytes) return static_cast<T*>(::operator new(bytes));
+    if (!huge(n)) return static_cast<T*>(::operator new(bytes));
     const std::size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
     void* p = nullptr;
     if (posix_memalign(&p, kHugePageBytes, rounded) != 0) throw std::bad_alloc();
@@ -41,7 +42,7 @@ struct HugePageAllocator {
     return static_cast<T*>(p);
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    if (n * sizeof(T) < kHugeMinBytes) ::operator delete(p);
+    if (!huge(n)) ::operator delete(p);
     else std::free(p);
   }
   template <class U>
