@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { CpuInfo } from '../../lib/native.js';
+import { TS_LOADER } from './cli.js';
 
 /** The other copies MURPHY_SIMD can pick here: on AVX-512, the AVX-512 copy without the BF16
  * extension's instructions (bf16 gradient rounding; only where the CPU has them), AVX2 and
@@ -30,7 +31,7 @@ export async function runAtLowerSimdLevels<T extends { simd: string }>(
   const levels = lowerSimdLevels(cpu);
   const run = promisify(execFile);
   const results = await Promise.all(levels.map((l) =>
-    run(process.execPath, ['--import', 'tsx', script, String(seed)], { env: { ...process.env, MURPHY_SIMD: l }, timeout: timeoutMs, killSignal: 'SIGKILL' })
+    run(process.execPath, [...TS_LOADER, script, String(seed)], { env: { ...process.env, MURPHY_SIMD: l }, timeout: timeoutMs, killSignal: 'SIGKILL' })
       .catch((e: { killed?: boolean; signal?: string | null; code?: number | string | null; stdout?: string; stderr?: string; message?: string }) => {
         const tail = (s?: string) => (s ?? '').trim().slice(-400) || '(nothing)';
         const what = e.killed

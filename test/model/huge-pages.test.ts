@@ -10,6 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { TS_LOADER } from '../helpers/cli.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const thpFile = '/sys/kernel/mm/transparent_hugepage/enabled';
@@ -30,7 +31,7 @@ process.stdout.write(JSON.stringify({ before, after: huge(), weights: m.memory()
 `;
 
 function run(env: Record<string, string>): { before: number; after: number; weights: number } {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+  const r = spawnSync(process.execPath, [...TS_LOADER, '--input-type=module', '-e', script], {
     cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, ...env },
   });
   assert.equal(r.status, 0, r.stderr);
