@@ -15,7 +15,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import { cliArgs, machineInfo, writeJsonAtomic, type KernelRow } from './common.js';
-import { measureStreamFloor, mergeFloors, type Access } from './stream.js';
+import { lastLevelCacheBytes, measureStreamFloor, mergeFloors, type Access } from './stream.js';
 import { describePeer, peerEnv, peerEnvDropped, type TorchPeer } from './peer.js';
 import {
   adamw, copyBuffer, cpuInfo, grpoLoss, logprobBackward, logprobForward, setNumThreads, toBf16, type AdamWTensor,
@@ -29,6 +29,17 @@ interface Row extends KernelRow {
   access_ratio: number;
   baseline_ratio: number | null;
   torch_ratio: number | null;
+  /**
+   * The arithmetic ceiling (log-prob kernels): the same kernel on `cache_rows` rows that stay in
+   * the cache, called again and again, its median scaled to the full size: the time the kernel's
+   * instructions take when memory is not in the way.
+   */
+  cache_ms?: number;
+  cache_rows?: number;
+  /** which limit is the higher one: the access pattern's memory time or the cache-resident time */
+  bound?: 'memory' | 'arithmetic';
+  /** max(access floor time, cache_ms) / median: how close the kernel comes to the limit that binds it */
+  roofline_ratio?: number;
 }
 
 const { argv, flag, opt } = cliArgs();
@@ -115,6 +126,25 @@ function timeOnce(fn: () => void): number {
   const t0 = performance.now();
   fn();
   return performance.now() - t0;
+}
+
+/**
+ * The arithmetic ceiling of a row kernel: `make(rows)` returns a call on the first `rows` rows
+ * (each `rowBytes` of traffic), timed like the kernel (median) and scaled from `rows` to `nRows`
+ * rows. The rows are read again on every call, from the cache: two a thread at the least (the
+ * fp32 forward takes rows in pairs) and as many more pairs as fit in a quarter of the last-level
+ * cache (on the 2-core VM, 16 fp32 rows, 9.7 MB, ran at 11.7 G logits/s and 52, 31.6 MB, at
+ * 7.6, the memory's rate: half the cache was too much). Outputs that small take plain stores
+ * where the full-size backward streams them (logprob.cc); the arithmetic is the same.
+ */
+async function cacheResident(name: string, nRows: number, rowBytes: number, make: (rows: number) => () => void): Promise<{ cache_ms: number; cache_rows: number }> {
+  const pair = 2 * threads;
+  const rows = Math.min(nRows, Math.max(pair, Math.floor(lastLevelCacheBytes() / 4 / rowBytes / pair) * pair));
+  const fn = make(rows);
+  const reps = Math.max(20, Math.ceil((0.4 * nRows) / rows));  // ~40% of the full kernel's work
+  const ms = await median(`${name}_cache`, fn, reps);
+  log(`  ${name} on ${rows} rows in the cache: ${((ms * nRows) / rows).toFixed(2)} ms scaled to ${nRows} rows`);
+  return { cache_ms: (ms * nRows) / rows, cache_rows: rows };
 }
 
 // ---- plain TypeScript baselines (what one would write without the addon) ----
@@ -217,9 +247,19 @@ async function main() {
     const fwdOut = { logp: new Float32Array(n), lse: new Float32Array(n) };
     const fwd = logprobForward({ logits, targets: y, nRows: n, vocab: v, out: fwdOut });
     const fwdMs = await median(`logprob_fwd_${dtype}`, () => logprobForward({ logits, targets: y, nRows: n, vocab: v, out: fwdOut }), its);
-    push({ name: `logprob_fwd_${dtype}`, access: 'read', shape: `${n}x${v}`, median_ms: fwdMs, bytes: n * v * esz + n * 12, baseline_ratio: dtype === 'f32' ? tsFwdMs / fwdMs : null, torch_ratio: torch ? torch[`logprob_fwd_${dtype}`] / fwdMs : null });
+    const fwdCache = await cacheResident(`logprob_fwd_${dtype}`, n, v * esz, (rows) => {
+      const o = { logp: new Float32Array(rows), lse: new Float32Array(rows) };
+      const t = y.subarray(0, rows);
+      return () => logprobForward({ logits: logits.subarray(0, rows * v), targets: t, nRows: rows, vocab: v, out: o });
+    });
+    push({ name: `logprob_fwd_${dtype}`, access: 'read', shape: `${n}x${v}`, median_ms: fwdMs, bytes: n * v * esz + n * 12, baseline_ratio: dtype === 'f32' ? tsFwdMs / fwdMs : null, torch_ratio: torch ? torch[`logprob_fwd_${dtype}`] / fwdMs : null, ...fwdCache });
     const out = dtype === 'f32' ? new Float32Array(n * v) : new Uint16Array(n * v);
     const bwdMs = await median(`logprob_bwd_${dtype}`, () => logprobBackward({ logits, targets: y, nRows: n, vocab: v, lse: fwd.lse, gradLogp: g, out }), its);
+    const bwdCache = await cacheResident(`logprob_bwd_${dtype}`, n, 2 * v * esz, (rows) => {
+      const o = dtype === 'f32' ? new Float32Array(rows * v) : new Uint16Array(rows * v);
+      const t = y.subarray(0, rows), lse = (fwd.lse as Float32Array).subarray(0, rows), gl = g.subarray(0, rows);
+      return () => logprobBackward({ logits: logits.subarray(0, rows * v), targets: t, nRows: rows, vocab: v, lse, gradLogp: gl, out: o });
+    });
     let tsBwd: number | null = null;
     if (dtype === 'f32') {
       const o = new Float32Array(tsRows * v);
@@ -229,6 +269,7 @@ async function main() {
       name: `logprob_bwd_${dtype}`, access: 'copy', shape: `${n}x${v}`, median_ms: bwdMs, bytes: 2 * n * v * esz + n * 12,
       baseline_ratio: tsBwd ? tsBwd / bwdMs : null,
       torch_ratio: torch ? torch[`logprob_fwdbwd_${dtype}`] / (fwdMs + bwdMs) : null,
+      ...bwdCache,
       note: 'torch_ratio compares forward+backward (autograd recomputes the softmax)',
     });
   }
@@ -280,20 +321,25 @@ async function main() {
     r.floor_ratio = r.floor_ms / r.median_ms;
     r.access_floor_gbps = floor.by_access[r.access].gbps;
     r.access_ratio = r.bytes / r.access_floor_gbps / 1e6 / r.median_ms;
+    if (r.cache_ms !== undefined) {
+      const memoryMs = r.bytes / r.access_floor_gbps / 1e6;
+      r.bound = r.cache_ms > memoryMs ? 'arithmetic' : 'memory';
+      r.roofline_ratio = Math.max(memoryMs, r.cache_ms) / r.median_ms;
+    }
   }
   const acc = floor.by_access;
   log(`best probe per access pattern: read ${acc.read.gbps.toFixed(1)} GB/s (${acc.read.variant ?? acc.read.kernel}), copy ${acc.copy.gbps.toFixed(1)} (${acc.copy.kernel}), in place ${acc.inplace.gbps.toFixed(1)} (${acc.inplace.kernel})`);
 
   // table
   const fmt = (x: number | null, d = 2) => (x === null ? '-' : x.toFixed(d));
-  const head = ['kernel', 'shape', 'median ms', 'GB moved', 'GB/s', 'of floor', 'of own pattern', 'vs TS', 'vs torch'];
-  const lines = rows.map((r) => [r.name, r.shape, fmt(r.median_ms), fmt(r.bytes / 1e9, 3), fmt(r.gbps, 1), `${(r.floor_ratio * 100).toFixed(0)}%`, `${(r.access_ratio * 100).toFixed(0)}% (${r.access})`, r.baseline_ratio === null ? '-' : `${fmt(r.baseline_ratio, 1)}x`, r.torch_ratio === null ? '-' : `${fmt(r.torch_ratio, 1)}x`]);
+  const head = ['kernel', 'shape', 'median ms', 'GB moved', 'GB/s', 'of floor', 'of own pattern', 'of roofline', 'vs TS', 'vs torch'];
+  const lines = rows.map((r) => [r.name, r.shape, fmt(r.median_ms), fmt(r.bytes / 1e9, 3), fmt(r.gbps, 1), `${(r.floor_ratio * 100).toFixed(0)}%`, `${(r.access_ratio * 100).toFixed(0)}% (${r.access})`, r.roofline_ratio === undefined ? '-' : `${(r.roofline_ratio * 100).toFixed(0)}% (${r.bound})`, r.baseline_ratio === null ? '-' : `${fmt(r.baseline_ratio, 1)}x`, r.torch_ratio === null ? '-' : `${fmt(r.torch_ratio, 1)}x`]);
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   console.log(line(head));
   console.log(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const l of lines) console.log(line(l));
-  console.log(`floor: ${floorGbps.toFixed(1)} GB/s (${floor.best.kernel}, ${floor.best.threads} threads, best of ${floor.reps / 2} before and ${floor.reps / 2} after the kernels; kernels: median); own pattern: read ${acc.read.gbps.toFixed(1)} GB/s (sum = ${acc.read.variant ?? acc.read.kernel}), copy ${acc.copy.gbps.toFixed(1)} (${acc.copy.kernel}), in place ${acc.inplace.gbps.toFixed(1)} (${acc.inplace.kernel}); ${floor.huge_pages ? '2 MiB' : '4 KiB'} pages; ${threads} threads; SIMD ${cpuInfo().simd}; targets: >= 70% of the floor and >= 2x PyTorch`);
+  console.log(`floor: ${floorGbps.toFixed(1)} GB/s (${floor.best.kernel}, ${floor.best.threads} threads, best of ${floor.reps / 2} before and ${floor.reps / 2} after the kernels; kernels: median); own pattern: read ${acc.read.gbps.toFixed(1)} GB/s (sum = ${acc.read.variant ?? acc.read.kernel}), copy ${acc.copy.gbps.toFixed(1)} (${acc.copy.kernel}), in place ${acc.inplace.gbps.toFixed(1)} (${acc.inplace.kernel}); ${floor.huge_pages ? '2 MiB' : '4 KiB'} pages; ${threads} threads; SIMD ${cpuInfo().simd}; targets: >= 70% of the floor and >= 2x PyTorch; roofline: the higher of the own-pattern time and the same kernel's time on rows in the cache (its arithmetic), scaled up`);
   if (run && !run.peer.fair) console.log(`PyTorch peer not fair (${run.peer.unfair_reason}): no torch ratios`);
   const pages = kernelPages();
   console.log(`kernels' arrays: ${pages.tunable ? `2 MiB pages asked for (GLIBC_TUNABLES=${pages.tunable})` : '4 KiB pages unless transparent huge pages are "always"'}; transparent_hugepage=${pages.transparent_hugepage}; ${pages.anon_huge_pages_mib ?? '?'} MiB on huge pages at the end`);

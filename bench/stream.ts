@@ -53,7 +53,7 @@ const source = join(here, 'stream.cc');
 const binary = join(here, '..', 'build', 'bench-stream');
 
 /** Last-level cache size in bytes from sysfs (0 when unknown). */
-function lastLevelCacheBytes(): number {
+export function lastLevelCacheBytes(): number {
   let best = 0;
   for (let i = 0; i < 8; i++) {
     const f = `/sys/devices/system/cpu/cpu0/cache/index${i}/size`;

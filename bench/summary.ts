@@ -47,7 +47,7 @@ export function summarize(k: Doc, m: Doc, g: Doc): string {
     + `(${k.floor.best.kernel}; best read-only ${acc.read.gbps.toFixed(1)}, copy ${acc.copy.gbps.toFixed(1)}, in place ${acc.inplace.gbps.toFixed(1)}).`);
   for (const c of k.cases) {
     const torch = c.torch_ratio === null ? '' : `, ${c.torch_ratio.toFixed(1)}x PyTorch`;
-    out.push(`  - ${c.name} (${c.shape}): ${c.gbps.toFixed(1)} GB/s, ${pct(c.floor_ratio)} of the floor${c.access_ratio === undefined ? '' : `, ${pct(c.access_ratio)} of its ${c.access} pattern`}${torch}`);
+    out.push(`  - ${c.name} (${c.shape}): ${c.gbps.toFixed(1)} GB/s, ${pct(c.floor_ratio)} of the floor${c.access_ratio === undefined ? '' : `, ${pct(c.access_ratio)} of its ${c.access} pattern`}${c.roofline_ratio === undefined ? '' : `, ${pct(c.roofline_ratio)} of its roofline (${c.bound} bound)`}${torch}`);
   }
   out.push(`- **Model** (\`bench/model.bench.ts\`, ${when(m)}; ${machine(m.machine)}; ${peer(m.torch_peer)}): native / PyTorch`);
   for (const r of m.rows) out.push(`  - ${r.name}, ${r.metric}: ${r.native.toFixed(1)} against ${r.torch === null ? '-' : r.torch.toFixed(1)} ${r.unit}${r.torch_ratio === null ? '' : `, ${x2(r.torch_ratio)}x`}`);

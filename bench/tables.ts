@@ -19,10 +19,11 @@ console.log('| probe | access | threads | GB/s |\n|---|---|---|---|');
 for (const p of k.floor.parts) console.log(`| ${p.kernel}${p.variant ? ` (= ${p.variant})` : ''} | ${p.access ?? '-'} | ${p.threads} | ${f(p.gbps)} |`);
 const acc = k.floor.by_access;
 console.log(`\nFloor: ${f(k.floor.best.gbps)} GB/s (${k.floor.best.kernel}, ${k.floor.best.threads} threads)${acc ? `; best per access pattern: read ${f(acc.read.gbps)}, copy ${f(acc.copy.gbps)}, in place ${f(acc.inplace.gbps)}` : ''}.\n`);
-console.log('| kernel | shape | median ms | GB/s | of floor | of own pattern | vs plain TS | vs PyTorch |\n|---|---|---|---|---|---|---|---|');
+console.log('| kernel | shape | median ms | GB/s | of floor | of own pattern | of roofline | vs plain TS | vs PyTorch |\n|---|---|---|---|---|---|---|---|---|');
 for (const r of k.cases) {
   const own = r.access_ratio === undefined ? '-' : `${(r.access_ratio * 100).toFixed(0)}% (${r.access})`;
-  console.log(`| ${r.name} | ${r.shape} | ${f(r.median_ms, 2)} | ${f(r.gbps)} | ${(r.floor_ratio * 100).toFixed(0)}% | ${own} | ${r.baseline_ratio === null ? '-' : `${f(r.baseline_ratio)}x`} | ${r.torch_ratio === null ? '-' : `${f(r.torch_ratio)}x`} |`);
+  const roof = r.roofline_ratio === undefined ? '-' : `${(r.roofline_ratio * 100).toFixed(0)}% (${r.bound})`;
+  console.log(`| ${r.name} | ${r.shape} | ${f(r.median_ms, 2)} | ${f(r.gbps)} | ${(r.floor_ratio * 100).toFixed(0)}% | ${own} | ${roof} | ${r.baseline_ratio === null ? '-' : `${f(r.baseline_ratio)}x`} | ${r.torch_ratio === null ? '-' : `${f(r.torch_ratio)}x`} |`);
 }
 
 const m = JSON.parse(readFileSync(modelPath, 'utf8'));
