@@ -59,6 +59,8 @@ export interface LossOptions extends GrpoLossOptions {
   temperature?: number;
   /** Rows of logits computed at once (bounded further so a chunk stays under 64 MiB). */
   chunkTokens?: number;
+  /** MiB of logits the CPU engine keeps between the loss's two passes instead of computing the LM head again (default 1024; 0: none). */
+  keepLogitsMiB?: number;
 }
 
 /** One micro-batch's loss and GRPO statistics, as the engine returns them. */

@@ -21,6 +21,12 @@ void resize(Vec& v, int64_t n, const char* what) {
   if (int64_t(v.size()) != n) checked_resize(v, n, what);
 }
 
+// At least n elements, never fewer: for buffers that every use writes before it reads, and whose
+// size changes from call to call (no zero-fill, no fresh pages when a call needs less).
+void grow(Vec& v, int64_t n, const char* what) {
+  if (int64_t(v.size()) < n) checked_resize(v, n, what);
+}
+
 void PackedAttn::run(int64_t layer, const float* q, const float* k, const float* v, float* out, float* lse) {
   AttnArgs a;
   a.T = b.T, a.n_heads = c.n_heads, a.n_kv = c.n_kv, a.head_dim = c.head_dim;
@@ -369,33 +375,49 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
   const int64_t n = int64_t(rows.size());
   const float* Wh = w_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
   float* Gh = g_.data() + layout_.params[size_t(layout_.lm_head >= 0 ? layout_.lm_head : layout_.embed)].offset;
+  // The head's logits are made chunk by chunk (C rows, <= 64 MiB): pass 1 takes the log-probs,
+  // the loss then needs all of them, pass 2 takes each chunk's gradient. The first `kept` chunks
+  // keep their logits between the passes (a slot each, within opt.keep_logits_bytes); the others
+  // share one slot and are computed again in pass 2 (the product X W^T, one of the head's four),
+  // except the one the shared slot still holds. Kept or computed again, the logits are the same
+  // bits (the same product of the same rows), so the step's result does not depend on the budget.
   const int64_t C = chunk_rows(opt.chunk_tokens, V);
+  const int64_t n_chunks = (n + C - 1) / C;
+  const int64_t kept = std::min(n_chunks, std::max<int64_t>(0, opt.keep_logits_bytes) / (C * V * 4));
+  const int64_t slots = std::max<int64_t>(1, kept + (kept < n_chunks ? 1 : 0));
   const char* what = "the loss's buffers";
   for (Vec* v : {&S.x, &S.dx_chunk}) checked_resize(*v, C * H, what);
-  for (Vec* v : {&S.logits, &S.dlogits}) checked_resize(*v, C * V, what);
+  grow(S.logits, slots * C * V, what);  // (written by the head's product before any read)
+  grow(S.dlogits, C * V, what);         // (written by the log-prob backward before the products read it)
   for (Vec* v : {&S.lp_chunk, &S.g_chunk}) checked_resize(*v, C, what);
   for (Vec* v : {&S.logp, &S.glogp}) checked_resize(*v, T, what);
   checked_resize(S.lse, n, what);
   checked_resize(S.dxf, T * H, what);
   S.tgt.assign(static_cast<size_t>(C), 0);
-  Vec &X = S.x, &logits = S.logits, &dlogits = S.dlogits, &dX = S.dx_chunk, &logp = S.logp, &lse = S.lse, &lp_c = S.lp_chunk,
+  Vec &X = S.x, &dlogits = S.dlogits, &dX = S.dx_chunk, &logp = S.logp, &lse = S.lse, &lp_c = S.lp_chunk,
       &glogp = S.glogp, &dxf = S.dxf, &g_c = S.g_chunk;
   std::vector<int32_t>& tgt = S.tgt;
-  act_peak_ = std::max(act_peak_, A.bytes() + int64_t(2 * C * V + 2 * C * H) * 4);
+  act_peak_ = std::max(act_peak_, A.bytes() + int64_t((slots + 1) * C * V + 2 * C * H) * 4);
+  // chunk ci's logits: its own slot when kept, else the shared one (slot `kept`)
+  auto chunk_logits = [&](int64_t ci) { return S.logits.data() + std::min(ci, kept) * C * V; };
+  // the chunk's input rows and targets into X and tgt
   auto gather = [&](int64_t r0, int64_t cn) {
     for (int64_t i = 0; i < cn; ++i) {
       const int64_t t = rows[size_t(r0 + i)];
       std::memcpy(X.data() + i * H, A.xf.data() + (t - 1) * H, size_t(H) * 4);
       tgt[size_t(i)] = b.tokens[t];
     }
-    linear_forward(X.data(), Wh, logits.data(), cn, V, H, false);
   };
+  int64_t shared_holds = -1;  // the chunk whose logits the shared slot holds
   // pass 1: log-probs of the active tokens, chunk by chunk
   for (int64_t r0 = 0; r0 < n; r0 += C) {
-    const int64_t cn = std::min(C, n - r0);
+    const int64_t cn = std::min(C, n - r0), ci = r0 / C;
     gather(r0, cn);
+    float* logits = chunk_logits(ci);
+    linear_forward(X.data(), Wh, logits, cn, V, H, false);
+    if (ci >= kept) shared_holds = ci;
     LogprobForwardArgs fa;
-    fa.logits = logits.data(), fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt.data();
+    fa.logits = logits, fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt.data();
     fa.temperature = opt.temperature, fa.logp = lp_c.data(), fa.lse = lse.data() + r0;
     logprob_forward_cpu(fa);
     for (int64_t i = 0; i < cn; ++i) logp[size_t(rows[size_t(r0 + i)])] = lp_c[size_t(i)];
@@ -421,18 +443,24 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
     st.grpo = grpo_loss_cpu(la);
     st.loss = st.grpo.loss;
   }
-  // pass 2: recompute each chunk's logits, dlogits, back into xf and the head
+  // pass 2: each chunk's logits (kept, held by the shared slot, or computed again), dlogits,
+  // back into xf and the head
   for (int64_t r0 = 0; r0 < n; r0 += C) {
-    const int64_t cn = std::min(C, n - r0);
+    const int64_t cn = std::min(C, n - r0), ci = r0 / C;
     bool any = false;
     for (int64_t i = 0; i < cn; ++i) {
       g_c[size_t(i)] = glogp[size_t(rows[size_t(r0 + i)])] * opt.grad_scale;
       any |= g_c[size_t(i)] != 0.0f;
     }
     if (!any) continue;
-    if (n > C) gather(r0, cn);  // a single chunk still holds its logits from pass 1
+    if (n > C) gather(r0, cn);  // (a single chunk's rows are still in X)
+    float* logits = chunk_logits(ci);
+    if (ci >= kept && shared_holds != ci) {
+      linear_forward(X.data(), Wh, logits, cn, V, H, false);
+      shared_holds = ci;
+    }
     LogprobBackwardArgs ba;
-    ba.logits = logits.data(), ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt.data();
+    ba.logits = logits, ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt.data();
     ba.temperature = opt.temperature, ba.lse = lse.data() + r0, ba.grad_logp = g_c.data();
     ba.grad_logits = dlogits.data();
     logprob_backward_cpu(ba);

@@ -9,6 +9,7 @@ namespace model {
 
 using Vec = std::vector<float>;
 void resize(Vec& v, int64_t n, const char* what);
+void grow(Vec& v, int64_t n, const char* what);
 
 struct LayerActs {
   Vec xin, n1, r1, qraw, kraw, rq, rk, q, k, v, att, lse, a, ra, h, n2, r2, gate, up, act, m, rm;

@@ -111,6 +111,31 @@ describe('chunked loss', () => {
     assert.ok(Math.abs(s1.loss - s3.loss) <= 1e-6 * Math.max(1, Math.abs(s1.loss)));
     m.params().forEach((p, i) => assert.ok(relError(m.getGrad(p.name), g1[i]) <= 1e-5, p.name));
   });
+
+  // keepLogitsMiB: the chunks whose logits fit in the budget keep them from the first pass to the
+  // second; the others share one slot and are computed again, except the one it still holds. With
+  // chunks of 512 rows x 300 (600 KiB) and ~1,600 tokens, 1 MiB keeps chunk 0 only: chunks 1 and
+  // 2 are computed again, 3 is still in the shared slot; 0 keeps none; 64 keeps all. The same
+  // logits bits each way, so the loss and every gradient must be identical, not just close; the
+  // calls run on one model in turn, its buffers kept and resized between them (never zero-filled).
+  it('the kept-logits budget (none, some chunks, all) gives the same loss and gradients, bit for bit', async () => {
+    const m = await PolicyModel.random({ ...small, maxPositionEmbeddings: 256 }, { seed, initStd: 0.3 });
+    const b = packSequences(randomSeqs(8, () => 190 + rng.int(20), small.vocabSize));
+    const T = b.tokens.length;
+    assert.ok(T - 8 > 3 * 512 && T - 8 <= 4 * 512, `${T} tokens: four chunks`);
+    const lp = await m.score(b);
+    const train = { ...b, advantages: rng.normals(T), oldLogp: Float32Array.from(lp, (x) => x + 0.2 * rng.normal()) };
+    const runs: { loss: number; grads: Float32Array[] }[] = [];
+    for (const keepLogitsMiB of [0, 1, 64, 1]) {
+      m.zeroGrad();
+      const s = await m.accumulate(train, { chunkTokens: 512, keepLogitsMiB });
+      runs.push({ loss: s.loss, grads: m.params().map((p) => m.getGrad(p.name)) });
+    }
+    for (const r of runs.slice(1)) {
+      assert.equal(r.loss, runs[0].loss);
+      m.params().forEach((p, i) => assert.deepEqual(r.grads[i], runs[0].grads[i], p.name));
+    }
+  });
 });
 
 describe('buffers kept between calls', () => {

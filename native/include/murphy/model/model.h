@@ -87,6 +87,7 @@ struct TrainOptions {
   float temperature = 0.0f;
   GrpoLossArgs loss;             // eps, beta, agg, ... (tensor pointers ignored)
   int64_t chunk_tokens = 0;      // logits rows per chunk
+  int64_t keep_logits_bytes = 0; // CPU engine: chunks' logits kept from the loss's first pass to its second
   float grad_scale = 0.0f;       // multiplies this micro-batch's gradient (1 / micro-batches)
 };
 
