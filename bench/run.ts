@@ -15,7 +15,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import { cliArgs, machineInfo, writeJsonAtomic, type KernelRow } from './common.js';
-import { lastLevelCacheBytes, measureStreamFloor, mergeFloors, type Access } from './stream.js';
+import { l2CacheBytes, measureStreamFloor, mergeFloors, type Access } from './stream.js';
 import { describePeer, peerEnv, peerEnvDropped, type TorchPeer } from './peer.js';
 import {
   adamw, copyBuffer, cpuInfo, grpoLoss, logprobBackward, logprobForward, setNumThreads, toBf16, type AdamWTensor,
@@ -30,12 +30,13 @@ interface Row extends KernelRow {
   baseline_ratio: number | null;
   torch_ratio: number | null;
   /**
-   * The arithmetic ceiling (log-prob kernels): the same kernel on `cache_rows` rows that stay in
-   * the cache, called again and again, its median scaled to the full size: the time the kernel's
-   * instructions take when memory is not in the way.
+   * The arithmetic ceiling (log-prob kernels, arithmeticCeiling): the same kernel on `cache_rows`
+   * rows of `cache_vocab` logits that stay in L2, best of 200 less the call's own cost, scaled to
+   * the full size: the time its instructions take when memory is not in the way.
    */
   cache_ms?: number;
   cache_rows?: number;
+  cache_vocab?: number;
   /** which limit is the higher one: the access pattern's memory time or the cache-resident time */
   bound?: 'memory' | 'arithmetic';
   /** max(access floor time, cache_ms) / median: how close the kernel comes to the limit that binds it */
@@ -129,22 +130,27 @@ function timeOnce(fn: () => void): number {
 }
 
 /**
- * The arithmetic ceiling of a row kernel: `make(rows)` returns a call on the first `rows` rows
- * (each `rowBytes` of traffic), timed like the kernel (median) and scaled from `rows` to `nRows`
- * rows. The rows are read again on every call, from the cache: two a thread at the least (the
- * fp32 forward takes rows in pairs) and as many more pairs as fit in a quarter of the last-level
- * cache (on the 2-core VM, 16 fp32 rows, 9.7 MB, ran at 11.7 G logits/s and 52, 31.6 MB, at
- * 7.6, the memory's rate: half the cache was too much). Outputs that small take plain stores
- * where the full-size backward streams them (logprob.cc); the arithmetic is the same.
+ * The arithmetic ceiling of a log-prob kernel: its time per logit when memory is not in the way,
+ * scaled to the full `nRows` x `vocab`. `make(rows, v)` returns a call on `rows` rows of `v`
+ * logits. Two rows a thread (the fp32 forward takes rows in pairs, two streams of
+ * instructions: one row a thread ran 1.3x slower than the full size), short enough that a
+ * thread's rows and output (`bytesPerLogit`) take half its L2 cache (rows of 608 KB, and the
+ * last-level cache, which this VM shares, ran the backward at 5.5 G logits/s where one row a
+ * thread in L2 ran at 9.1 and the full size at 5.3-9.3), timed best of 200 (a ceiling: the
+ * fastest the instructions went), minus the same call on 16-logit rows (the call's own cost,
+ * ~2 us of a 20-40 us call). The work per logit does not depend on the row's length past a few
+ * blocks of 1,024.
  */
-async function cacheResident(name: string, nRows: number, rowBytes: number, make: (rows: number) => () => void): Promise<{ cache_ms: number; cache_rows: number }> {
-  const pair = 2 * threads;
-  const rows = Math.min(nRows, Math.max(pair, Math.floor(lastLevelCacheBytes() / 4 / rowBytes / pair) * pair));
-  const fn = make(rows);
-  const reps = Math.max(20, Math.ceil((0.4 * nRows) / rows));  // ~40% of the full kernel's work
-  const ms = await median(`${name}_cache`, fn, reps);
-  log(`  ${name} on ${rows} rows in the cache: ${((ms * nRows) / rows).toFixed(2)} ms scaled to ${nRows} rows`);
-  return { cache_ms: (ms * nRows) / rows, cache_rows: rows };
+async function arithmeticCeiling(name: string, nRows: number, vocab: number, bytesPerLogit: number, make: (rows: number, v: number) => () => void): Promise<{ cache_ms: number; cache_rows: number; cache_vocab: number }> {
+  const l2 = l2CacheBytes() || 256 * 1024;
+  const v = Math.min(vocab, Math.max(1024, Math.floor(l2 / 4 / bytesPerLogit / 16) * 16));
+  const rows = 2 * threads;
+  const ms = await timed(`${name}_l2`, make(rows, v), 200, 'min');
+  const call = await timed(`${name}_call`, make(rows, 16), 200, 'min');
+  const perLogit = Math.max(ms - call, ms / 2) / (rows * v);
+  const cacheMs = perLogit * nRows * vocab;
+  log(`  ${name}, ${rows} row(s) of ${v} in L2: ${(1 / perLogit / 1e6).toFixed(2)} G logits/s (call ${(call * 1000).toFixed(1)} us of ${(ms * 1000).toFixed(1)}), ${cacheMs.toFixed(2)} ms scaled up`);
+  return { cache_ms: cacheMs, cache_rows: rows, cache_vocab: v };
 }
 
 // ---- plain TypeScript baselines (what one would write without the addon) ----
@@ -247,18 +253,21 @@ async function main() {
     const fwdOut = { logp: new Float32Array(n), lse: new Float32Array(n) };
     const fwd = logprobForward({ logits, targets: y, nRows: n, vocab: v, out: fwdOut });
     const fwdMs = await median(`logprob_fwd_${dtype}`, () => logprobForward({ logits, targets: y, nRows: n, vocab: v, out: fwdOut }), its);
-    const fwdCache = await cacheResident(`logprob_fwd_${dtype}`, n, v * esz, (rows) => {
+    // the ceiling's rows: fresh short rows of the same values, targets 0
+    const short = (rows: number, vv: number) => (dtype === 'f32' ? z32.slice(0, rows * vv) : (toBf16(z32.subarray(0, rows * vv)) as Uint16Array));
+    const fwdCache = await arithmeticCeiling(`logprob_fwd_${dtype}`, n, v, esz, (rows, vv) => {
       const o = { logp: new Float32Array(rows), lse: new Float32Array(rows) };
-      const t = y.subarray(0, rows);
-      return () => logprobForward({ logits: logits.subarray(0, rows * v), targets: t, nRows: rows, vocab: v, out: o });
+      const zs = short(rows, vv), t = new Int32Array(rows);
+      return () => logprobForward({ logits: zs, targets: t, nRows: rows, vocab: vv, out: o });
     });
     push({ name: `logprob_fwd_${dtype}`, access: 'read', shape: `${n}x${v}`, median_ms: fwdMs, bytes: n * v * esz + n * 12, baseline_ratio: dtype === 'f32' ? tsFwdMs / fwdMs : null, torch_ratio: torch ? torch[`logprob_fwd_${dtype}`] / fwdMs : null, ...fwdCache });
     const out = dtype === 'f32' ? new Float32Array(n * v) : new Uint16Array(n * v);
     const bwdMs = await median(`logprob_bwd_${dtype}`, () => logprobBackward({ logits, targets: y, nRows: n, vocab: v, lse: fwd.lse, gradLogp: g, out }), its);
-    const bwdCache = await cacheResident(`logprob_bwd_${dtype}`, n, 2 * v * esz, (rows) => {
-      const o = dtype === 'f32' ? new Float32Array(rows * v) : new Uint16Array(rows * v);
-      const t = y.subarray(0, rows), lse = (fwd.lse as Float32Array).subarray(0, rows), gl = g.subarray(0, rows);
-      return () => logprobBackward({ logits: logits.subarray(0, rows * v), targets: t, nRows: rows, vocab: v, lse, gradLogp: gl, out: o });
+    const bwdCache = await arithmeticCeiling(`logprob_bwd_${dtype}`, n, v, 2 * esz, (rows, vv) => {
+      const zs = short(rows, vv), t = new Int32Array(rows), gl = g.subarray(0, rows);
+      const lse = logprobForward({ logits: zs, targets: t, nRows: rows, vocab: vv }).lse as Float32Array;
+      const o = dtype === 'f32' ? new Float32Array(rows * vv) : new Uint16Array(rows * vv);
+      return () => logprobBackward({ logits: zs, targets: t, nRows: rows, vocab: vv, lse, gradLogp: gl, out: o });
     });
     let tsBwd: number | null = null;
     if (dtype === 'f32') {

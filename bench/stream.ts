@@ -52,16 +52,29 @@ const here = dirname(fileURLToPath(import.meta.url));
 const source = join(here, 'stream.cc');
 const binary = join(here, '..', 'build', 'bench-stream');
 
+const UNIT: Record<string, number> = { '': 1, K: 1024, M: 1 << 20, G: 1 << 30 };
+
+/** CPU 0's caches from sysfs: level and size in bytes of each (empty when unknown). */
+function caches(): { level: number; bytes: number }[] {
+  const out: { level: number; bytes: number }[] = [];
+  for (let i = 0; i < 8; i++) {
+    const dir = `/sys/devices/system/cpu/cpu0/cache/index${i}`;
+    if (!existsSync(`${dir}/size`)) break;
+    const m = /^(\d+)([KMG]?)/.exec(readFileSync(`${dir}/size`, 'utf8').trim());
+    const level = existsSync(`${dir}/level`) ? Number(readFileSync(`${dir}/level`, 'utf8').trim()) : 0;
+    if (m) out.push({ level, bytes: Number(m[1]) * UNIT[m[2]] });
+  }
+  return out;
+}
+
 /** Last-level cache size in bytes from sysfs (0 when unknown). */
 export function lastLevelCacheBytes(): number {
-  let best = 0;
-  for (let i = 0; i < 8; i++) {
-    const f = `/sys/devices/system/cpu/cpu0/cache/index${i}/size`;
-    if (!existsSync(f)) break;
-    const m = /^(\d+)([KMG]?)/.exec(readFileSync(f, 'utf8').trim());
-    if (m) best = Math.max(best, Number(m[1]) * ({ '': 1, K: 1024, M: 1 << 20, G: 1 << 30 } as Record<string, number>)[m[2]]);
-  }
-  return best;
+  return Math.max(0, ...caches().map((c) => c.bytes));
+}
+
+/** The level-2 cache's size in bytes from sysfs (one core's on most CPUs; 0 when unknown). */
+export function l2CacheBytes(): number {
+  return Math.max(0, ...caches().filter((c) => c.level === 2).map((c) => c.bytes));
 }
 
 function build(): void {
