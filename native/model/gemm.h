@@ -49,7 +49,12 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
 void linear_small_m_f32(const float* X, const float* W, float* Y, int64_t M, int64_t N, int64_t K, bool accumulate);
 }  // namespace gemm_avx2
 
-// Row counts up to which linear_forward takes the skinny (weights streamed once) path.
+// Row counts up to which linear_forward takes the skinny (weights streamed once) path. Above it
+// (the packed path, on every path: AVX-512, AVX2, baseline, reference) each output's sum runs
+// over K in an order that does not depend on M or on the row's place: the rows of a product
+// split into calls of more than kSkinnyRows rows each get the same bits as in one call (the
+// training loss merges its logits chunks on this, model.cc; test/model/gemm.test.ts checks it).
+// The skinny path sums in another order.
 constexpr int64_t kSkinnyRows = 32;
 
 }  // namespace model

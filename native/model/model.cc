@@ -11,6 +11,7 @@
 #include "murphy/grpo_loss.h"
 #include "murphy/logprob.h"
 #include "murphy/model/model.h"
+#include "gemm.h"
 #include "model_internal.h"
 #include "weights.h"
 
@@ -379,48 +380,71 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
   // the loss then needs all of them, pass 2 takes each chunk's gradient. The first `kept` chunks
   // keep their logits between the passes (a slot each, within opt.keep_logits_bytes); the others
   // share one slot and are computed again in pass 2 (the product X W^T, one of the head's four),
-  // except the one the shared slot still holds. Kept or computed again, the logits are the same
-  // bits (the same product of the same rows), so the step's result does not depend on the budget.
+  // except the one the shared slot still holds. When every chunk is kept (`all`), X holds every
+  // row and pass 1 makes the logits of all chunks of more than kSkinnyRows rows in one product
+  // (W packed once, not once a chunk): the packed path gives each row the same bits however the
+  // rows are split into calls of more than kSkinnyRows rows (gemm.h). Kept, merged or computed
+  // again, the logits are the same bits, so the step's result does not depend on the budget.
   const int64_t C = chunk_rows(opt.chunk_tokens, V);
   const int64_t n_chunks = (n + C - 1) / C;
   const int64_t kept = std::min(n_chunks, std::max<int64_t>(0, opt.keep_logits_bytes) / (C * V * 4));
+  const bool all = n > 0 && kept == n_chunks;
   const int64_t slots = std::max<int64_t>(1, kept + (kept < n_chunks ? 1 : 0));
+  const int64_t xrows = all ? n : C;  // rows X, tgt and lp_c hold
   const char* what = "the loss's buffers";
-  for (Vec* v : {&S.x, &S.dx_chunk}) checked_resize(*v, C * H, what);
+  checked_resize(S.x, xrows * H, what);
+  checked_resize(S.dx_chunk, C * H, what);
   grow(S.logits, slots * C * V, what);  // (written by the head's product before any read)
   grow(S.dlogits, C * V, what);         // (written by the log-prob backward before the products read it)
-  for (Vec* v : {&S.lp_chunk, &S.g_chunk}) checked_resize(*v, C, what);
+  checked_resize(S.lp_chunk, xrows, what);
+  checked_resize(S.g_chunk, C, what);
   for (Vec* v : {&S.logp, &S.glogp}) checked_resize(*v, T, what);
   checked_resize(S.lse, n, what);
   checked_resize(S.dxf, T * H, what);
-  S.tgt.assign(static_cast<size_t>(C), 0);
+  S.tgt.assign(static_cast<size_t>(xrows), 0);
   Vec &X = S.x, &dlogits = S.dlogits, &dX = S.dx_chunk, &logp = S.logp, &lse = S.lse, &lp_c = S.lp_chunk,
       &glogp = S.glogp, &dxf = S.dxf, &g_c = S.g_chunk;
   std::vector<int32_t>& tgt = S.tgt;
-  act_peak_ = std::max(act_peak_, A.bytes() + int64_t((slots + 1) * C * V + 2 * C * H) * 4);
-  // chunk ci's logits: its own slot when kept, else the shared one (slot `kept`)
+  act_peak_ = std::max(act_peak_, A.bytes() + int64_t((slots + 1) * C * V + (xrows + C) * H) * 4);
+  // chunk ci's logits: its own slot when kept, else the shared one (slot `kept`); kept slots
+  // are in row order, so with `all` they are one [n, V] array
   auto chunk_logits = [&](int64_t ci) { return S.logits.data() + std::min(ci, kept) * C * V; };
-  // the chunk's input rows and targets into X and tgt
-  auto gather = [&](int64_t r0, int64_t cn) {
+  // rows [r0, r0 + cn) of the loss: their inputs and targets into X and tgt, from row `at`
+  auto gather = [&](int64_t r0, int64_t cn, int64_t at) {
     for (int64_t i = 0; i < cn; ++i) {
       const int64_t t = rows[size_t(r0 + i)];
-      std::memcpy(X.data() + i * H, A.xf.data() + (t - 1) * H, size_t(H) * 4);
-      tgt[size_t(i)] = b.tokens[t];
+      std::memcpy(X.data() + (at + i) * H, A.xf.data() + (t - 1) * H, size_t(H) * 4);
+      tgt[size_t(at + i)] = b.tokens[t];
     }
   };
-  int64_t shared_holds = -1;  // the chunk whose logits the shared slot holds
-  // pass 1: log-probs of the active tokens, chunk by chunk
-  for (int64_t r0 = 0; r0 < n; r0 += C) {
-    const int64_t cn = std::min(C, n - r0), ci = r0 / C;
-    gather(r0, cn);
-    float* logits = chunk_logits(ci);
-    linear_forward(X.data(), Wh, logits, cn, V, H, false);
-    if (ci >= kept) shared_holds = ci;
+  // the log-probs of rows [r0, r0 + cn), whose logits and targets start at `z` and tgt[at]
+  auto log_probs = [&](int64_t r0, int64_t cn, const float* z, int64_t at) {
     LogprobForwardArgs fa;
-    fa.logits = logits, fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt.data();
-    fa.temperature = opt.temperature, fa.logp = lp_c.data(), fa.lse = lse.data() + r0;
+    fa.logits = z, fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt.data() + at;
+    fa.temperature = opt.temperature, fa.logp = lp_c.data() + at, fa.lse = lse.data() + r0;
     logprob_forward_cpu(fa);
-    for (int64_t i = 0; i < cn; ++i) logp[size_t(rows[size_t(r0 + i)])] = lp_c[size_t(i)];
+    for (int64_t i = 0; i < cn; ++i) logp[size_t(rows[size_t(r0 + i)])] = lp_c[size_t(at + i)];
+  };
+  int64_t shared_holds = -1;  // the chunk whose logits the shared slot holds
+  // pass 1: log-probs of the active tokens
+  if (all) {
+    gather(0, n, 0);
+    // the chunks of more than kSkinnyRows rows in one product (all of them but a last short one)
+    const int64_t last = n - (n_chunks - 1) * C;
+    const int64_t merged = C <= kSkinnyRows ? 0 : last > kSkinnyRows ? n : (n_chunks - 1) * C;
+    if (merged > 0) linear_forward(X.data(), Wh, S.logits.data(), merged, V, H, false);
+    for (int64_t r0 = merged; r0 < n; r0 += C)
+      linear_forward(X.data() + r0 * H, Wh, S.logits.data() + r0 * V, std::min(C, n - r0), V, H, false);
+    log_probs(0, n, S.logits.data(), 0);
+  } else {
+    for (int64_t r0 = 0; r0 < n; r0 += C) {
+      const int64_t cn = std::min(C, n - r0), ci = r0 / C;
+      gather(r0, cn, 0);
+      float* logits = chunk_logits(ci);
+      linear_forward(X.data(), Wh, logits, cn, V, H, false);
+      if (ci >= kept) shared_holds = ci;
+      log_probs(r0, cn, logits, 0);
+    }
   }
   // the loss and dL/dlogp
   TrainStats st;
@@ -453,18 +477,19 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
       any |= g_c[size_t(i)] != 0.0f;
     }
     if (!any) continue;
-    if (n > C) gather(r0, cn);  // (a single chunk's rows are still in X)
+    if (!all && n > C) gather(r0, cn, 0);  // (a single chunk's rows are still in X; with `all`, every chunk's)
+    const int64_t at = all ? r0 : 0;  // the chunk's first row in X and tgt
     float* logits = chunk_logits(ci);
     if (ci >= kept && shared_holds != ci) {
       linear_forward(X.data(), Wh, logits, cn, V, H, false);
       shared_holds = ci;
     }
     LogprobBackwardArgs ba;
-    ba.logits = logits, ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt.data();
+    ba.logits = logits, ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt.data() + at;
     ba.temperature = opt.temperature, ba.lse = lse.data() + r0, ba.grad_logp = g_c.data();
     ba.grad_logits = dlogits.data();
     logprob_backward_cpu(ba);
-    linear_backward_weight(dlogits.data(), X.data(), Gh, cn, V, H);
+    linear_backward_weight(dlogits.data(), X.data() + at * H, Gh, cn, V, H);
     linear_backward_input(dlogits.data(), Wh, dX.data(), cn, V, H, false);
     for (int64_t i = 0; i < cn; ++i) {
       float* dst = dxf.data() + (rows[size_t(r0 + i)] - 1) * H;

@@ -113,29 +113,35 @@ describe('chunked loss', () => {
   });
 
   // keepLogitsMiB: the chunks whose logits fit in the budget keep them from the first pass to the
-  // second; the others share one slot and are computed again, except the one it still holds. With
-  // chunks of 512 rows x 300 (600 KiB) and ~1,600 tokens, 1 MiB keeps chunk 0 only: chunks 1 and
-  // 2 are computed again, 3 is still in the shared slot; 0 keeps none; 64 keeps all. The same
-  // logits bits each way, so the loss and every gradient must be identical, not just close; the
-  // calls run on one model in turn, its buffers kept and resized between them (never zero-filled).
-  it('the kept-logits budget (none, some chunks, all) gives the same loss and gradients, bit for bit', async () => {
-    const m = await PolicyModel.random({ ...small, maxPositionEmbeddings: 256 }, { seed, initStd: 0.3 });
-    const b = packSequences(randomSeqs(8, () => 190 + rng.int(20), small.vocabSize));
-    const T = b.tokens.length;
-    assert.ok(T - 8 > 3 * 512 && T - 8 <= 4 * 512, `${T} tokens: four chunks`);
-    const lp = await m.score(b);
-    const train = { ...b, advantages: rng.normals(T), oldLogp: Float32Array.from(lp, (x) => x + 0.2 * rng.normal()) };
-    const runs: { loss: number; grads: Float32Array[] }[] = [];
-    for (const keepLogitsMiB of [0, 1, 64, 1]) {
-      m.zeroGrad();
-      const s = await m.accumulate(train, { chunkTokens: 512, keepLogitsMiB });
-      runs.push({ loss: s.loss, grads: m.params().map((p) => m.getGrad(p.name)) });
-    }
-    for (const r of runs.slice(1)) {
-      assert.equal(r.loss, runs[0].loss);
-      m.params().forEach((p, i) => assert.deepEqual(r.grads[i], runs[0].grads[i], p.name));
-    }
-  });
+  // second; the others share one slot and are computed again, except the one it still holds; when
+  // all are kept, the first pass makes the logits of every chunk of more than 32 rows in one
+  // product. With chunks of 512 rows x 300 (600 KiB) and 4 chunks, 1 MiB keeps chunk 0 only
+  // (chunks 1 and 2 computed again, 3 still in the shared slot); 0 keeps none; 64 keeps all, a
+  // last chunk of 20 rows made apart (the skinny path), one of 100 merged with the others. The
+  // same logits bits each way, so the loss and every gradient must be identical, not just close;
+  // the calls run on one model in turn, its buffers kept and resized between them (never zero-filled).
+  for (const lastRows of [20, 100]) {
+    it(`the kept-logits budget (none, some chunks, all) gives the same loss and gradients, bit for bit (last chunk ${lastRows} rows)`, async () => {
+      const m = await PolicyModel.random({ ...small, maxPositionEmbeddings: 256 }, { seed, initStd: 0.3 });
+      // 8 sequences, n = T - 8 loss rows = 3 x 512 + lastRows
+      const n = 3 * 512 + lastRows, lens = Array.from({ length: 8 }, (_, i) => Math.floor((n + 8) / 8) + (i < (n + 8) % 8 ? 1 : 0));
+      const b = packSequences(lens.map((len) => Array.from({ length: len }, () => rng.int(small.vocabSize))));
+      const T = b.tokens.length;
+      assert.equal(T - 8, n);
+      const lp = await m.score(b);
+      const train = { ...b, advantages: rng.normals(T), oldLogp: Float32Array.from(lp, (x) => x + 0.2 * rng.normal()) };
+      const runs: { loss: number; grads: Float32Array[] }[] = [];
+      for (const keepLogitsMiB of [0, 1, 64, 1, 64]) {
+        m.zeroGrad();
+        const s = await m.accumulate(train, { chunkTokens: 512, keepLogitsMiB });
+        runs.push({ loss: s.loss, grads: m.params().map((p) => m.getGrad(p.name)) });
+      }
+      for (const r of runs.slice(1)) {
+        assert.equal(r.loss, runs[0].loss);
+        m.params().forEach((p, i) => assert.deepEqual(r.grads[i], runs[0].grads[i], p.name));
+      }
+    });
+  }
 });
 
 describe('buffers kept between calls', () => {

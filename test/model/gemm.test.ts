@@ -242,6 +242,33 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
   // The packed driver's tasks handed out one at a time from a counter to one runner per thread
   // (gemm_driver.cc), on 1, 3 and 4 threads: the blocked shapes, one whose 12 column blocks do not
   // split evenly between 8 chunks (the qwen3 down dx grid, scaled down), and a fresh one.
+  // gemm.h's kSkinnyRows contract, which the training loss relies on to merge its logits
+  // chunks (model.cc): a forward product's rows split into calls of more than 32 rows each get
+  // the same bits as in one call, on every path and thread count; fresh sizes with a K tail.
+  it(`a forward product split into calls of more than 32 rows gives the same bits (${allPaths.join(', ')})`, () => {
+    const threads = cpuInfo().threads;
+    const parts = [33 + rng.int(40), 33 + rng.int(40), 33 + rng.int(40)];
+    const m = parts.reduce((x, y) => x + y), n = 200 + rng.int(400), k = 100 + rng.int(300);
+    const x = rng.normals(m * k), w = rng.normals(n * k);
+    try {
+      for (const t of [1, 3]) {
+        setNumThreads(t);
+        for (const path of allPaths) {
+          const whole = new Float32Array(m * n), split = new Float32Array(m * n);
+          linearProduct('forward', x, w, whole, { m, n, k }, { path });
+          let r0 = 0;
+          for (const rows of parts) {
+            linearProduct('forward', x.subarray(r0 * k, (r0 + rows) * k), w, split.subarray(r0 * n, (r0 + rows) * n), { m: rows, n, k }, { path });
+            r0 += rows;
+          }
+          assert.deepEqual(split, whole, `${path}, ${t} threads, ${parts.join(' + ')} x ${n} x ${k}; seed ${seed}`);
+        }
+      }
+    } finally {
+      setNumThreads(threads);
+    }
+  });
+
   it(`packed products on 1, 3 and 4 threads (${splitPaths.join(', ')}), the three products`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, () => {
     const threads = cpuInfo().threads;
     const shapes: Shape[] = [...blocked, { m: 40, n: 3072, k: 40 }, { m: 40 + rng.int(200), n: 200 + rng.int(900), k: 30 + rng.int(300) }];
