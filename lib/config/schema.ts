@@ -67,6 +67,7 @@ export interface TrainConfig {
   modelPreset: 'tiny' | 'small';
   bf16Generate: boolean;
   bf16Forward: boolean;
+  keepLogitsMb: number;
   // data
   dataset: string | null;
   datasetFormat: (typeof DATASET_FORMAT_VALUES)[number];
@@ -155,6 +156,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   modelPreset: { type: 'enum', values: ['tiny', 'small'], default: 'tiny', group: 'model', doc: 'Size of the random model created when no model is given.' },
   bf16Generate: { type: 'boolean', default: false, group: 'model', doc: 'CPU engine: generate (rollouts, evaluations) on a bf16 copy of the weights (vdpbf16ps where the CPU has AVX512_BF16). Off by default: generation\'s log-probs are the loss\'s old log-probs, so every PPO ratio would start away from 1 by the bf16 error. docs/model.md, "bf16 weights".' },
   bf16Forward: { type: 'boolean', default: false, group: 'model', doc: 'CPU engine: run the layers\' projections of the training forward pass (and scoring) on the bf16 copy; the backward products and the loss\'s LM head stay fp32. Off by default: the gradient is then no longer the fp32 policy\'s. docs/model.md, "bf16 weights".' },
+  keepLogitsMb: { type: 'int', default: 1024, min: 0, max: 2 ** 30, group: 'model', doc: 'CPU engine: MiB of LM-head logits kept from the loss\'s first pass (log-probs) to its second (gradients), so that the head\'s product is not computed again for them (one of its four products; a 2-layer Qwen3-shaped model\'s step took 3.8 s instead of 5.2); the result is the same bits either way. 0 keeps one chunk (at most 64 MiB). The device engines keep one chunk. docs/model.md.' },
 
   dataset: { type: 'string', default: null, group: 'data', doc: 'Training problems (HumanEval/MBPP/KodCode/LiveCodeBench/JSONL file). Unset: the built-in synthetic task.' },
   datasetFormat: { type: 'enum', values: DATASET_FORMAT_VALUES, default: 'auto', group: 'data', doc: 'Format of --dataset (auto: detected from the records).' },

@@ -60,7 +60,7 @@ export interface LossOptions extends GrpoLossOptions {
   /** Rows of logits computed at once (bounded further so a chunk stays under 64 MiB). */
   chunkTokens?: number;
   /** MiB of logits the CPU engine keeps between the loss's two passes instead of computing the LM head again (default 1024; 0: none). */
-  keepLogitsMiB?: number;
+  keepLogitsMb?: number;
 }
 
 /** One micro-batch's loss and GRPO statistics, as the engine returns them. */

@@ -57,7 +57,7 @@ export const TRAIN_OPTIONS = {
    * chunks kept (one of the head's four products; the same result either way). 0 keeps none
    * beyond the one chunk in hand. The device engine keeps one chunk (its memory plan).
    */
-  keepLogitsMiB: { type: 'int', min: 0, max: 2 ** 30, default: 1024 },
+  keepLogitsMb: fromConfig('keepLogitsMb'),
 } satisfies Record<string, OptionDef>;
 
 /** AdamW hyper-parameters: one set of defaults for the kernel API and the model API. */
@@ -118,7 +118,7 @@ export interface ResolvedTrainOptions extends ResolvedGrpoLossOptions {
   crossEntropy: boolean;
   temperature: number;
   chunkTokens: number;
-  keepLogitsMiB: number;
+  keepLogitsMb: number;
   gradScale: number;
 }
 export interface ResolvedAdamWOptions {

@@ -216,6 +216,7 @@ export function lossOptions(c: TrainConfig): LossOptions {
     beta: c.beta,
     lossType: c.lossType,
     normLength: c.maxCompletionLength,
+    keepLogitsMb: c.keepLogitsMb,
   };
 }
 

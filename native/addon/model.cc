@@ -405,7 +405,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
   }
 
   // accumulate({ tokens, positions, seqOffsets, mask?, advantages?, oldLogp?, refLogp? },
-  //            { crossEntropy, temperature, chunkTokens, keepLogitsMiB, gradScale, ...the resolved GRPO options })
+  //            { crossEntropy, temperature, chunkTokens, keepLogitsMb, gradScale, ...the resolved GRPO options })
   //   -> Promise<stats>; every option required (lib/native/options.ts resolves them)
   Napi::Value Accumulate(const Napi::CallbackInfo& info) {
     return guarded(info, [&]() -> Napi::Value {
@@ -435,7 +435,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       opt.temperature = float(req_number(oo, "temperature"));
       read_grpo_options(oo, opt.loss);
       opt.chunk_tokens = req_int(oo, "chunkTokens", 1, std::numeric_limits<int32_t>::max());
-      opt.keep_logits_bytes = req_int(oo, "keepLogitsMiB", 0, int64_t(1) << 30) << 20;
+      opt.keep_logits_bytes = req_int(oo, "keepLogitsMb", 0, int64_t(1) << 30) << 20;
       opt.grad_scale = float(req_number(oo, "gradScale"));
       PolicyEngine* e = eng_.get();
       return queue(

@@ -112,7 +112,7 @@ describe('chunked loss', () => {
     m.params().forEach((p, i) => assert.ok(relError(m.getGrad(p.name), g1[i]) <= 1e-5, p.name));
   });
 
-  // keepLogitsMiB: the chunks whose logits fit in the budget keep them from the first pass to the
+  // keepLogitsMb: the chunks whose logits fit in the budget keep them from the first pass to the
   // second; the others share one slot and are computed again, except the one it still holds; when
   // all are kept, the first pass makes the logits of every chunk of more than 32 rows in one
   // product. With chunks of 512 rows x 300 (600 KiB) and 4 chunks, 1 MiB keeps chunk 0 only
@@ -131,9 +131,9 @@ describe('chunked loss', () => {
       const lp = await m.score(b);
       const train = { ...b, advantages: rng.normals(T), oldLogp: Float32Array.from(lp, (x) => x + 0.2 * rng.normal()) };
       const runs: { loss: number; grads: Float32Array[] }[] = [];
-      for (const keepLogitsMiB of [0, 1, 64, 1, 64]) {
+      for (const keepLogitsMb of [0, 1, 64, 1, 64]) {
         m.zeroGrad();
-        const s = await m.accumulate(train, { chunkTokens: 512, keepLogitsMiB });
+        const s = await m.accumulate(train, { chunkTokens: 512, keepLogitsMb });
         runs.push({ loss: s.loss, grads: m.params().map((p) => m.getGrad(p.name)) });
       }
       for (const r of runs.slice(1)) {

@@ -8,6 +8,7 @@ import { after, describe, it } from 'node:test';
 import yargs from 'yargs';
 import { CONFIG_KEYS, configOptions, configTableMarkdown, defaultConfig, DEMO_DEFAULTS, flagsFromArgv, kebab, resolveConfig, SCHEMA, type TrainConfig } from '../../lib/config/index.js';
 import { resumeConfig } from '../../lib/commands/run-training.js';
+import { lossOptions } from '../../lib/train/loop.js';
 
 const work = mkdtempSync(join(tmpdir(), 'murphy-config-'));
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -17,7 +18,7 @@ describe('config', () => {
     // docs/training.md's table; TRL's GRPOConfig values where the key exists there
     const expected: TrainConfig = {
       out: null, seed: 0, maxSteps: 40, saveSteps: 20, logTrees: true, device: 'auto', distBackend: 'auto', reduceBucketMb: 32, reduceOverlap: true, storage: 'bf16', earlyStopWindow: 0, earlyStopMinSignal: 0.02,
-      model: '/m', modelPreset: 'tiny', bf16Generate: false, bf16Forward: false,
+      model: '/m', modelPreset: 'tiny', bf16Generate: false, bf16Forward: false, keepLogitsMb: 1024,
       dataset: '/d.jsonl', datasetFormat: 'auto', datasetLimit: null, task: 'repair',
       backend: 'embedded', serverUrl: null, servedModelName: null, vllmApiKey: null, weightSync: 'auto', weightSyncBucketMb: 512, weightSyncTimeoutS: 300, kvCacheFraction: 0.9, kvCacheBlocks: null, temperature: 1, topP: 1, topK: 0, minP: 0,
       maxCompletionLength: 48, executorWorkers: null, testTimeout: 3, timeoutMode: 'test', executor: 'local', sandboxUrl: null,
@@ -74,6 +75,14 @@ describe('config', () => {
     assert.throws(() => resolveConfig({ flags: { backend: 'vllm', model: '/m' } }), /"serverUrl" \(--server-url\) is required with backend "vllm"/);
     assert.throws(() => resolveConfig({ flags: { computeMatched: true } }), /applies to algo "grpo" only/);
     assert.throws(() => resolveConfig({ flags: { epsilon: 0.3, epsilonHigh: 0.2 } }), /"epsilonHigh".*>= epsilon/);
+  });
+
+  it('keepLogitsMb: a flag, refused out of range, and handed to the engine with the loss options', () => {
+    const c = resolveConfig({ flags: flagsFromArgv(yargs(['--keep-logits-mb', '0']).options(configOptions()).parseSync()) });
+    assert.equal(c.keepLogitsMb, 0);
+    assert.equal(lossOptions(c).keepLogitsMb, 0);
+    assert.equal(lossOptions(defaultConfig()).keepLogitsMb, 1024);
+    assert.throws(() => resolveConfig({ flags: { keepLogitsMb: -1 } }), /"keepLogitsMb" \(--keep-logits-mb\).*an integer >= 0/);
   });
 
   it('the demo (no model, no dataset) takes the demo defaults for keys nobody set', () => {
