@@ -75,9 +75,10 @@ export interface RunTrainingResult {
 /**
  * Keys a resume may change; every other key must equal the run's. (A key a saved configuration
  * lacks, added since the run began, is its schema default: lib/train/resume.ts, for every key.)
- * distBackend changes how the collectives move bytes, not what is trained.
+ * distBackend changes how the collectives move bytes, not what is trained; keepLogitsMb, how
+ * much memory the CPU engine's loss holds (the same bits either way: docs/model.md).
  */
-export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey', 'earlyStopWindow', 'earlyStopMinSignal', 'weightSync', 'weightSyncBucketMb', 'weightSyncTimeoutS', 'distBackend'] as const;
+export const RESUMABLE_KEYS = ['maxSteps', 'saveSteps', 'evalSteps', 'logTrees', 'vllmApiKey', 'earlyStopWindow', 'earlyStopMinSignal', 'weightSync', 'weightSyncBucketMb', 'weightSyncTimeoutS', 'distBackend', 'keepLogitsMb'] as const;
 
 /**
  * Keys a resume may also change although they belong to the run: they change where and how the

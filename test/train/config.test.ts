@@ -83,6 +83,11 @@ describe('config', () => {
     assert.equal(lossOptions(c).keepLogitsMb, 0);
     assert.equal(lossOptions(defaultConfig()).keepLogitsMb, 1024);
     assert.throws(() => resolveConfig({ flags: { keepLogitsMb: -1 } }), /"keepLogitsMb" \(--keep-logits-mb\).*an integer >= 0/);
+    // memory, not math: a resume may change it
+    const run = join(work, 'keep-run');
+    mkdirSync(run, { recursive: true });
+    writeFileSync(join(run, 'config.json'), JSON.stringify({ ...defaultConfig(), out: run }));
+    assert.equal(resumeConfig(run, { keepLogitsMb: 0 }).keepLogitsMb, 0);
   });
 
   it('the demo (no model, no dataset) takes the demo defaults for keys nobody set', () => {
