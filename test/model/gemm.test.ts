@@ -34,6 +34,14 @@ function bf16Value(bits: number): number {
   u32[0] = bits << 16;
   return f32[0];
 }
+/** `count` normal draws as bf16 bits, and their values in float64. */
+function bf16Normals(count: number): { wb: Uint16Array; wv: Float64Array } {
+  const wb = new Uint16Array(count);
+  for (let i = 0; i < count; i++) wb[i] = bf16Bits(rng.normal());
+  return { wb, wv: Float64Array.from(wb, bf16Value) };
+}
+/** x rounded to bf16 (nearest even), in float64: the activations the bf16 kernels multiply. */
+const bf16Rounded = (x: Float32Array) => Float64Array.from(x, (v) => bf16Value(bf16Bits(v)));
 
 interface Shape { m: number; n: number; k: number }
 
@@ -132,12 +140,9 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     let c = bf16Cases.get(key);
     if (!c) {
       const x = rng.normals(s.m * s.k);
-      const wb = new Uint16Array(s.n * s.k);
-      for (let i = 0; i < wb.length; i++) wb[i] = bf16Bits(rng.normal());
-      const wv = Float64Array.from(wb, bf16Value);
-      const xr = Float64Array.from(x, (v) => bf16Value(bf16Bits(v)));
+      const { wb, wv } = bf16Normals(s.n * s.k);
       // the products the kernel multiplies, and against the unrounded activations
-      c = { x, wb, exact: reference('forward', xr, wv, s), loose: reference('forward', x, wv, s) };
+      c = { x, wb, exact: reference('forward', bf16Rounded(x), wv, s), loose: reference('forward', x, wv, s) };
       bf16Cases.set(key, c);
     }
     return c;
@@ -220,14 +225,12 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     // one fp32 and one bf16 weight (>= 4.4 MB each) for every M: fresh weights per M cost ~1 s
     const n = 2200 + rng.int(300), k = 1000 + rng.int(100);
     const w = rng.normals(n * k);
-    const wb = new Uint16Array(n * k);
-    for (let i = 0; i < wb.length; i++) wb[i] = bf16Bits(rng.normal());
-    const wv = Float64Array.from(wb, bf16Value);
+    const { wb, wv } = bf16Normals(n * k);
     for (const m of [1, 3, 4, 8]) {
       const s: Shape = { m, n, k };
       const a = rng.normals(m * k);
       const ref = reference('forward', a, w, s);
-      const exact = reference('forward', Float64Array.from(a, (v) => bf16Value(bf16Bits(v))), wv, s);
+      const exact = reference('forward', bf16Rounded(a), wv, s);
       for (const path of splitPaths) {
         const out = new Float32Array(m * n).fill(Number.NaN);
         linearProduct('forward', a, w, out, s, { path });
@@ -239,9 +242,6 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     }
   });
 
-  // The packed driver's tasks handed out one at a time from a counter to one runner per thread
-  // (gemm_driver.cc), on 1, 3 and 4 threads: the blocked shapes, one whose 12 column blocks do not
-  // split evenly between 8 chunks (the qwen3 down dx grid, scaled down), and a fresh one.
   // gemm.h's kSkinnyRows contract, which the training loss relies on to merge its logits
   // chunks (model.cc): a forward product's rows split into calls of more than 32 rows each get
   // the same bits as in one call, on every path and thread count; fresh sizes with a K tail.
@@ -269,6 +269,9 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     }
   });
 
+  // The packed driver's tasks handed out one at a time from a counter to one runner per thread
+  // (gemm_driver.cc), on 1, 3 and 4 threads: the blocked shapes, one whose 12 column blocks do not
+  // split evenly between 8 chunks (the qwen3 down dx grid, scaled down), and a fresh one.
   it(`packed products on 1, 3 and 4 threads (${splitPaths.join(', ')}), the three products`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, () => {
     const threads = cpuInfo().threads;
     const shapes: Shape[] = [...blocked, { m: 40, n: 3072, k: 40 }, { m: 40 + rng.int(200), n: 200 + rng.int(900), k: 30 + rng.int(300) }];
@@ -342,7 +345,7 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
 
   it('repeat runs the product that many times (an accumulating product adds it that many times)', () => {
     // Small integers: every sum is exact in fp32 on every path, so the comparison is exact.
-    const m = 3, n = 5, k = 7, reps = 1 + Math.floor(Math.random() * 9);
+    const m = 3, n = 5, k = 7, reps = 1 + rng.int(9);
     const a = Float32Array.from({ length: m * k }, (_, i) => (i % 5) - 2);
     const b = Float32Array.from({ length: n * k }, (_, i) => (i % 3) - 1);
     const once = new Float32Array(m * n), many = new Float32Array(m * n);
