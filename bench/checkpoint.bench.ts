@@ -20,7 +20,7 @@ import { xxh64Buffers } from '../lib/native.js';
 import { encodeSafetensorsF32, safetensorsF32Chunks, type F32Tensors } from '../lib/safetensors.js';
 import { ManifestWriter, manifestFault, sha256File } from '../lib/train/manifest.js';
 import { writeFileAtomic } from '../lib/train/rundir.js';
-import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
+import { cliArgs, machineInfo, medianOf, writeJsonAtomic } from './common.js';
 
 const { opt } = cliArgs();
 const gb = Number(opt('--gb') ?? 1.5);
@@ -122,10 +122,7 @@ for (let r = 0; r < reps; r++) {
     runs[v].push(x);
   }
 }
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
+const median = medianOf;
 for (const v of VARIANTS) {
   const t = runs[v];
   const m = { write: median(t.map((x) => x.write_s)), manifest: median(t.map((x) => x.manifest_s)), verify: median(t.map((x) => x.verify_s)), cpu: median(t.map((x) => x.write_cpu_s)) };

@@ -52,6 +52,12 @@ export function machineInfo(): Record<string, unknown> {
   };
 }
 
+/** The median of xs (the mean of the middle two for an even count). */
+export function medianOf(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
 /** Median wall time (ms) of fn after 3 warm-up calls: at least minRuns runs and ~minMs ms, at most 200 runs. */
 export function medianMs(fn: () => void, minRuns = 10, minMs = 1000): number {
   for (let i = 0; i < 3; i++) fn();

@@ -51,12 +51,7 @@ export const TRAIN_OPTIONS = {
   temperature: { type: 'number', gt: 0, default: 1 },
   /** Rows of logits computed at once (bounded further so a chunk stays under 64 MiB). */
   chunkTokens: { type: 'int', min: 1, max: 2 ** 31 - 1, default: 256 },
-  /**
-   * MiB of logits the CPU engine keeps from the loss's first pass (log-probs) to its second
-   * (gradients), so that the second pass does not compute the LM head's product again for the
-   * chunks kept (one of the head's four products; the same result either way). 0 keeps none
-   * beyond the one chunk in hand. The device engine keeps one chunk (its memory plan).
-   */
+  /** MiB of logits the CPU engine keeps between the loss's two passes (the run configuration's keepLogitsMb: its doc, default and range). */
   keepLogitsMb: fromConfig('keepLogitsMb'),
 } satisfies Record<string, OptionDef>;
 
