@@ -52,6 +52,8 @@ export function builtinTokenizerFiles(): Record<string, string> {
     pad_token: '<|endoftext|>',
     bos_token: null,
     model_max_length: 32768,
+    // as Qwen3's: transformers' decode must not rewrite " ." to "." in code
+    clean_up_tokenization_spaces: false,
     added_tokens_decoder: Object.fromEntries(added.map((a) => [String(a.id), { ...a, id: undefined }])),
     chat_template:
       "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",

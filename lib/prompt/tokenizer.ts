@@ -86,8 +86,15 @@ export class HfChatTokenizer implements ChatTokenizer {
     return this.tokenizer.encode(text, { add_special_tokens: false }).ids;
   }
 
+  /**
+   * Text of ids, as vLLM's detokenizer makes it: never with the `clean_up_tokenization_spaces`
+   * rewrite (" ." -> ".", " ," -> ",", ...) that a tokenizer_config.json may ask of
+   * transformers' decode. That rewrite corrupts code (`from . import x` becomes
+   * `from. import x`), and the text of a prefix would not be a prefix of the text, so a
+   * streamed sample could not add up to the whole one.
+   */
   decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
-    return this.tokenizer.decode(ids as number[], { skip_special_tokens: options.skipSpecialTokens ?? false });
+    return this.tokenizer.decode(ids as number[], { skip_special_tokens: options.skipSpecialTokens ?? false, clean_up_tokenization_spaces: false });
   }
 
   renderChat(messages: readonly ChatMessage[], options: RenderOptions): string {
