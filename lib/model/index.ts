@@ -45,7 +45,13 @@ export interface PackedBatch {
 export interface TrainBatch extends PackedBatch {
   /** 1 = token in the loss (completion tokens); default: every token but the first of each sequence. */
   mask?: Uint8Array;
+  /** Required for the GRPO loss (not for crossEntropy). */
   advantages?: Float32Array;
+  /**
+   * The behaviour policy's log-probs (the rollout's). Omitted: the log-probs this call computes,
+   * as constants (TRL's `old_per_token_logps = per_token_logps.detach()` for one update per
+   * batch): every ratio is exactly 1 and no scoring pass is needed.
+   */
   oldLogp?: Float32Array;
   /** Reference log-probs for the KL term; computed by the frozen copy when beta > 0 and omitted. */
   refLogp?: Float32Array;

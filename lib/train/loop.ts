@@ -348,9 +348,9 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       progress.start('training', mine.length);
       for (const [j, k] of mine.entries()) {
         const mb = packSamples(plan[k]!);
-        if (!useSamplerLogprobs || mb.batch.oldLogp === undefined) {
-          mb.batch.oldLogp = await policy.score(mb.batch, { temperature: loss.temperature });
-        }
+        // processed sampling's log-probs are not the policy's: the loss takes its own, detached
+        // (one update per batch, as TRL's num_iterations = 1), with no scoring pass
+        if (!useSamplerLogprobs) mb.batch.oldLogp = undefined;
         const scale = c.lossType === 'dapo' ? mb.lossTokens / totalLoss : mb.samples.length / counted.length;
         mineStats.push({ index: k, stats: await policy.accumulate(mb.batch, loss, scale, { last: j === mine.length - 1 }) });
         tokensDone += mb.tokens;

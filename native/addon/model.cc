@@ -406,6 +406,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
 
   // accumulate({ tokens, positions, seqOffsets, mask?, advantages?, oldLogp?, refLogp? },
   //            { crossEntropy, temperature, chunkTokens, keepLogitsMb, gradScale, ...the resolved GRPO options })
+  //   (no oldLogp: the engine's own log-probs of this pass, detached: on-policy, every ratio 1)
   //   -> Promise<stats>; every option required (lib/native/options.ts resolves them)
   Napi::Value Accumulate(const Napi::CallbackInfo& info) {
     return guarded(info, [&]() -> Napi::Value {
@@ -430,8 +431,8 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       if (ref.present) in->ref = copy_of<float>(ref), in->has_ref = true;
       model::TrainOptions opt;
       opt.cross_entropy = req_bool(oo, "crossEntropy");
-      if (!opt.cross_entropy && (!adv.present || !old.present))
-        throw Error("accumulate: 'advantages' and 'oldLogp' are required for the GRPO loss (or set crossEntropy)");
+      if (!opt.cross_entropy && !adv.present)
+        throw Error("accumulate: 'advantages' are required for the GRPO loss (or set crossEntropy)");
       opt.temperature = float(req_number(oo, "temperature"));
       read_grpo_options(oo, opt.loss);
       opt.chunk_tokens = req_int(oo, "chunkTokens", 1, std::numeric_limits<int32_t>::max());

@@ -459,9 +459,11 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
     st.grpo.n_active = n;
     st.grpo.loss = st.loss;
   } else {
-    if (!in.advantages || !in.old_logp) throw Error("train step: advantages and oldLogp are required for the GRPO loss");
+    if (!in.advantages) throw Error("train step: advantages are required for the GRPO loss");
     GrpoLossArgs la = opt.loss;
-    la.n_tokens = T, la.logp = logp.data(), la.old_logp = in.old_logp, la.ref_logp = need_ref ? ref : nullptr;
+    // no old log-probs: this pass's own, as constants (on-policy: every ratio exactly 1)
+    la.n_tokens = T, la.logp = logp.data(), la.old_logp = in.old_logp ? in.old_logp : logp.data();
+    la.ref_logp = need_ref ? ref : nullptr;
     la.advantages = in.advantages, la.mask = mask.data(), la.seq_offsets = b.seq_offsets, la.n_seqs = b.n_seqs;
     la.grad_logp = glogp.data(), la.token_loss = nullptr;
     st.grpo = grpo_loss_cpu(la);

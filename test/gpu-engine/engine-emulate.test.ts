@@ -80,6 +80,21 @@ describe('device engine (emulate): checkpointing, save / load, resume, errors', 
     }
   });
 
+  it('no oldLogp: the loss takes its own log-probs, detached: the bits of passing score()\'s, every ratio 1', async () => {
+    for (const storage of ['f32', 'bf16'] as const) {
+      const m = await PolicyModel.random('tiny', { seed: 8, device: 'emulate', storage });
+      const batch = randomBatch(512, [11, 6], 9);
+      const opts = { temperature: 0.8, chunkTokens: 5 };
+      const own = await m.accumulate({ ...batch, oldLogp: undefined }, opts);
+      const grads = m.params().map((p) => m.getGrad(p.name));
+      m.zeroGrad();
+      const scored = await m.accumulate({ ...batch, oldLogp: await m.score(batch, { temperature: 0.8 }) }, opts);
+      assert.deepEqual(own, scored, storage);
+      assert.equal(own.meanRatio, 1, storage);
+      m.params().forEach((p, i) => assert.ok(bitsEqual(m.getGrad(p.name), grads[i]), `${storage}: ${p.name}`));
+    }
+  });
+
   it('save then load is bit-identical (f32 on disk), for both storage dtypes', async () => {
     for (const storage of ['f32', 'bf16'] as const) {
       const m = await PolicyModel.random('tiny', { seed: 11, device: 'emulate', storage });

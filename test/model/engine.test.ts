@@ -145,6 +145,45 @@ describe('chunked loss', () => {
   }
 });
 
+// No oldLogp: the loss takes the log-probs of its own first pass as the old ones, detached (TRL's
+// old_per_token_logps = per_token_logps.detach() for one update per batch), so the training loop
+// needs no scoring pass when processed sampling's log-probs cannot serve. Every ratio is exactly 1
+// and the token-mean loss is minus the mean advantage over the loss tokens (float64 from the
+// inputs). Against passing score()'s log-probs: the same bits when the loss's logits come in one
+// product as score()'s do (one chunk); with small chunks the loss's last chunk of <= 32 rows
+// takes the skinny path, whose sums run in another order, so there the two agree to rounding.
+describe('on-policy loss (no oldLogp)', () => {
+  it('equals passing the scored log-probs (bit for bit in one chunk); every ratio 1; loss = -mean advantage', async () => {
+    const m = await PolicyModel.random({ ...small, modelType: rng.next() < 0.5 ? 'qwen3' : 'olmo2' }, { seed, initStd: 0.3 });
+    const b = packSequences(randomSeqs(4, () => 3 + rng.int(40), small.vocabSize));
+    const T = b.tokens.length;
+    const advantages = rng.normals(T);
+    const temperature = 0.6 + 0.8 * rng.next();
+    const oldLogp = await m.score(b, { temperature });
+    let sum = 0, n = 0;
+    const first = new Set(Array.from(b.seqOffsets.slice(0, -1)));
+    for (let t = 0; t < T; t++) if (!first.has(t)) sum += advantages[t], n++;
+    for (const chunkTokens of [4096, 1 + rng.int(40)]) {
+      const opts = { temperature, chunkTokens, epsLow: 0.2, epsHigh: 0.28 };
+      m.zeroGrad();
+      const own = await m.accumulate({ ...b, advantages }, opts);
+      const gOwn = m.params().map((p) => m.getGrad(p.name));
+      assert.equal(own.meanRatio, 1);
+      assert.equal(own.clipLowFrac + own.clipHighFrac + own.dualClipFrac, 0);
+      assert.ok(Math.abs(own.loss - -sum / n) <= 1e-6 * Math.max(1, Math.abs(sum / n)), `loss ${own.loss} vs ${-sum / n}`);
+      m.zeroGrad();
+      const scored = await m.accumulate({ ...b, advantages, oldLogp }, opts);
+      if (chunkTokens >= T) {
+        assert.deepEqual(own, scored, JSON.stringify(opts));
+        m.params().forEach((p, i) => assert.deepEqual(m.getGrad(p.name), gOwn[i], p.name));
+      } else {
+        assert.ok(Math.abs(own.loss - scored.loss) <= 1e-6 * Math.max(1, Math.abs(scored.loss)), JSON.stringify(opts));
+        m.params().forEach((p, i) => assert.ok(relError(gOwn[i], m.getGrad(p.name)) <= 1e-5, `${p.name} (${JSON.stringify(opts)})`));
+      }
+    }
+  });
+});
+
 describe('buffers kept between calls', () => {
   it('scoring and logits of batches of changing size, reference copy in between, equal a fresh model\'s', async () => {
     const make = () => PolicyModel.random(small, { seed, initStd: 0.3 });
@@ -293,7 +332,7 @@ describe('bad input', () => {
     await assert.rejects(m.score(packSequences([Array.from({ length: 129 }, () => 1)])), /beyond max_position_embeddings \(128\)/);
     await assert.rejects(m.generate([[1, -1]], { maxNewTokens: 2 }), /outside the vocabulary/);
     await assert.rejects(m.generate([Array.from({ length: 128 }, () => 1)], { maxNewTokens: 2 }), /max_position_embeddings/);
-    await assert.rejects(m.accumulate({ ...packSequences([[1, 2]]) }, {}), /advantages.*oldLogp/);
+    await assert.rejects(m.accumulate({ ...packSequences([[1, 2]]) }, {}), /'advantages' are required for the GRPO loss/);
     await assert.rejects(m.accumulate({ ...packSequences([[1, 2]]), advantages: new Float32Array(2), oldLogp: new Float32Array(2) }, { beta: 0.1 }), /reference/);
   });
 

@@ -70,6 +70,20 @@ describe('train loop', () => {
     for (const st of steps) assert.match(st, /^(acc )+last reduce step$/, 'several micro-batches, the last marked, then the reductions, then the step');
   });
 
+  it('old log-probs: the rollout\'s when sampling is unprocessed; with top-p, top-k or min-p none (the loss takes its own) and no scoring pass', async () => {
+    for (const [k, sampling] of [{}, { topP: 0.9 }, { topK: 5 }, { minP: 0.05 }].entries()) {
+      const policy = new FakePolicy();
+      const olds: (Float32Array | undefined)[] = [];
+      const accumulate = policy.accumulate.bind(policy);
+      policy.accumulate = (b: TrainBatch, l: LossOptions, s: number) => { olds.push(b.oldLogp); return accumulate(b, l, s); };
+      policy.score = async () => assert.fail('the loop scored a batch');
+      await train(fakeLoop({ maxSteps: 1, saveSteps: 1, ...sampling }), new RunDir(join(root, `old-logp-${k}`)), { policy, backend: new FakeBackend(policy), executor: new FakeExecutor(), prompts: new FakePromptBuilder(), problems: FAKE_PROBLEMS }, { handleSignals: false });
+      assert.ok(olds.length > 0);
+      const unprocessed = k === 0;
+      for (const o of olds) assert.equal(o !== undefined, unprocessed, JSON.stringify(sampling));
+    }
+  });
+
   it('writes one metrics line per step, trees, checkpoints, and syncs weights after each step', async () => {
     const dir = join(root, 'plain');
     const { backend, summary } = await run(dir, fakeLoop());

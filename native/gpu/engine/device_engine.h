@@ -194,8 +194,7 @@ class DeviceEngine final : public model::PolicyEngine {
       score(hb, opt.temperature, true, ref_host.data());
       ref = ref_host.data();
     }
-    if (!opt.cross_entropy && (!in.advantages || !in.old_logp))
-      throw Error("train step: advantages and oldLogp are required for the GRPO loss");
+    if (!opt.cross_entropy && !in.advantages) throw Error("train step: advantages are required for the GRPO loss");
     upload_batch(hb);
     forward(wc(), T, true);
     const std::vector<int64_t> first = model::first_flags(hb);
@@ -235,7 +234,8 @@ class DeviceEngine final : public model::PolicyEngine {
       st.grpo.n_active = n;
       st.grpo.loss = st.loss;
     } else {
-      st.grpo = grpo_on_backend(hb, logp.data(), in.old_logp, need_ref ? ref : nullptr, in.advantages, mask.data(),
+      // no old log-probs: this pass's own, as constants (on-policy: every ratio exactly 1)
+      st.grpo = grpo_on_backend(hb, logp.data(), in.old_logp ? in.old_logp : logp.data(), need_ref ? ref : nullptr, in.advantages, mask.data(),
                                 opt.loss, glogp.data());
       st.loss = st.grpo.loss;
     }

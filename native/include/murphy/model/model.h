@@ -95,7 +95,7 @@ struct TrainInputs {
   PackedBatch batch;
   const uint8_t* mask = nullptr;        // [T] 1 = token in the loss (never the first of a sequence)
   const float* advantages = nullptr;    // [T]
-  const float* old_logp = nullptr;      // [T]
+  const float* old_logp = nullptr;      // [T] optional: none = this pass's log-probs, detached (ratio 1)
   const float* ref_logp = nullptr;      // [T] optional
 };
 
