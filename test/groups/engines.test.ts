@@ -2,7 +2,7 @@
 // wiring, model parity, paged rollouts).
 // test/test-files.mjs leaves them out of its own list; each still runs alone (node --test FILE).
 // A test process costs ~0.17 s of CPU before its first test (Node, the loader's thread,
-// node:test, lib/): the 33 files of core.test.ts and
+// node:test, lib/): the 33 files then in core.test.ts and
 // engines.test.ts took 10.4-10.9 s of CPU as 33 processes and 3.9-4.1 s as these two
 // (2026-12-01, every process of the run from a cpuacct cgroup, twice each). A file listed here
 // must leave the process as it found it (no process.env writes, setNumThreads, chdir, exit code,
