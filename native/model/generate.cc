@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -269,15 +270,42 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
       s.stream = sample_stream(ps, uint64_t(j));
       s.cap = std::min(o.max_new_tokens, c.max_pos - plen[size_t(p)]);
     }
-  std::vector<int32_t> idx;
-  std::vector<double> pr;
+  // The draws of a step's rows [0, B), row i from the logits z_of(i): in parallel over rows, one
+  // part of the rows per thread with its own scratch (sorting indices, probabilities). Each
+  // row's arithmetic is sample_row's and alternatives', row by row, so the results do not depend
+  // on the number of threads. (A row is an fp64 softmax over the vocabulary: the decode step's
+  // largest cost after the matrix products at a 32k vocabulary, and serial before.)
+  const int64_t parts_max = std::max<int64_t>(1, num_threads());
+  std::vector<std::vector<int32_t>> idx(static_cast<size_t>(parts_max));
+  std::vector<std::vector<double>> pr(static_cast<size_t>(parts_max));
+  std::vector<Draw> draws;
+  std::vector<std::vector<int32_t>> alt_ids;
+  std::vector<std::vector<float>> alt_logp;
+  auto draw_rows = [&](const std::vector<Sample*>& rows, int64_t step, const std::function<const float*(int64_t)>& z_of) {
+    const int64_t B = int64_t(rows.size()), parts = std::min(B, parts_max);
+    draws.resize(size_t(B));
+    alt_ids.resize(size_t(B));
+    alt_logp.resize(size_t(B));
+    parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p)
+        for (int64_t i = p * B / parts; i < (p + 1) * B / parts; ++i) {
+          const Draw d = sample_row(z_of(i), V, o, sample_uniform(rows[size_t(i)]->stream, step), idx[size_t(p)], pr[size_t(p)]);
+          draws[size_t(i)] = d;
+          alt_ids[size_t(i)].clear();
+          alt_logp[size_t(i)].clear();
+          if (o.top_logprobs > 0) alternatives(z_of(i), V, o.top_logprobs, d, idx[size_t(p)], alt_ids[size_t(i)], alt_logp[size_t(i)]);
+        }
+    });
+  };
   std::vector<StepToken> stepped;
-  auto take = [&](Sample& s, const float* z, int64_t step) {
-    const Draw r = sample_row(z, V, o, sample_uniform(s.stream, step), idx, pr);
+  // row i's draw into its sample, in row order
+  auto take = [&](Sample& s, int64_t i) {
+    const Draw& r = draws[size_t(i)];
     s.res.tokens.push_back(r.token);
     s.res.logp.push_back(r.logp);
     const size_t at = s.res.top_ids.size();
-    if (o.top_logprobs > 0) alternatives(z, V, o.top_logprobs, r, idx, s.res.top_ids, s.res.top_logp);
+    s.res.top_ids.insert(s.res.top_ids.end(), alt_ids[size_t(i)].begin(), alt_ids[size_t(i)].end());
+    s.res.top_logp.insert(s.res.top_logp.end(), alt_logp[size_t(i)].begin(), alt_logp[size_t(i)].end());
     if (o.on_step) {
       StepToken st;
       st.sample = s.prompt * o.n + s.j, st.token = r.token, st.logp = r.logp;
@@ -304,8 +332,13 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
     s.k.clear(), s.v.clear();
     return true;
   };
-  for (Sample& s : samples)
-    if (!abort_if_cancelled(s)) take(s, logits.data() + s.prompt * V, 0);
+  {
+    std::vector<Sample*> first;
+    for (Sample& s : samples)
+      if (!abort_if_cancelled(s)) first.push_back(&s);
+    draw_rows(first, 0, [&](int64_t i) -> const float* { return logits.data() + first[size_t(i)]->prompt * V; });
+    for (size_t i = 0; i < first.size(); ++i) take(*first[i], int64_t(i));
+  }
   report();
   std::vector<Sample*> live;
   for (Sample& s : samples)
@@ -332,11 +365,12 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
     run_forward(f, t.data(), ps.data(), B, attn, A, false);
     resize(logits, B * V, "the logits");
     head(A.xf.data(), logits.data(), B);
+    draw_rows(live, step, [&](int64_t i) -> const float* { return logits.data() + i * V; });
     std::vector<Sample*> next;
     for (int64_t i = 0; i < B; ++i) {
       Sample& s = *live[size_t(i)];
       ++s.len;
-      take(s, logits.data() + i * V, step);
+      take(s, i);
       if (!s.done) next.push_back(&s);
       else s.k.clear(), s.v.clear();
     }
