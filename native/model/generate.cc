@@ -87,13 +87,59 @@ struct Draw {
   int64_t keep;
 };
 
-Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, std::vector<int32_t>& idx,
-                std::vector<double>& pr) {
+// Sorting scratch of one row: the ids to order and the radix sort's keys and buffers.
+struct SortScratch {
+  std::vector<int32_t> idx, tmp;
+  std::vector<uint32_t> key, ktmp;
+};
+
+// The order "z descending, lowest id first on ties" of the n ids in idx (given in increasing id
+// order), the same permutation as std::sort with that comparator (a strict total order), by a
+// stable LSD radix sort on 32-bit keys in three passes of 11 bits: O(n) where the comparison
+// sort took O(n log n), 10-13 ms a token at Qwen3's 151,936 (top-p over the whole vocabulary).
+// Key: the float's bits mapped so that unsigned order is float order (negatives flipped whole,
+// positives with the sign bit set), -0 taken as +0 (the comparator holds them equal), then
+// complemented for descending order; stability keeps equal keys in id order. No NaN (the
+// caller has refused them).
+void sort_desc(const float* z, int64_t n, SortScratch& s) {
+  int32_t* idx = s.idx.data();
+  if (n < 4096) {
+    std::sort(idx, idx + n, [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
+    return;
+  }
+  s.tmp.resize(size_t(n)), s.key.resize(size_t(n)), s.ktmp.resize(size_t(n));
+  uint32_t* key = s.key.data();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = z[idx[i]] == 0.0f ? 0.0f : z[idx[i]];
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    key[i] = ~((b & 0x80000000u) ? ~b : (b | 0x80000000u));
+  }
+  int32_t *src = idx, *dst = s.tmp.data();
+  uint32_t *ksrc = key, *kdst = s.ktmp.data();
+  for (int shift = 0; shift < 32; shift += 11) {
+    int64_t count[2049] = {};
+    for (int64_t i = 0; i < n; ++i) ++count[((ksrc[i] >> shift) & 2047u) + 1];
+    for (int b = 0; b < 2048; ++b) count[b + 1] += count[b];
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = count[(ksrc[i] >> shift) & 2047u]++;
+      dst[at] = src[i], kdst[at] = ksrc[i];
+    }
+    std::swap(src, dst), std::swap(ksrc, kdst);
+  }
+  // three passes: the result is in tmp
+  std::memcpy(idx, src, size_t(n) * 4);
+}
+
+Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, SortScratch& ss, std::vector<double>& pr) {
   float m = -std::numeric_limits<float>::infinity();
   int64_t am = 0;
-  for (int64_t i = 0; i < V; ++i)
+  bool nan = false;
+  for (int64_t i = 0; i < V; ++i) {
     if (z[i] > m) m = z[i], am = i;
-  if (!(m > -std::numeric_limits<float>::infinity()) || std::isnan(m))
+    nan |= z[i] != z[i];
+  }
+  if (!(m > -std::numeric_limits<float>::infinity()) || nan)
     throw Error("generate: the model produced NaN or -inf logits");
   const double T = o.temperature > 0 ? double(o.temperature) : 1.0;
   if (o.temperature <= 0.0f || o.top_k == 1) {
@@ -118,19 +164,29 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, std
     }
     return {int32_t(tok), float((double(z[tok]) - m) / T - std::log(s)), m, T, std::log(s), V};
   }
-  idx.resize(static_cast<size_t>(V));
-  std::iota(idx.begin(), idx.end(), 0);
+  std::vector<int32_t>& idx = ss.idx;
   auto desc = [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+  const double lmin = o.min_p > 0.0f ? std::log(double(o.min_p)) : 0.0;
+  auto minp_keeps = [&](int32_t i) { return (double(z[i]) - m) / T >= lmin; };
   int64_t keep = V;
   if (o.top_k > 0 && o.top_k < V) {
+    idx.resize(static_cast<size_t>(V));
+    std::iota(idx.begin(), idx.end(), 0);
     keep = o.top_k;
     std::nth_element(idx.begin(), idx.begin() + keep, idx.end(), desc);
+    std::sort(idx.begin(), idx.begin() + keep, desc);
+  } else {
+    // min-p keeps a prefix of the sorted order (its test is monotone in z): only those ids are
+    // sorted, in the order they would have in the whole vocabulary's
+    idx.clear();
+    for (int32_t i = 0; i < int32_t(V); ++i)
+      if (o.min_p <= 0.0f || minp_keeps(i)) idx.push_back(i);
+    keep = int64_t(idx.size());
+    sort_desc(z, keep, ss);
   }
-  std::sort(idx.begin(), idx.begin() + keep, desc);
   if (o.min_p > 0.0f) {  // a prefix of the sorted order: (z - m) / T >= log(min_p); the largest always stays
-    const double lmin = std::log(double(o.min_p));
     int64_t k2 = 1;
-    while (k2 < keep && (double(z[idx[size_t(k2)]]) - m) / T >= lmin) ++k2;
+    while (k2 < keep && minp_keeps(idx[size_t(k2)])) ++k2;
     keep = k2;
   }
   pr.resize(static_cast<size_t>(keep));
@@ -165,9 +221,9 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, std
 }  // namespace
 
 SampledToken sample_logits_cpu(const float* z, int64_t V, const SampleOptions& o, double u) {
-  std::vector<int32_t> idx;
+  SortScratch ss;
   std::vector<double> pr;
-  const Draw d = sample_row(z, V, o, u, idx, pr);
+  const Draw d = sample_row(z, V, o, u, ss, pr);
   return {d.token, d.logp};
 }
 
@@ -276,7 +332,7 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
   // on the number of threads. (A row is an fp64 softmax over the vocabulary: the decode step's
   // largest cost after the matrix products at a 32k vocabulary, and serial before.)
   const int64_t parts_max = std::max<int64_t>(1, num_threads());
-  std::vector<std::vector<int32_t>> idx(static_cast<size_t>(parts_max));
+  std::vector<SortScratch> scratch(static_cast<size_t>(parts_max));
   std::vector<std::vector<double>> pr(static_cast<size_t>(parts_max));
   std::vector<Draw> draws;
   std::vector<std::vector<int32_t>> alt_ids;
@@ -289,11 +345,11 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
     parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p)
         for (int64_t i = p * B / parts; i < (p + 1) * B / parts; ++i) {
-          const Draw d = sample_row(z_of(i), V, o, sample_uniform(rows[size_t(i)]->stream, step), idx[size_t(p)], pr[size_t(p)]);
+          const Draw d = sample_row(z_of(i), V, o, sample_uniform(rows[size_t(i)]->stream, step), scratch[size_t(p)], pr[size_t(p)]);
           draws[size_t(i)] = d;
           alt_ids[size_t(i)].clear();
           alt_logp[size_t(i)].clear();
-          if (o.top_logprobs > 0) alternatives(z_of(i), V, o.top_logprobs, d, idx[size_t(p)], alt_ids[size_t(i)], alt_logp[size_t(i)]);
+          if (o.top_logprobs > 0) alternatives(z_of(i), V, o.top_logprobs, d, scratch[size_t(p)].idx, alt_ids[size_t(i)], alt_logp[size_t(i)]);
         }
     });
   };

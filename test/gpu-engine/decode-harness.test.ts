@@ -218,6 +218,22 @@ describe('device decode kernels through the CPU harness, against their CPU spec'
     check(sampleCase(logits, V, opts, freshSeeds), SAMPLE_TOL);
   });
 
+  // Above 4096 kept ids the CPU sampler orders them by a radix sort (native/model/generate.cc,
+  // sort_desc), not a comparison sort: ties, -0 and +0, -inf and the min-p prefix must come out
+  // in the same order, so the device sampler's independent search draws the same tokens.
+  it('sampling ties on a vocabulary above 4096 (the CPU sampler\'s radix sort): lowest id first, -0 = +0, -inf last', () => {
+    const V = 4100 + rng.int(3000), rows = 10;
+    // 0 the largest logit, so most draws fall among the zeros, a third of them -0
+    const logits = Float32Array.from({ length: rows * V }, () => (rng.int(5) - 4) * 0.25);
+    for (let i = 0; i < logits.length; i += 3) if (logits[i] === 0) logits[i] = -0;
+    for (let i = 5; i < logits.length; i += 17) logits[i] = -Infinity;
+    const opts = (r: number): SampleOpts => [
+      { T: 1, topK: 0, topP: 0.5 + 0.45 * rng.next(), minP: 0 }, { T: 0.8, topK: 0, topP: 1, minP: 0.2 + 0.3 * rng.next() },
+      { T: 1.3, topK: 0, topP: 0.9, minP: 0.01 },
+    ][r % 3]!;
+    check(sampleCase(logits, V, opts, freshSeeds), SAMPLE_TOL);
+  });
+
   it('sampling a larger vocabulary (not a multiple of the block) with -inf logits (masked tokens)', () => {
     const V = 3000 + rng.int(3000), rows = 12;
     const logits = rng.normals(rows * V, 3);
