@@ -336,6 +336,17 @@ describe('bad input', () => {
     await assert.rejects(m.accumulate({ ...packSequences([[1, 2]]), advantages: new Float32Array(2), oldLogp: new Float32Array(2) }, { beta: 0.1 }), /reference/);
   });
 
+  it('a NaN logit anywhere in a row (not only at its maximum) stops generation with one clear error', async () => {
+    const m = await PolicyModel.random(small, { seed, initStd: 0.3 });
+    const w = m.getParam('lm_head.weight');
+    const row = 1 + rng.int(small.vocabSize - 1);
+    w.fill(Number.NaN, row * small.hiddenSize, (row + 1) * small.hiddenSize);
+    m.setParam('lm_head.weight', w);
+    for (const o of [{ temperature: 0 }, { temperature: 1 }, { temperature: 1, topP: 0.9 }, { temperature: 1, minP: 0.1 }]) {
+      await assert.rejects(m.generate([[1, 2, 3]], { maxNewTokens: 2, ...o }), /the model produced NaN or -inf logits/, JSON.stringify(o));
+    }
+  });
+
   it('an impossible allocation is an out-of-memory error, not a crash', async () => {
     await assert.rejects(
       PolicyModel.random({ ...small, vocabSize: 2 ** 31 - 1, hiddenSize: 65536 }, { seed }),
