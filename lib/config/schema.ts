@@ -173,7 +173,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeyDef } = {
   kvCacheFraction: { type: 'number', default: 0.9, gt: 0, max: 1, group: 'rollout', doc: 'Colocated rollouts (backend embedded on --device cuda|emulate): share of the device memory free at the start of each rollout phase that the paged KV cache takes (released again for the training phase). docs/rollout.md, "Colocated mode".' },
   kvCacheBlocks: { type: 'int', default: null, min: 1, group: 'rollout', doc: 'Colocated rollouts: the paged KV cache\'s size in blocks of 16 tokens, instead of kvCacheFraction of the free memory.' },
   temperature: { type: 'number', default: 1, min: 0, group: 'rollout', doc: 'Sampling temperature of rollouts.' },
-  topP: { type: 'number', default: 1, gt: 0, max: 1, group: 'rollout', doc: 'Nucleus sampling of rollouts.' },
+  topP: { type: 'number', default: 1, gt: 0, max: 1, group: 'rollout', doc: 'Nucleus sampling of rollouts. Below 1 (or with topK or minP set) the sampler\'s log-probs are not the policy\'s, so the loss takes its own, detached, as the old ones: every ratio 1, no clipping (TRL with one update per batch).' },
   topK: { type: 'int', default: 0, min: 0, group: 'rollout', doc: 'Top-k sampling of rollouts (0 = off).' },
   minP: { type: 'number', default: 0, min: 0, max: 1, group: 'rollout', doc: 'Min-p sampling of rollouts: keep the tokens whose probability is at least minP times the most likely one\'s (0 = off).' },
   maxCompletionLength: { type: 'int', default: 48, min: 1, group: 'rollout', doc: 'Maximum tokens per completion (TRL max_completion_length).' },
