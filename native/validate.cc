@@ -20,6 +20,16 @@ void validate_adamw(const AdamWArgs& a) {
 }
 
 
+void validate_logprob_backward_alias(const LogprobBackwardArgs& a) {
+  if (a.grad_logits == a.logits || a.n_rows == 0) return;
+  const size_t bytes = size_t(a.n_rows) * size_t(a.vocab) * (a.dtype == DType::F32 ? 4 : 2);
+  const char* in = static_cast<const char*>(a.logits);
+  const char* out = static_cast<const char*>(a.grad_logits);
+  if (in < out + bytes && out < in + bytes)
+    throw Error("logprob backward: gradLogits overlaps the logits without being them; pass the logits "
+                "themselves (in place) or a separate buffer");
+}
+
 void validate_grpo(const GrpoLossArgs& a, const int64_t* offsets) {
   if (a.n_tokens < 0) throw Error("grpoLoss: the number of tokens must be >= 0");
   if (a.n_tokens > 0 && (!a.logp || !a.old_logp || !a.advantages))

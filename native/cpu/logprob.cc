@@ -27,6 +27,7 @@
 #include <string>
 
 #include "murphy/logprob.h"
+#include "murphy/validate.h"
 #include "simd.h"
 #include "threads.h"
 
@@ -155,9 +156,14 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
   if (a.n_rows > 0 && (!a.lse || !a.grad_logp || !a.grad_logits))
     throw Error("logprob backward: lse, gradLogp and the gradLogits output are required");
   for (int64_t n = 0; n < a.n_rows; ++n) check_target(n, a.targets[n], a.vocab);
+  validate_logprob_backward_alias(a);
   const float inv_t = 1.0f / a.temperature;
   const int64_t V = a.vocab;
-  const bool stream = a.n_rows * V * (a.dtype == DType::F32 ? 4 : 2) >= cache_bytes();
+  // In place (the output is the logits): plain stores, whose lines the loads have just brought
+  // into the cache (no read for ownership to save), and the streaming path's head, which may
+  // store a vector over entries it reads again, is not taken.
+  const bool in_place = a.grad_logits == a.logits;
+  const bool stream = !in_place && a.n_rows * V * (a.dtype == DType::F32 ? 4 : 2) >= cache_bytes();
   const bool bf16_isa = simd_level_index() == 2 && cpu_has_avx512_bf16();  // AVX-512 copy's bf16 rounding
   parallel_for(a.n_rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
@@ -180,10 +186,11 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
           continue;
         }
         const uint16_t* z = static_cast<const uint16_t*>(a.logits) + off;
+        const float zy = bf16_to_f32(z[y]);  // (read before the row: in place, the row overwrites it)
         if (bf16_isa) cpu_v4::row_grad_bf16_cvt(z, out, V, inv_t, lse, -g * inv_t, stream);
         else MURPHY_SIMD_CALL(row_grad_bf16, z, out, V, inv_t, lse, -g * inv_t, stream);
         // the target entry in full precision, then rounded once
-        float p = std::exp(bf16_to_f32(z[y]) * inv_t - lse);
+        float p = std::exp(zy * inv_t - lse);
         out[y] = f32_to_bf16(g * inv_t * (1.0f - p));
       }
     }

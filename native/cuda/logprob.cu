@@ -25,6 +25,7 @@
 
 #include "check.cuh"
 #include "murphy/logprob.h"
+#include "murphy/validate.h"
 
 namespace murphy {
 using namespace cudadetail;
@@ -386,6 +387,11 @@ void logprob_backward_cuda(const LogprobBackwardArgs& a) {
   check_common(fn, a.logits, a.n_rows, a.vocab, a.targets, a.temperature);
   if (a.n_rows > 0 && (!a.lse || !a.grad_logp || !a.grad_logits))
     throw Error("logprob backward: lse, gradLogp and the gradLogits output are required");
+  validate_logprob_backward_alias(a);
+  // The kernel reads the logits through the read-only cache (__ldg), which requires that the
+  // kernel not write them: in place is the CPU's alone (the CPU engine's use of it).
+  if (a.n_rows > 0 && a.grad_logits == a.logits)
+    throw Error("logprob backward: in place (gradLogits = logits) is CPU-only; pass a separate gradLogits on the GPU");
   if (a.n_rows == 0) return;
   Scratch err(2 * sizeof(unsigned long long));
   CUDA_CHECK(cudaMemset(err.get(), 0xff, 2 * sizeof(unsigned long long)));

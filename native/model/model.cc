@@ -395,17 +395,16 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
   checked_resize(S.x, xrows * H, what);
   checked_resize(S.dx_chunk, C * H, what);
   grow(S.logits, slots * C * V, what);  // (written by the head's product before any read)
-  grow(S.dlogits, C * V, what);         // (written by the log-prob backward before the products read it)
   checked_resize(S.lp_chunk, xrows, what);
   checked_resize(S.g_chunk, C, what);
   for (Vec* v : {&S.logp, &S.glogp}) checked_resize(*v, T, what);
   checked_resize(S.lse, n, what);
   checked_resize(S.dxf, T * H, what);
   S.tgt.assign(static_cast<size_t>(xrows), 0);
-  Vec &X = S.x, &dlogits = S.dlogits, &dX = S.dx_chunk, &logp = S.logp, &lse = S.lse, &lp_c = S.lp_chunk,
+  Vec &X = S.x, &dX = S.dx_chunk, &logp = S.logp, &lse = S.lse, &lp_c = S.lp_chunk,
       &glogp = S.glogp, &dxf = S.dxf, &g_c = S.g_chunk;
   std::vector<int32_t>& tgt = S.tgt;
-  act_peak_ = std::max(act_peak_, A.bytes() + int64_t((slots + 1) * C * V + (xrows + C) * H) * 4);
+  act_peak_ = std::max(act_peak_, A.bytes() + int64_t(slots * C * V + (xrows + C) * H) * 4);
   // chunk ci's logits: its own slot when kept, else the shared one (slot `kept`); kept slots
   // are in row order, so with `all` they are one [n, V] array
   auto chunk_logits = [&](int64_t ci) { return S.logits.data() + std::min(ci, kept) * C * V; };
@@ -486,13 +485,16 @@ TrainStats Engine::accumulate(const TrainInputs& in, const TrainOptions& opt) {
       linear_forward(X.data(), Wh, logits, cn, V, H, false);
       shared_holds = ci;
     }
+    // dlogits in place of the logits (they are not read again; the shared slot then holds none)
     LogprobBackwardArgs ba;
     ba.logits = logits, ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt.data() + at;
     ba.temperature = opt.temperature, ba.lse = lse.data() + r0, ba.grad_logp = g_c.data();
-    ba.grad_logits = dlogits.data();
+    ba.grad_logits = logits;
     logprob_backward_cpu(ba);
-    linear_backward_weight(dlogits.data(), X.data() + at * H, Gh, cn, V, H);
-    linear_backward_input(dlogits.data(), Wh, dX.data(), cn, V, H, false);
+    if (ci >= kept) shared_holds = -1;
+    const float* dlogits = logits;
+    linear_backward_weight(dlogits, X.data() + at * H, Gh, cn, V, H);
+    linear_backward_input(dlogits, Wh, dX.data(), cn, V, H, false);
     for (int64_t i = 0; i < cn; ++i) {
       float* dst = dxf.data() + (rows[size_t(r0 + i)] - 1) * H;
       const float* src = dX.data() + i * H;

@@ -36,13 +36,14 @@ struct Acts {
 // were, and grows to the largest step seen.
 struct TrainScratch {
   Acts acts;
-  Vec x, logits, dlogits, dx_chunk, logp, lse, lp_chunk, glogp, dxf, g_chunk;
+  Vec x, logits, dx_chunk, logp, lse, lp_chunk, glogp, dxf, g_chunk;  // (dlogits: in place of logits)
   std::vector<int32_t> tgt;
   Vec dx, dh, tmp_h, dact, dg, du, datt, dq, dk, dv, dqr, dkr;  // backward
 };
 
 // score()'s and logits()'s buffers, kept between calls for the same reason (Engine::score_scratch_):
-// the training loop scores every micro-batch (old log-probs) before accumulating it, and the
+// a caller may score every micro-batch (old log-probs, as the training loop did until it let the
+// loss take its own) before accumulating it, and the
 // lm-head chunk alone is up to 64 MiB of fresh pages a call. Every element each call reads is
 // written first in that call (the activations by the forward, the chunk rows before the product),
 // so they are resized, not zero-filled.

@@ -7,7 +7,9 @@
 // in one call and again row by row into the same addresses (same alignment), over
 // vocabularies that leave no, some and all elements to the scalar tail (and, forward, one or
 // several blocks of 1,024) and output views at every 4-byte (f32) / 2-byte (bf16) offset within
-// a 64-byte line. Run as a script it prints the result as JSON, so that a test can run it under
+// a 64-byte line. The backward in place (the output the logits themselves, at each of those
+// offsets: plain stores whatever the size, as the CPU engine calls it) must give the same bits
+// too, a row with a zero gradient among them. Run as a script it prints the result as JSON, so that a test can run it under
 // MURPHY_SIMD=avx512|avx2|baseline.
 import { cpuInfo, logprobBackward, logprobForward, toBf16 } from '../../lib/native.js';
 import { Rng } from './random.js';
@@ -44,6 +46,7 @@ export function checkStreaming(seed: number): StreamCheck {
       const targets = Int32Array.from({ length: rows }, () => rng.int(v));
       const lse = Float32Array.from({ length: rows }, () => rng.uniform(1, 8));
       const gradLogp = Float32Array.from({ length: rows }, () => rng.uniform(-2, 2));
+      gradLogp[rng.int(rows)] = 0;  // (a zeroed row)
       // forward, with and without entropy (two loops): one call (memory path) against row by row (cache path)
       for (const entropy of [true, false]) {
         cases++;
@@ -71,6 +74,13 @@ export function checkStreaming(seed: number): StreamCheck {
         const a = new Uint8Array(bufAll.buffer), b = new Uint8Array(bufRows.buffer);
         const at = a.findIndex((x, i) => x !== b[i]);
         if (at >= 0) mismatches.push(`${dtype} V=${v} rows=${rows} offset=${offset}: byte ${at}`);
+        // in place, into a copy of the logits at the same offset
+        const bufIn = mk(), inPlace = bufIn.subarray(offset, offset + rows * v);
+        inPlace.set(logits);
+        logprobBackward({ logits: inPlace, targets, nRows: rows, vocab: v, lse, gradLogp, temperature: 0.7, out: inPlace });
+        const c = new Uint8Array(bufIn.buffer);
+        const atIn = a.findIndex((x, i) => x !== c[i]);
+        if (atIn >= 0) mismatches.push(`${dtype} V=${v} rows=${rows} offset=${offset}: in place, byte ${atIn}`);
       }
     }
   }

@@ -205,5 +205,8 @@ describe('logprob bad input', () => {
   it('backward checks its output array', () => {
     const fwd = logprobForward({ logits: z, targets: new Int32Array(3), nRows: 3, vocab: 4 });
     assert.throws(() => logprobBackward({ logits: z, targets: new Int32Array(3), nRows: 3, vocab: 4, lse: fwd.lse, gradLogp: new Float32Array(3), out: new Float32Array(11) }), /'gradLogits' has 11 elements but 12 are needed/);
+    // the logits themselves (in place) are a valid output; an output overlapping them otherwise is not
+    const shared = new Float32Array(13);
+    assert.throws(() => logprobBackward({ logits: shared.subarray(0, 12), targets: new Int32Array(3), nRows: 3, vocab: 4, lse: fwd.lse, gradLogp: new Float32Array(3), out: shared.subarray(1, 13) }), /gradLogits overlaps the logits without being them; pass the logits themselves \(in place\) or a separate buffer/);
   });
 });

@@ -38,7 +38,8 @@ struct LogprobBackwardArgs {
   float temperature = 1.0f;
   const float* lse = nullptr;        // [n_rows] from the forward pass
   const float* grad_logp = nullptr;  // [n_rows]: dL/dlogp
-  void* grad_logits = nullptr;       // [n_rows, vocab] out, same dtype as logits
+  void* grad_logits = nullptr;       // [n_rows, vocab] out, same dtype as logits; on the CPU it
+                                     // may be `logits` itself (in place), no other overlap
 };
 
 void logprob_forward_cpu(const LogprobForwardArgs& a);
