@@ -95,7 +95,8 @@ export async function evaluateIterK<P>(
   const temperature = o.temperature ?? 0;
   const n = temperature === 0 ? 1 : (o.n ?? 1);
   if (!Number.isInteger(k) || k < 1) throw new Error(`k must be an integer >= 1, got ${k}`);
-  const sampling: SampleParams & { stopTokenIds?: number[] } = { temperature, maxTokens: o.maxTokens };
+  // (an evaluation reads no log-probs: the embedded engine's greedy draws then skip their softmax)
+  const sampling: SampleParams & { stopTokenIds?: number[] } = { temperature, maxTokens: o.maxTokens, logprobs: false };
   if (o.topP !== undefined) sampling.topP = o.topP;
   if (o.stopTokenIds) sampling.stopTokenIds = o.stopTokenIds;
   let calls = 0;

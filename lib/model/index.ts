@@ -104,6 +104,8 @@ export interface GenerateOptions {
   topLogprobs?: number;
   /** Give the memory the call freed back to the system (GENERATE_OPTIONS.releaseHeap; serving). Default false. */
   releaseHeap?: boolean;
+  /** false: no log-probs wanted (evaluations): `logprobs` all NaN, greedy draws skip their softmax (GENERATE_OPTIONS.logprobs). Default true. */
+  logprobs?: boolean;
   /**
    * Stop flags, one per sample (prompt-major), on a SharedArrayBuffer: set one with
    * Atomics.store while the call runs and that sample ends before its next decode step with
@@ -133,7 +135,7 @@ export interface OptimizerState {
 
 export interface Generation {
   tokens: Int32Array;
-  /** Log-probs of the sampled tokens under the sampling distribution (vLLM's processed log-probs). */
+  /** Log-probs of the sampled tokens under the sampling distribution (vLLM's processed log-probs); NaN with `logprobs: false`. */
   logprobs: Float32Array;
   /** With topLogprobs = k: the k most likely tokens at each position, [tokens x k], and their
    * log-probs under the same distribution (-Infinity outside the kept set). */

@@ -21,6 +21,12 @@ export interface SampleParams {
    * reproducible whatever the order requests complete in.
    */
   seed?: number;
+  /**
+   * false: the caller reads no log-probs (evaluations); a backend may then leave
+   * Completion.logprobs undefined and skip their cost (the embedded engine's greedy draws do).
+   * Default true.
+   */
+  logprobs?: boolean;
 }
 
 /** Why the backend stopped: 'stop' (EOS or stop string), 'length' (maxTokens) or backend-specific. */

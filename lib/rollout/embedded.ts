@@ -54,12 +54,13 @@ export class EmbeddedBackend implements RolloutBackend {
       this.noRoom += n;
       return noRoomCompletions(n);
     }
-    const req = { promptIds, n, maxTokens: s.maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK, minP: s.minP, seed: s.seed, stopTokenIds: s.stopTokenIds };
+    const logprobs = params.logprobs !== false;
+    const req = { promptIds, n, maxTokens: s.maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK, minP: s.minP, seed: s.seed, stopTokenIds: s.stopTokenIds, logprobs };
     const out = await this.batcher.submit(req);
     return out.map((x) => {
       if (x.finishReason === 'abort') throw new RolloutError('the embedded backend was closed during generation');
       const f = finishSample(x, req, s.stop, this.tokenizer);
-      return { tokenIds: f.tokenIds, logprobs: f.logprobs, text: f.text, finishReason: f.finishReason, stopReason: f.stopReason };
+      return { tokenIds: f.tokenIds, logprobs: logprobs ? f.logprobs : undefined, text: f.text, finishReason: f.finishReason, stopReason: f.stopReason };
     });
   }
 

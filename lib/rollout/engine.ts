@@ -108,7 +108,7 @@ export class NativeEngine implements RolloutEngine {
   }
 
   canBatch(a: EngineRequest, b: EngineRequest): boolean {
-    return a.n === b.n && a.maxTokens === b.maxTokens && (a.topLogprobs ?? 0) === (b.topLogprobs ?? 0) &&
+    return a.n === b.n && a.maxTokens === b.maxTokens && (a.topLogprobs ?? 0) === (b.topLogprobs ?? 0) && (a.logprobs !== false) === (b.logprobs !== false) &&
       a.temperature === b.temperature && a.topP === b.topP && a.topK === b.topK && (a.minP ?? 0) === (b.minP ?? 0) && sameIds(a.stopTokenIds, b.stopTokenIds);
   }
 
@@ -160,6 +160,7 @@ export class NativeEngine implements RolloutEngine {
       const gens = await this.m.generate(batch.map((b) => b.promptIds), {
         maxNewTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, topK: r.topK, minP: r.minP ?? 0, n,
         seeds: batch.map((b) => b.seed ?? randomInt(2 ** 47)), stopIds: r.stopTokenIds, topLogprobs: k, releaseHeap: this.releaseHeap, cancel, onStep,
+        logprobs: r.logprobs !== false,
       });
       if (streaming) {
         expected = gens.reduce((a, g) => a + g.tokens.length, 0);

@@ -114,6 +114,8 @@ export interface EngineRequest {
   stopTokenIds: number[];
   /** Alternatives to report per token (EngineSample.top). 0 or undefined = none. */
   topLogprobs?: number;
+  /** false: no log-probs wanted (EngineSample.logprobs may be NaN); undefined = true. */
+  logprobs?: boolean;
   /** Aborting it ends the request's samples before their next decode step ('abort'). */
   signal?: AbortSignal;
   /**

@@ -598,6 +598,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       }
       so.top_logprobs = req_int(o, "topLogprobs", 0, eng_->config().vocab);
       so.release_heap = req_bool(o, "releaseHeap");
+      so.logprobs = req_bool(o, "logprobs");
       // the flags stay referenced (and so alive) until the task is deleted on this thread
       std::shared_ptr<Napi::Reference<Napi::Value>> cancel_ref;
       Napi::Value cv = o.Get("cancel");

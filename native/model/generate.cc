@@ -144,6 +144,7 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, Sor
   const double T = o.temperature > 0 ? double(o.temperature) : 1.0;
   if (o.temperature <= 0.0f || o.top_k == 1) {
     if (o.temperature > 0.0f) return {int32_t(am), 0.0f, m, T, 0.0, 1};  // top-k 1: one token kept
+    if (!o.logprobs) return {int32_t(am), std::numeric_limits<float>::quiet_NaN(), m, T, 0.0, V};
     double s = 0;
     for (int64_t i = 0; i < V; ++i) s += std::exp((double(z[i]) - m) / T);
     return {int32_t(am), float(-std::log(s)), m, T, std::log(s), V};
@@ -358,13 +359,13 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
   auto take = [&](Sample& s, int64_t i) {
     const Draw& r = draws[size_t(i)];
     s.res.tokens.push_back(r.token);
-    s.res.logp.push_back(r.logp);
+    s.res.logp.push_back(o.logprobs ? r.logp : std::numeric_limits<float>::quiet_NaN());
     const size_t at = s.res.top_ids.size();
     s.res.top_ids.insert(s.res.top_ids.end(), alt_ids[size_t(i)].begin(), alt_ids[size_t(i)].end());
     s.res.top_logp.insert(s.res.top_logp.end(), alt_logp[size_t(i)].begin(), alt_logp[size_t(i)].end());
     if (o.on_step) {
       StepToken st;
-      st.sample = s.prompt * o.n + s.j, st.token = r.token, st.logp = r.logp;
+      st.sample = s.prompt * o.n + s.j, st.token = r.token, st.logp = s.res.logp.back();
       st.top_ids.assign(s.res.top_ids.begin() + long(at), s.res.top_ids.end());
       st.top_logp.assign(s.res.top_logp.begin() + long(at), s.res.top_logp.end());
       stepped.push_back(std::move(st));

@@ -113,6 +113,7 @@ describe('Iter-k pass@1', () => {
     const r = await evaluateIterK(problems, { sampler: s, executor: exec, prompts: new Prompts(problems), extractCode: extract }, { k: 2, n: 8 });
     assert.ok(r.perProblem.every((x) => x.solvedAt.length === 1));
     assert.ok(s.calls.every((c) => c.temperature === 0));
+    assert.ok(s.calls.every((c) => c.logprobs === false), 'an evaluation asks for no log-probs');
     assert.deepEqual(r.iterations.map((p) => p.solved), [1, 2]);
   });
 });

@@ -226,6 +226,19 @@ describe('optimizer state', () => {
 });
 
 describe('generation', () => {
+  it('logprobs: false gives the same samples with NaN log-probs (greedy skips its softmax); not with topLogprobs', async () => {
+    const m = await PolicyModel.random(small, { seed, initStd: 0.5 });
+    const prompts = randomSeqs(3, () => 1 + rng.int(12), small.vocabSize);
+    for (const o of [{ temperature: 0 }, { temperature: 0.9, seed: rng.int(1e6), n: 2 }, { temperature: 1.1, topP: 0.9, minP: 0.02, seed: rng.int(1e6) }]) {
+      const want = await m.generate(prompts, { maxNewTokens: 8, ...o });
+      const got = await m.generate(prompts, { maxNewTokens: 8, ...o, logprobs: false });
+      assert.deepEqual(got.map((g) => [Array.from(g.tokens), g.finishReason]), want.map((g) => [Array.from(g.tokens), g.finishReason]), JSON.stringify(o));
+      assert.ok(got.every((g) => g.logprobs.length === g.tokens.length && g.logprobs.every(Number.isNaN)), JSON.stringify(o));
+      assert.ok(want.every((g) => g.logprobs.every(Number.isFinite)));
+    }
+    await assert.rejects(m.generate(prompts, { maxNewTokens: 2, logprobs: false, topLogprobs: 2 }), /'topLogprobs' \(2\) needs the log-probs; drop 'logprobs: false' or set topLogprobs to 0/);
+  });
+
   it('seeded sampling is reproducible; log-probs equal the scoring API; n samples share a prompt', async () => {
     const m = await PolicyModel.random({ ...small, modelType: 'olmo2', tieWordEmbeddings: true }, { seed, initStd: 0.3 });
     const prompts = randomSeqs(3, () => 1 + rng.int(12), small.vocabSize);

@@ -89,6 +89,15 @@ describe('serve', () => {
     const free = await emb.generate(prompt, 3, { ...params, stopTokenIds: [] });
     assert.ok(free.every((x) => x.tokenIds.length === params.maxTokens), 'no stop ids: every sample runs to maxTokens');
     assert.notDeepEqual(free[0].tokenIds, free[1].tokenIds);
+    // an evaluation's request (logprobs: false) queued beside one that wants them (behind a
+    // running call, so that the batcher could merge the two): the same samples, no log-probs on
+    // the first, the second's intact
+    const greedy = { ...params, temperature: 0 };
+    const [again, without, withLp] = await Promise.all([emb.generate(prompt, 3, params), emb.generate(prompt, 1, { ...greedy, logprobs: false }), emb.generate(prompt, 1, greedy)]);
+    assert.deepEqual(without.map((x) => [x.tokenIds, x.text]), withLp.map((x) => [x.tokenIds, x.text]));
+    assert.equal(without[0].logprobs, undefined);
+    assert.ok(withLp[0].logprobs?.every(Number.isFinite));
+    assert.deepEqual(again.map((x) => x.logprobs), a.map((x) => x.logprobs));
   });
 
   it('min_p reaches the sampler on every path (embedded, serve + vLLM client, plain HTTP): min_p 1 keeps only the most likely token', async () => {

@@ -135,6 +135,9 @@ struct SampleOptions {
   // Alternatives reported per sampled token: the top_logprobs most likely tokens of the same
   // processed distribution as logp (-inf outside the kept set). 0 = none.
   int64_t top_logprobs = 0;
+  // false: the caller reads no log-probs (evaluations): every logp is NaN, and greedy draws skip
+  // the softmax over the vocabulary that only their log-prob needs. Requires top_logprobs = 0.
+  bool logprobs = true;
   // After the call, return the freed heap to the system (murphy/heap.h): for a server between
   // requests, not for a loop that generates again (every page given back faults in again).
   bool release_heap = false;
