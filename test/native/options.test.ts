@@ -27,7 +27,7 @@ describe('native options', () => {
     assert.deepEqual(resolveTrainOptions({}, 0.5), {
       crossEntropy: false, temperature: 1, chunkTokens: 256, keepLogitsMb: 1024, gradScale: 0.5, epsLow: 0.2, epsHigh: 0.2, dualClip: 0, beta: 0, lossType: 'dapo', normLength: 0,
     });
-    assert.deepEqual(resolveGenerateOptions({ maxNewTokens: 4 }, 2), { maxNewTokens: 4, temperature: 1, topP: 1, topK: 0, minP: 0, n: 1, seed: 0, seeds: null, stopIds: [], topLogprobs: 0, releaseHeap: false, cancel: null, onStep: null });
+    assert.deepEqual(resolveGenerateOptions({ maxNewTokens: 4 }, 2), { maxNewTokens: 4, temperature: 1, topP: 1, topK: 0, minP: 0, n: 1, seed: 0, seeds: null, stopIds: [], topLogprobs: 0, releaseHeap: false, logprobs: true, cancel: null, onStep: null });
   });
 
   it('refuse unknown keys, missing required ones, and values out of range, naming the config key and flag', () => {
