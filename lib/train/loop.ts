@@ -349,7 +349,8 @@ export async function train<P>(config: TrainConfig, run: RunDir, deps: TrainDeps
       for (const [j, k] of mine.entries()) {
         const mb = packSamples(plan[k]!);
         // processed sampling's log-probs are not the policy's: the loss takes its own, detached
-        // (one update per batch, as TRL's num_iterations = 1), with no scoring pass
+        // (one update per batch, as TRL's num_iterations = 1), with no scoring pass; so it does
+        // when the backend returned none (packSamples leaves oldLogp undefined then)
         if (!useSamplerLogprobs) mb.batch.oldLogp = undefined;
         const scale = c.lossType === 'dapo' ? mb.lossTokens / totalLoss : mb.samples.length / counted.length;
         mineStats.push({ index: k, stats: await policy.accumulate(mb.batch, loss, scale, { last: j === mine.length - 1 }) });
