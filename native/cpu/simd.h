@@ -37,6 +37,7 @@ inline __attribute__((always_inline)) float vexp(float x) {
   const bool under = x < -87.0f;
   float xc = x > 88.3762626647949f ? 88.3762626647949f : x;
   xc = xc < -87.0f ? -87.0f : xc;
+  xc = x != x ? 0.0f : xc;  // (NaN returns NaN below; 0 keeps the exponent arithmetic defined)
   const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   float k = (xc * 1.44269504088896341f + magic) - magic;
   float r = xc - k * 0.693359375f;

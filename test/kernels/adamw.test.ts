@@ -92,7 +92,9 @@ describe('adamw vs float64 on random inputs', () => {
       const rr = refStep(ref, { ...o, step });
       const res = adamw(got.map((t, i) => ({ ...t, grad: grads[i] })), { lr: o.lr, beta1: o.b1, beta2: o.b2, eps: o.eps, weightDecay: o.wd, step, maxGradNorm: o.maxNorm });
       assert.ok(Math.abs(res.gradNorm - rr.norm) <= 1e-5 * rr.norm, `step ${step}: norm ${res.gradNorm} vs ${rr.norm}`);
-      assert.ok(Math.abs(res.clipCoef - rr.coef) <= 1e-6, `step ${step}: coef`);
+      // coef = maxNorm / norm inherits the norm's relative error (the fp32 sums of 64K-element
+      // chunks: how the compiler vectorises them moves it, e.g. in the sanitizer build)
+      assert.ok(Math.abs(res.clipCoef - rr.coef) <= 1e-5 * rr.coef, `step ${step}: coef ${res.clipCoef} vs ${rr.coef}`);
       got.forEach((t, i) => {
         let gmax = 0, pmax = 0;
         for (let k = 0; k < ref[i].g.length; k++) gmax = Math.max(gmax, Math.abs(ref[i].g[k]));
