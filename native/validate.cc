@@ -22,7 +22,7 @@ void validate_adamw(const AdamWArgs& a) {
 
 void validate_logprob_backward_alias(const LogprobBackwardArgs& a) {
   if (a.grad_logits == a.logits || a.n_rows == 0) return;
-  const size_t bytes = size_t(a.n_rows) * size_t(a.vocab) * (a.dtype == DType::F32 ? 4 : 2);
+  const size_t bytes = size_t(a.n_rows) * size_t(a.vocab) * dtype_size(a.dtype);
   const char* in = static_cast<const char*>(a.logits);
   const char* out = static_cast<const char*>(a.grad_logits);
   if (in < out + bytes && out < in + bytes)

@@ -163,7 +163,7 @@ void logprob_backward_cpu(const LogprobBackwardArgs& a) {
   // into the cache (no read for ownership to save), and the streaming path's head, which may
   // store a vector over entries it reads again, is not taken.
   const bool in_place = a.grad_logits == a.logits;
-  const bool stream = !in_place && a.n_rows * V * (a.dtype == DType::F32 ? 4 : 2) >= cache_bytes();
+  const bool stream = !in_place && a.n_rows * V * int64_t(dtype_size(a.dtype)) >= cache_bytes();
   const bool bf16_isa = simd_level_index() == 2 && cpu_has_avx512_bf16();  // AVX-512 copy's bf16 rounding
   parallel_for(a.n_rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
