@@ -87,16 +87,23 @@ struct Draw {
   int64_t keep;
 };
 
+// The sampler's order of token ids: larger logit first, lowest id first on ties (a strict total
+// order: -0 and +0 compare equal, so they fall back to the ids).
+struct DescByLogit {
+  const float* z;
+  bool operator()(int32_t a, int32_t b) const { return z[a] > z[b] || (z[a] == z[b] && a < b); }
+};
+
 // Sorting scratch of one row: the ids to order and the radix sort's keys and buffers.
 struct SortScratch {
   std::vector<int32_t> idx, tmp;
   std::vector<uint32_t> key, ktmp;
 };
 
-// The order "z descending, lowest id first on ties" of the n ids in idx (given in increasing id
-// order), the same permutation as std::sort with that comparator (a strict total order), by a
-// stable LSD radix sort on 32-bit keys in three passes of 11 bits: O(n) where the comparison
-// sort took O(n log n), 10-13 ms a token at Qwen3's 151,936 (top-p over the whole vocabulary).
+// DescByLogit's order of the n ids in idx (given in increasing id order), the same permutation
+// as std::sort with it, by a stable LSD radix sort on 32-bit keys in three passes of 11 bits:
+// O(n) where the comparison sort took O(n log n), 10-13 ms a token at Qwen3's 151,936 (top-p
+// over the whole vocabulary).
 // Key: the float's bits mapped so that unsigned order is float order (negatives flipped whole,
 // positives with the sign bit set), -0 taken as +0 (the comparator holds them equal), then
 // complemented for descending order; stability keeps equal keys in id order. No NaN (the
@@ -104,7 +111,7 @@ struct SortScratch {
 void sort_desc(const float* z, int64_t n, SortScratch& s) {
   int32_t* idx = s.idx.data();
   if (n < 4096) {
-    std::sort(idx, idx + n, [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
+    std::sort(idx, idx + n, DescByLogit{z});
     return;
   }
   s.tmp.resize(size_t(n)), s.key.resize(size_t(n)), s.ktmp.resize(size_t(n));
@@ -166,7 +173,7 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, Sor
     return {int32_t(tok), float((double(z[tok]) - m) / T - std::log(s)), m, T, std::log(s), V};
   }
   std::vector<int32_t>& idx = ss.idx;
-  auto desc = [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+  const DescByLogit desc{z};
   const double lmin = o.min_p > 0.0f ? std::log(double(o.min_p)) : 0.0;
   auto minp_keeps = [&](int32_t i) { return (double(z[i]) - m) / T >= lmin; };
   int64_t keep = V;
@@ -236,8 +243,7 @@ void alternatives(const float* z, int64_t V, int64_t k, const Draw& d, std::vect
   k = std::min(k, V);
   idx.resize(static_cast<size_t>(V));
   std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                    [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), DescByLogit{z});
   for (int64_t r = 0; r < k; ++r) {
     const int32_t t = idx[size_t(r)];
     ids.push_back(t);
