@@ -16,6 +16,10 @@
 //   u comes from a counter-based hash (murphy/sample_rng.h, shared with the device sampler) of
 //   (seed + prompt index, sample index, step), so a prompt's samples do not depend on the
 //   other prompts of the call (prompt p of a call with seed s = a call with [p] and s + p).
+//   The terms exp((z - max z) / T) are fp64, by a vectorized exp within 2 ulp of the correctly
+//   rounded one (sample_terms.cc); the no-filter walk adds them block by block (kTermBlock), so
+//   a draw can differ from an exact-arithmetic one only where u s lies within rounding
+//   (~1e-16 s) of a boundary.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -98,6 +102,7 @@ struct DescByLogit {
 struct SortScratch {
   std::vector<int32_t> idx, tmp;
   std::vector<uint32_t> key, ktmp;
+  std::vector<float> zk;  // the kept logits in sorted order (their softmax terms' input)
 };
 
 // DescByLogit's order of the n ids in idx (given in increasing id order), the same permutation
@@ -138,36 +143,57 @@ void sort_desc(const float* z, int64_t n, SortScratch& s) {
   std::memcpy(idx, src, size_t(n) * 4);
 }
 
+// The sampler's blocks of terms: the no-filter draw finds its block by the block sums, then its
+// token by the block's own terms (recomputed: the same values).
+constexpr int64_t kTermBlock = 512;
+
 Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, SortScratch& ss, std::vector<double>& pr) {
-  float m = -std::numeric_limits<float>::infinity();
-  int64_t am = 0;
-  bool nan = false;
-  for (int64_t i = 0; i < V; ++i) {
-    if (z[i] > m) m = z[i], am = i;
-    nan |= z[i] != z[i];
-  }
+  float m;
+  int64_t am;
+  bool nan;
+  argmax_nan(z, V, &m, &am, &nan);
   if (!(m > -std::numeric_limits<float>::infinity()) || nan)
     throw Error("generate: the model produced NaN or -inf logits");
   const double T = o.temperature > 0 ? double(o.temperature) : 1.0;
+  const int64_t blocks = (V + kTermBlock - 1) / kTermBlock;
+  // s = the sum of every term: the block sums (softmax_block_sums) added in block order
+  auto total = [&]() {
+    pr.resize(static_cast<size_t>(blocks));
+    softmax_block_sums(z, V, m, T, kTermBlock, pr.data());
+    double s = 0;
+    for (int64_t b = 0; b < blocks; ++b) s += pr[size_t(b)];
+    return s;
+  };
   if (o.temperature <= 0.0f || o.top_k == 1) {
     if (o.temperature > 0.0f) return {int32_t(am), 0.0f, m, T, 0.0, 1};  // top-k 1: one token kept
     if (!o.logprobs) return {int32_t(am), std::numeric_limits<float>::quiet_NaN(), m, T, 0.0, V};
-    double s = 0;
-    for (int64_t i = 0; i < V; ++i) s += std::exp((double(z[i]) - m) / T);
+    const double s = total();
     return {int32_t(am), float(-std::log(s)), m, T, std::log(s), V};
   }
   const bool filter = (o.top_k > 0 && o.top_k < V) || o.top_p < 1.0f || o.min_p > 0.0f;
   if (!filter) {  // full softmax in id order
-    pr.resize(static_cast<size_t>(V));
-    double s = 0;
-    for (int64_t i = 0; i < V; ++i) s += (pr[size_t(i)] = std::exp((double(z[i]) - m) / T));
-    double target = u * s, c = 0;
-    int64_t tok = V - 1;
-    for (int64_t i = 0; i < V; ++i) {
-      c += pr[size_t(i)];
-      if (c >= target && pr[size_t(i)] > 0) {
-        tok = i;
-        break;
+    // the draw: the first token, in id order, at which the running mass reaches u s (and whose
+    // term is not 0), the running mass being the sums of the blocks before its block plus the
+    // terms of its block before it and its own; should rounding leave the found block short,
+    // its last token with a term above 0
+    const double s = total(), target = u * s;
+    double c = 0;
+    int64_t b = 0;
+    for (; b < blocks; ++b) {
+      const double bs = pr[size_t(b)];
+      if (c + bs >= target && bs > 0) break;
+      c += bs;
+    }
+    if (b == blocks) b = am / kTermBlock;  // (unreachable: the running mass ends at s >= u s)
+    const int64_t b0 = b * kTermBlock, len = std::min(kTermBlock, V - b0);
+    double p[kTermBlock];
+    softmax_terms(z + b0, len, m, T, p);
+    int64_t tok = -1;
+    for (int64_t i = 0; i < len; ++i) {
+      c += p[i];
+      if (p[i] > 0) {
+        tok = b0 + i;
+        if (c >= target) break;
       }
     }
     return {int32_t(tok), float((double(z[tok]) - m) / T - std::log(s)), m, T, std::log(s), V};
@@ -198,8 +224,11 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, Sor
     keep = k2;
   }
   pr.resize(static_cast<size_t>(keep));
+  ss.zk.resize(static_cast<size_t>(keep));
+  for (int64_t i = 0; i < keep; ++i) ss.zk[size_t(i)] = z[idx[size_t(i)]];
+  softmax_terms(ss.zk.data(), keep, m, T, pr.data());
   double s = 0;
-  for (int64_t i = 0; i < keep; ++i) s += (pr[size_t(i)] = std::exp((double(z[idx[size_t(i)]]) - m) / T));
+  for (int64_t i = 0; i < keep; ++i) s += pr[size_t(i)];
   if (o.top_p < 1.0f) {
     double c = 0;
     int64_t k2 = keep;

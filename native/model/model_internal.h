@@ -96,5 +96,16 @@ int64_t chunk_rows(int64_t want, int64_t vocab);
 void run_forward(const Fwd& f, const int32_t* tokens, const int32_t* pos, int64_t T, AttnHook& attn, Acts& A,
                  bool keep);
 
+// The sampler's softmax terms (sample_terms.cc), in fp64: p_i = exp((z_i - m) / T), exp by
+// sample_terms_simd.inc's exp_f64 (within 2 ulp of the correctly rounded exp).
+// p[i] for i < n:
+void softmax_terms(const float* z, int64_t n, double m, double T, double* p);
+// bsum[b]: the sum of the terms of block b ([b block, (b + 1) block) clipped to n), in a fixed
+// order (vector lanes, then the lanes in order, then the tail), ceil(n / block) blocks.
+void softmax_block_sums(const float* z, int64_t n, double m, double T, int64_t block, double* bsum);
+// The largest z, the lowest index holding it, and whether any z is NaN (m = -inf and index 0
+// when no z exceeds -inf).
+void argmax_nan(const float* z, int64_t n, float* max, int64_t* at, bool* nan);
+
 }  // namespace model
 }  // namespace murphy

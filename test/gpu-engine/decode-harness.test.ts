@@ -241,6 +241,18 @@ describe('device decode kernels through the CPU harness, against their CPU spec'
     check(sampleCase(logits, V, (r) => ({ T: 0.6 + 0.1 * r, topK: r % 2 ? 40 : 0, topP: r % 3 ? 0.95 : 1, minP: r % 4 ? 0 : 0.02 }), freshSeeds), SAMPLE_TOL);
   });
 
+  // With no filter the CPU sampler finds the draw's block of 512 terms by the block sums, then the
+  // token within it (native/model/generate.cc, kTermBlock); the device searches the whole row by
+  // bisection. Many blocks, draws near block edges (u s at a boundary falls on either side by
+  // rounding only), -inf tokens and whole blocks of them (terms 0: never drawn).
+  it('sampling with no filter over many term blocks: the same token and log-prob as the CPU sampler\'s block walk', () => {
+    const V = 2048 + rng.int(6000), rows = 40;
+    const logits = rng.normals(rows * V, 0.5 + 3 * rng.next());
+    for (let i = 0; i < logits.length; i += 5) logits[i] = -Infinity;
+    for (let r = 0; r < rows; r += 4) logits.fill(-Infinity, r * V + 512, r * V + 1536);  // blocks 1-2 of the row: no mass
+    check(sampleCase(logits, V, (r) => ({ T: [1, 0.7, 1.6][r % 3]!, topK: 0, topP: 1, minP: 0 }), freshSeeds), SAMPLE_TOL);
+  });
+
   it('sampling: the device sampler draws what generate() draws from the same logits and seed (first token of n samples)', async () => {
     const sizes: ModelSizes = {
       modelType: 'qwen3', vocabSize: 300, hiddenSize: 32, intermediateSize: 48, numLayers: 2, numHeads: 4, numKvHeads: 2,

@@ -20,7 +20,8 @@
 // the id among the elements whose key is K (ties: lowest id first), ceil(log2 V) steps. Counts
 // and masses are summed in fp64 in a fixed order (each thread its strided elements in order,
 // then each 32-thread group's first thread, then thread 0), so a set always sums to the same
-// bits; the CPU sums sequentially, which can move a draw only when u S lies within ~1e-16 of
+// bits; the CPU sums in its own order (vector lanes in blocks of 512, the blocks in order) and
+// with its own fp64 exp (within 2 ulp of glibc's), which can move a draw only when u S lies within ~1e-16 of
 // a boundary. Every step reads the row again: at most 3 (32 + ceil(log2 V)) + 4 passes over it.
 #pragma once
 #include <cstring>
