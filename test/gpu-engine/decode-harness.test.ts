@@ -221,16 +221,19 @@ describe('device decode kernels through the CPU harness, against their CPU spec'
   // Above 4096 kept ids the CPU sampler orders them by a radix sort (native/model/generate.cc,
   // sort_desc), not a comparison sort: ties, -0 and +0, -inf and the min-p prefix must come out
   // in the same order, so the device sampler's independent search draws the same tokens.
-  it('sampling ties on a vocabulary above 4096 (the CPU sampler\'s radix sort): lowest id first, -0 = +0, -inf last', () => {
-    const V = 4100 + rng.int(3000), rows = 10;
+  it('sampling ties on a vocabulary above 4096 (the CPU sampler\'s radix sort and top-k selection): lowest id first, -0 = +0, -inf last', () => {
+    const V = 4100 + rng.int(3000), rows = 20;
     // 0 the largest logit, so most draws fall among the zeros, a third of them -0
     const logits = Float32Array.from({ length: rows * V }, () => (rng.int(5) - 4) * 0.25);
     for (let i = 0; i < logits.length; i += 3) if (logits[i] === 0) logits[i] = -0;
     for (let i = 5; i < logits.length; i += 17) logits[i] = -Infinity;
+    // top-k above 4,096 ids selects by a histogram of the keys' top bits first (top_k_ids): k
+    // lands inside a bucket of equal logits, or at its edge
     const opts = (r: number): SampleOpts => [
       { T: 1, topK: 0, topP: 0.5 + 0.45 * rng.next(), minP: 0 }, { T: 0.8, topK: 0, topP: 1, minP: 0.2 + 0.3 * rng.next() },
-      { T: 1.3, topK: 0, topP: 0.9, minP: 0.01 },
-    ][r % 3]!;
+      { T: 1.3, topK: 0, topP: 0.9, minP: 0.01 }, { T: 1, topK: 1 + rng.int(3 * V / 5), topP: 1, minP: 0 },
+      { T: 0.9, topK: 1 + rng.int(50), topP: 0.8, minP: 0 },
+    ][r % 5]!;
     check(sampleCase(logits, V, opts, freshSeeds), SAMPLE_TOL);
   });
 
