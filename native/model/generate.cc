@@ -148,7 +148,7 @@ void sort_desc(const float* z, int64_t n, SortScratch& s) {
   std::memcpy(idx, src, size_t(n) * 4);
 }
 
-// The k-th largest of z[0, V) (counted with multiplicity), 1 <= k < V, no NaN. For k up to V / 16
+// The k-th largest of z[0, V) (counted with multiplicity), 1 <= k <= V, no NaN. For k up to V / 16
 // a min-heap of the k largest seen: a value enters only when it beats the heap's least, which
 // the scan mostly answers "no" with a well-predicted branch (at most ~k ln(V / k) entries on
 // values in random order); for larger k, nth_element on a copy of the values.
@@ -173,7 +173,8 @@ float kth_largest(const float* z, int64_t V, int64_t k, std::vector<float>& heap
 }
 
 // The first k ids of DescByLogit's order of all V ids, in that order, into ss.idx[0, k) (the
-// order is strict, so they are one set in one order). Above 4,096 ids the k-th largest value t
+// order is strict, so they are one set in one order), 1 <= k <= V: top-k's kept set and the
+// alternatives (top_logprobs). Above 4,096 ids the k-th largest value t
 // is found first (kth_largest), and only the ids with z >= t (t's ties included: at least k)
 // are selected and sorted, where nth_element over the ids of the whole vocabulary (each
 // comparison two reads of z, and mispredicted branches) took ~1-2 ms a row at Qwen3's 151,936.
@@ -313,12 +314,11 @@ SampledToken sample_logits_cpu(const float* z, int64_t V, const SampleOptions& o
 namespace {
 
 // The k most likely tokens of a draw's distribution (largest z first, lowest id on ties).
-void alternatives(const float* z, int64_t V, int64_t k, const Draw& d, std::vector<int32_t>& idx,
-                  std::vector<int32_t>& ids, std::vector<float>& logp) {
+void alternatives(const float* z, int64_t V, int64_t k, const Draw& d, SortScratch& ss, std::vector<int32_t>& ids,
+                  std::vector<float>& logp) {
   k = std::min(k, V);
-  idx.resize(static_cast<size_t>(V));
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), DescByLogit{z});
+  top_k_ids(z, V, k, ss);
+  const std::vector<int32_t>& idx = ss.idx;
   for (int64_t r = 0; r < k; ++r) {
     const int32_t t = idx[size_t(r)];
     ids.push_back(t);
@@ -431,7 +431,7 @@ std::vector<GenResult> Engine::generate_impl(const std::vector<std::vector<int32
           draws[size_t(i)] = d;
           alt_ids[size_t(i)].clear();
           alt_logp[size_t(i)].clear();
-          if (o.top_logprobs > 0) alternatives(z_of(i), V, o.top_logprobs, d, scratch[size_t(p)].idx, alt_ids[size_t(i)], alt_logp[size_t(i)]);
+          if (o.top_logprobs > 0) alternatives(z_of(i), V, o.top_logprobs, d, scratch[size_t(p)], alt_ids[size_t(i)], alt_logp[size_t(i)]);
         }
     });
   };

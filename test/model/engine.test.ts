@@ -239,6 +239,24 @@ describe('generation', () => {
     await assert.rejects(m.generate(prompts, { maxNewTokens: 2, logprobs: false, topLogprobs: 2 }), /'topLogprobs' \(2\) needs the log-probs; drop 'logprobs: false' or set topLogprobs to 0/);
   });
 
+  // Above 4,096 tokens the alternatives and top-k select by the k-th largest logit first
+  // (native/model/generate.cc, top_k_ids: a min-heap for k <= V / 16, else nth_element on the
+  // values): the first step's alternatives against a sort of that step's logits here.
+  it('alternatives over a vocabulary above 4,096: the k largest logits, largest first, lowest id on ties', async () => {
+    const V = 4097 + rng.int(3000);
+    const m = await PolicyModel.random({ ...small, vocabSize: V }, { seed, initStd: 0.5 });
+    const prompt = randomSeqs(1, () => 2 + rng.int(8), V)[0]!;
+    const lg = await m.logits(packSequences([prompt]));
+    const last = lg.slice((prompt.length - 1) * V, prompt.length * V);
+    const order = Array.from({ length: V }, (_, i) => i).sort((a, b) => last[b]! - last[a]! || a - b);
+    for (const k of [1, 1 + rng.int(20), Math.ceil(V / 16) + rng.int(V / 2)]) {
+      for (const o of [{ temperature: 0 }, { temperature: 0.8, topK: 1 + rng.int(40), seed: rng.int(1e6) }]) {
+        const [g] = await m.generate([prompt], { maxNewTokens: 1, topLogprobs: k, ...o });
+        assert.deepEqual(Array.from(g!.topIds!.subarray(0, k)), order.slice(0, k), `k ${k}, ${JSON.stringify(o)} (seed ${seed})`);
+      }
+    }
+  });
+
   it('seeded sampling is reproducible; log-probs equal the scoring API; n samples share a prompt', async () => {
     const m = await PolicyModel.random({ ...small, modelType: 'olmo2', tieWordEmbeddings: true }, { seed, initStd: 0.3 });
     const prompts = randomSeqs(3, () => 1 + rng.int(12), small.vocabSize);
