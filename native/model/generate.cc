@@ -198,6 +198,80 @@ void top_k_ids(const float* z, int64_t V, int64_t k, SortScratch& ss) {
 // token by the block's own terms (recomputed: the same values).
 constexpr int64_t kTermBlock = 512;
 
+// The terms of the first n ids of ss.idx (a prefix of DescByLogit's order), in that order, into pr.
+void sorted_terms(const float* z, int64_t n, float m, double T, SortScratch& ss, std::vector<double>& pr) {
+  pr.resize(static_cast<size_t>(n));
+  ss.zk.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ss.zk[size_t(i)] = z[ss.idx[size_t(i)]];
+  softmax_terms(ss.zk.data(), n, m, T, pr.data());
+}
+
+// Top-p's cut of terms in sorted order: the shortest prefix of pr[0, n) whose running share of
+// the mass s (sum of pr[i] / s, in order) reaches top_p; 0 when the n terms fall short of it.
+int64_t top_p_prefix(const double* pr, int64_t n, double s, float top_p) {
+  double c = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    c += pr[i] / s;
+    if (c >= double(top_p)) return i + 1;
+  }
+  return 0;
+}
+
+// The draw from the kept ids idx[0, keep) in that order with terms pr: the first at which the
+// running mass reaches u s, s the kept mass summed in that order.
+Draw draw_sorted(const std::vector<int32_t>& idx, const std::vector<double>& pr, int64_t keep, double u, float m, double T) {
+  double s = 0;
+  for (int64_t i = 0; i < keep; ++i) s += pr[size_t(i)];
+  const double target = u * s;
+  double c = 0;
+  int64_t pick = keep - 1;
+  for (int64_t i = 0; i < keep; ++i) {
+    c += pr[size_t(i)];
+    if (c >= target) {
+      pick = i;
+      break;
+    }
+  }
+  return {idx[size_t(pick)], float(std::log(pr[size_t(pick)] / s)), m, T, std::log(s), keep};
+}
+
+// Top-p alone (no min-p, no top-k) over V >= 4,096 tokens: the kept prefix usually holds a few
+// of the largest logits, so only the ids above a cut are ordered, not the whole vocabulary.
+// softmax_cut_masses gives the mass above each cut x = (z - m) / T >= -cut[j] (2 to 64) and the
+// total S; the highest cut whose mass reaches top_p S (with 1e-9 to spare for the summation
+// order) holds the kept prefix. Those ids are sorted and walked with S as the total (top-p's
+// share sum(pr / S) in sorted order, as top_p_prefix). False, with nothing drawn, when no cut
+// holds the prefix (top_p so close to 1 that the mass below x = -64 counts, or rounding: the
+// caller orders the whole vocabulary then).
+bool top_p_by_cut(const float* z, int64_t V, float top_p, double u, float m, double T, SortScratch& ss,
+                  std::vector<double>& pr, Draw& out) {
+  const double* cut;
+  const int ncut = softmax_top_p_cuts(&cut);
+  double mass[16];
+  softmax_cut_masses(z, V, m, T, mass);
+  const double S = mass[ncut];
+  int j = 0;
+  while (j < ncut && !(mass[j] >= double(top_p) * S * (1.0 + 1e-9))) ++j;
+  if (j == ncut) return false;
+  // the ids with x >= -cut[j], x computed as softmax_cut_masses computes it; a float bound below
+  // the cut skips the division for most ids (z - m >= -cut T must hold, up to rounding)
+  const double lo = -cut[j], zlo = double(m) + lo * T - 1e-6 * (std::fabs(double(m)) + cut[j] * T + 1.0);
+  std::vector<int32_t>& idx = ss.idx;
+  idx.clear();
+  for (int32_t i = 0; i < int32_t(V); ++i) {
+    if (!(double(z[i]) >= zlo)) continue;
+    const double x = T == 1.0 ? double(z[i]) - m : (double(z[i]) - m) / T;
+    if (x >= lo) idx.push_back(i);
+  }
+  const int64_t n = int64_t(idx.size());
+  sort_desc(z, n, ss);
+  sorted_terms(z, n, m, T, ss, pr);
+  const int64_t keep = top_p_prefix(pr.data(), n, S, top_p);
+  if (keep == 0) return false;
+  out = draw_sorted(idx, pr, keep, u, m, T);
+  return true;
+}
+
 Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, SortScratch& ss, std::vector<double>& pr) {
   float m;
   int64_t am;
@@ -249,6 +323,10 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, Sor
     }
     return {int32_t(tok), float((double(z[tok]) - m) / T - std::log(s)), m, T, std::log(s), V};
   }
+  if (o.top_p < 1.0f && o.min_p <= 0.0f && !(o.top_k > 0 && o.top_k < V) && V >= 4096) {
+    Draw d;
+    if (top_p_by_cut(z, V, o.top_p, u, m, T, ss, pr, d)) return d;
+  }
   std::vector<int32_t>& idx = ss.idx;
   const double lmin = o.min_p > 0.0f ? std::log(double(o.min_p)) : 0.0;
   auto minp_keeps = [&](int32_t i) { return (double(z[i]) - m) / T >= lmin; };
@@ -270,36 +348,14 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, Sor
     while (k2 < keep && minp_keeps(idx[size_t(k2)])) ++k2;
     keep = k2;
   }
-  pr.resize(static_cast<size_t>(keep));
-  ss.zk.resize(static_cast<size_t>(keep));
-  for (int64_t i = 0; i < keep; ++i) ss.zk[size_t(i)] = z[idx[size_t(i)]];
-  softmax_terms(ss.zk.data(), keep, m, T, pr.data());
-  double s = 0;
-  for (int64_t i = 0; i < keep; ++i) s += pr[size_t(i)];
+  sorted_terms(z, keep, m, T, ss, pr);
   if (o.top_p < 1.0f) {
-    double c = 0;
-    int64_t k2 = keep;
-    for (int64_t i = 0; i < keep; ++i) {
-      c += pr[size_t(i)] / s;
-      if (c >= double(o.top_p)) {
-        k2 = i + 1;
-        break;
-      }
-    }
-    keep = k2;
-    s = 0;
+    double s = 0;
     for (int64_t i = 0; i < keep; ++i) s += pr[size_t(i)];
+    const int64_t k2 = top_p_prefix(pr.data(), keep, s, o.top_p);
+    if (k2 > 0) keep = k2;
   }
-  double target = u * s, c = 0;
-  int64_t pick = keep - 1;
-  for (int64_t i = 0; i < keep; ++i) {
-    c += pr[size_t(i)];
-    if (c >= target) {
-      pick = i;
-      break;
-    }
-  }
-  return {idx[size_t(pick)], float(std::log(pr[size_t(pick)] / s)), m, T, std::log(s), keep};
+  return draw_sorted(ss.idx, pr, keep, u, m, T);
 }
 
 }  // namespace

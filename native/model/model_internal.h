@@ -103,6 +103,11 @@ void softmax_terms(const float* z, int64_t n, double m, double T, double* p);
 // bsum[b]: the sum of the terms of block b ([b block, (b + 1) block) clipped to n), in a fixed
 // order (vector lanes, then the lanes in order, then the tail), ceil(n / block) blocks.
 void softmax_block_sums(const float* z, int64_t n, double m, double T, int64_t block, double* bsum);
+// Top-p's candidate cuts: -cut[j] on x = (z - m) / T, j < the count returned (increasing cut).
+int softmax_top_p_cuts(const double** cuts);
+// mass[j] = the sum of the terms with x >= -cut[j], and mass[count] the sum of all n terms,
+// each in a fixed order (sample_terms_simd.inc).
+void softmax_cut_masses(const float* z, int64_t n, double m, double T, double* mass);
 // The largest z, the lowest index holding it, and whether any z is NaN (m = -inf and index 0
 // when no z exceeds -inf).
 void argmax_nan(const float* z, int64_t n, float* max, int64_t* at, bool* nan);

@@ -20,6 +20,15 @@ void softmax_block_sums(const float* z, int64_t n, double m, double T, int64_t b
   MURPHY_SIMD_CALL(softmax_block_sums, z, n, m, T, block, bsum);
 }
 
+int softmax_top_p_cuts(const double** cuts) {
+  *cuts = cpu_base::kTopPCut;
+  return cpu_base::kTopPCuts;
+}
+
+void softmax_cut_masses(const float* z, int64_t n, double m, double T, double* mass) {
+  MURPHY_SIMD_CALL(softmax_cut_masses, z, n, m, T, mass);
+}
+
 void argmax_nan(const float* z, int64_t n, float* max, int64_t* at, bool* nan) {
   MURPHY_SIMD_CALL(argmax_nan, z, n, max, at, nan);
 }

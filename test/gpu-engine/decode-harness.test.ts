@@ -256,6 +256,22 @@ describe('device decode kernels through the CPU harness, against their CPU spec'
     check(sampleCase(logits, V, (r) => ({ T: [1, 0.7, 1.6][r % 3]!, topK: 0, topP: 1, minP: 0 }), freshSeeds), SAMPLE_TOL);
   });
 
+  // Top-p alone over 4,096 tokens or more: the CPU sampler orders only the ids above the highest
+  // cut x = (z - max z) / T >= -2, -4, ... -64 whose mass reaches top_p (generate.cc,
+  // top_p_by_cut), the whole vocabulary when none does. Peaked rows (a few tokens hold the
+  // mass: a low cut), flat rows (most of the vocabulary), ties and -inf, top_p up to 1 - 1e-7.
+  it('sampling with top-p alone over a vocabulary above 4,096 (the CPU sampler\'s cut): the same tokens', () => {
+    const V = 4096 + rng.int(4000), rows = 36;
+    const logits = new Float32Array(rows * V);
+    for (let r = 0; r < rows; r++) {
+      const scale = [0.5, 3, 12][r % 3]!;
+      for (let i = 0; i < V; i++) logits[r * V + i] = r % 4 === 3 ? Math.round(rng.normal() * 2) * 0.5 : rng.normal() * scale;
+      for (let i = r; i < V; i += 13) logits[r * V + i] = -Infinity;
+    }
+    const opts = (r: number): SampleOpts => ({ T: [1, 0.6, 1.4][r % 3]!, topK: 0, topP: [0.9, 0.5 + 0.49 * rng.next(), 0.99, 0.9999999][r % 4]!, minP: 0 });
+    check(sampleCase(logits, V, opts, freshSeeds), SAMPLE_TOL);
+  });
+
   it('sampling: the device sampler draws what generate() draws from the same logits and seed (first token of n samples)', async () => {
     const sizes: ModelSizes = {
       modelType: 'qwen3', vocabSize: 300, hiddenSize: 32, intermediateSize: 48, numLayers: 2, numHeads: 4, numKvHeads: 2,

@@ -21,6 +21,9 @@ struct Copy {
   void (*terms)(const float*, int64_t, double, double, double*);
   void (*block_sums)(const float*, int64_t, double, double, int64_t, double*);
   void (*argmax)(const float*, int64_t, float*, int64_t*, bool*);
+  void (*cut_masses)(const float*, int64_t, double, double, double*);
+  const double* cuts;
+  int ncuts;
 };
 
 // |a - b| in units of b's ulp (b normal, positive)
@@ -77,7 +80,7 @@ void check(const Copy& c, uint64_t seed) {
       }
     }
   }
-  // block sums against a long double sum of glibc's terms, and the argmax
+  // block sums and top-p's cut masses against long double sums of glibc's terms, and the argmax
   double worst_sum = 0;
   bool argmax_ok = true;
   for (int rep = 0; rep < 30; ++rep) {
@@ -100,6 +103,20 @@ void check(const Copy& c, uint64_t seed) {
     argmax_ok &= nan;
     z[size_t(V / 2)] = 0.0f;
     c.argmax(z.data(), V, &mx, &at, &nan);
+    {  // top-p's cut masses: the terms with x >= -cut[j], and all of them
+      const double T = rep % 2 ? 1.0 : 1.3;
+      std::vector<double> mass(static_cast<size_t>(c.ncuts + 1));
+      c.cut_masses(z.data(), V, mx, T, mass.data());
+      for (int j = 0; j <= c.ncuts; ++j) {
+        long double ref = 0;
+        for (int64_t i = 0; i < V; ++i) {
+          const double x = T == 1.0 ? double(z[size_t(i)]) - mx : (double(z[size_t(i)]) - mx) / T;
+          if (j == c.ncuts || x >= -c.cuts[j]) ref += std::exp((long double)x);
+        }
+        if (ref > 0) worst_sum = std::fmax(worst_sum, double(std::fabs((long double)mass[size_t(j)] - ref) / ref));
+        else if (mass[size_t(j)] != 0) worst_sum = INFINITY;
+      }
+    }
     const int64_t blocks = (V + block - 1) / block;
     std::vector<double> bs(static_cast<size_t>(blocks));
     const double T = rep % 2 ? 1.0 : 0.7;
@@ -120,13 +137,13 @@ void check(const Copy& c, uint64_t seed) {
 int main(int argc, char** argv) {
   const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1;
   using namespace murphy;
-  check({"baseline", cpu_base::softmax_terms, cpu_base::softmax_block_sums, cpu_base::argmax_nan}, seed);
+  check({"baseline", cpu_base::softmax_terms, cpu_base::softmax_block_sums, cpu_base::argmax_nan, cpu_base::softmax_cut_masses, cpu_base::kTopPCut, cpu_base::kTopPCuts}, seed);
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    check({"avx2", cpu_v3::softmax_terms, cpu_v3::softmax_block_sums, cpu_v3::argmax_nan}, seed);
+    check({"avx2", cpu_v3::softmax_terms, cpu_v3::softmax_block_sums, cpu_v3::argmax_nan, cpu_v3::softmax_cut_masses, cpu_v3::kTopPCut, cpu_v3::kTopPCuts}, seed);
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    check({"avx512", cpu_v4::softmax_terms, cpu_v4::softmax_block_sums, cpu_v4::argmax_nan}, seed);
+    check({"avx512", cpu_v4::softmax_terms, cpu_v4::softmax_block_sums, cpu_v4::argmax_nan, cpu_v4::softmax_cut_masses, cpu_v4::kTopPCut, cpu_v4::kTopPCuts}, seed);
 #endif
   return 0;
 }
