@@ -1,8 +1,8 @@
 // The BLIS driver of the packed CPU matrix products (gemm_driver.h).
 //
 // Tiles: the output is cut into row blocks (<= MCB rows) x column blocks (<= NCB columns) of even
-// sizes, one task each, handed to the threads one at a time (so the 2D tile space is shared by
-// the threads). A
+// sizes, at least one per thread, one task each, handed to the threads one at a time (so the 2D
+// tile space is shared by the threads). A
 // task walks K in slices of KC over its B block (KC x NCB, NR-column panels, k-major, kept in L2)
 // and its rows of A (MR-row strips, k-major), running each strip: the MR x NR micro-kernel across
 // the block's panels, the strip's A micro-panel staying in L1 while B streams from L2. Blocks used
@@ -66,9 +66,12 @@ int64_t even_block(int64_t n, int64_t cap, int64_t m) {
 }
 
 // Row and column block sizes: blocks of at most MCB x NCB, cut smaller (down to 4 MR x 4 NR)
-// until there are about 4 tasks per thread, so that a busy or uneven machine still balances.
+// until there is a task per thread. (Until 2026-12-02 the cuts went on to ~4 tasks per thread,
+// so that a busy machine would still balance; on the Zen 5 VM one task per thread ran the small
+// products 1.1-1.4x faster, in medians of 400 calls as in the best: docs/kernels.md, "One task
+// per thread".)
 Grid plan(Tile t, int64_t M, int64_t N) {
-  const int64_t want = 4 * int64_t(num_threads());
+  const int64_t want = int64_t(num_threads());
   Grid g;
   g.mcb = even_block(M, MCB, t.mr);
   g.ncb = even_block(N, NCB, t.nr);
