@@ -136,8 +136,9 @@ function timeOnce(fn: () => void): number {
  * one row a thread ran 1.3x slower than the full size), short enough that a thread's rows and
  * output (`bytesPerLogit`) take half its L2 cache (rows of 608 KB, and the last-level cache,
  * which this VM shares, ran the backward at 5.5 G logits/s where one row a thread in L2 ran at
- * 9.1 and the full size at 5.3-9.3), less the same call on 16-logit rows (the call's own cost,
- * ~2-3 us of a 20-45 us call). Each `sample()` times 6 batches of 8 calls of each; the ceiling
+ * 9.1 and the full size at 5.3-9.3), less the same call on rows half as long (the call's own
+ * cost: the pool's hand-off, a worker's late start, each row's setup; 16-logit rows until
+ * 2026-12-02, which left the hand-off in). Each `sample()` times 6 batches of 8 calls of each; the ceiling
  * is the fastest batch of all samples (the fastest the instructions went). The samples are
  * taken between the kernel's own timed runs (timedBetween), so that both see the same spells of
  * a shared host: one 200-call window (6 ms) once ran at half the speed of the windows around it.
@@ -147,7 +148,12 @@ function ceilingSampler(name: string, nRows: number, vocab: number, bytesPerLogi
   const l2 = l2CacheBytes() || 256 * 1024;
   const v = Math.min(vocab, Math.max(1024, Math.floor(l2 / 4 / bytesPerLogit / 16) * 16));
   const rows = 2 * threads;
-  const full = make(rows, v), call = make(rows, 16);
+  // the marginal time of the second half of the rows: what a call costs besides its logits (the
+  // pool's hand-off, a worker waking up late, each row's setup) is in both calls and cancels
+  // (until 2026-12-02 the second call had rows of 16 logits, which the calling thread finishes
+  // before a worker wakes: the hand-off stayed in the ceiling, ~30% of it on the Zen 5 VM)
+  const half = Math.max(16, Math.floor(v / 32) * 16);
+  const full = make(rows, v), call = make(rows, half);
   full();
   call();
   let bestFull = Infinity, bestCall = Infinity;
@@ -164,9 +170,9 @@ function ceilingSampler(name: string, nRows: number, vocab: number, bytesPerLogi
       }
     },
     result(): { cache_ms: number; cache_rows: number; cache_vocab: number } {
-      const perLogit = Math.max(bestFull - bestCall, bestFull / 2) / (rows * v);
+      const perLogit = Math.max(bestFull - bestCall, bestFull / 4) / (rows * (v - half));
       const cacheMs = perLogit * nRows * vocab;
-      log(`  ${name}, ${rows} rows of ${v} in L2: ${(1 / perLogit / 1e6).toFixed(2)} G logits/s (call ${(bestCall * 1000).toFixed(1)} us of ${(bestFull * 1000).toFixed(1)}), ${cacheMs.toFixed(2)} ms scaled up`);
+      log(`  ${name}, ${rows} rows of ${v} in L2: ${(1 / perLogit / 1e6).toFixed(2)} G logits/s (rows of ${half}: ${(bestCall * 1000).toFixed(1)} us, of ${v}: ${(bestFull * 1000).toFixed(1)}), ${cacheMs.toFixed(2)} ms scaled up`);
       return { cache_ms: cacheMs, cache_rows: rows, cache_vocab: v };
     },
   };
