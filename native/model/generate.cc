@@ -247,21 +247,21 @@ bool top_p_by_cut(const float* z, int64_t V, float top_p, double u, float m, dou
                   std::vector<double>& pr, Draw& out) {
   const double* cut;
   const int ncut = softmax_top_p_cuts(&cut);
-  double mass[16];
+  double mass[kTopPCutsMax + 1];
   softmax_cut_masses(z, V, m, T, mass);
   const double S = mass[ncut];
   int j = 0;
   while (j < ncut && !(mass[j] >= double(top_p) * S * (1.0 + 1e-9))) ++j;
   if (j == ncut) return false;
-  // the ids with x >= -cut[j], x computed as softmax_cut_masses computes it; a float bound below
-  // the cut skips the division for most ids (z - m >= -cut T must hold, up to rounding)
+  // the ids with x >= -cut[j], x computed as softmax_cut_masses computes it (its T = 1 path skips
+  // a division by 1, which changes no bits); a float bound below the cut skips the division for
+  // most ids (z - m >= -cut T must hold, up to rounding)
   const double lo = -cut[j], zlo = double(m) + lo * T - 1e-6 * (std::fabs(double(m)) + cut[j] * T + 1.0);
   std::vector<int32_t>& idx = ss.idx;
   idx.clear();
   for (int32_t i = 0; i < int32_t(V); ++i) {
     if (!(double(z[i]) >= zlo)) continue;
-    const double x = T == 1.0 ? double(z[i]) - m : (double(z[i]) - m) / T;
-    if (x >= lo) idx.push_back(i);
+    if ((double(z[i]) - m) / T >= lo) idx.push_back(i);
   }
   const int64_t n = int64_t(idx.size());
   sort_desc(z, n, ss);
@@ -295,7 +295,8 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, Sor
     const double s = total();
     return {int32_t(am), float(-std::log(s)), m, T, std::log(s), V};
   }
-  const bool filter = (o.top_k > 0 && o.top_k < V) || o.top_p < 1.0f || o.min_p > 0.0f;
+  const bool top_k = o.top_k > 0 && o.top_k < V;
+  const bool filter = top_k || o.top_p < 1.0f || o.min_p > 0.0f;
   if (!filter) {  // full softmax in id order
     // the draw: the first token, in id order, at which the running mass reaches u s (and whose
     // term is not 0), the running mass being the sums of the blocks before its block plus the
@@ -323,7 +324,7 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, Sor
     }
     return {int32_t(tok), float((double(z[tok]) - m) / T - std::log(s)), m, T, std::log(s), V};
   }
-  if (o.top_p < 1.0f && o.min_p <= 0.0f && !(o.top_k > 0 && o.top_k < V) && V >= 4096) {
+  if (o.top_p < 1.0f && o.min_p <= 0.0f && !top_k && V >= 4096) {
     Draw d;
     if (top_p_by_cut(z, V, o.top_p, u, m, T, ss, pr, d)) return d;
   }
@@ -331,7 +332,7 @@ Draw sample_row(const float* z, int64_t V, const SampleOptions& o, double u, Sor
   const double lmin = o.min_p > 0.0f ? std::log(double(o.min_p)) : 0.0;
   auto minp_keeps = [&](int32_t i) { return (double(z[i]) - m) / T >= lmin; };
   int64_t keep = V;
-  if (o.top_k > 0 && o.top_k < V) {
+  if (top_k) {
     keep = o.top_k;
     top_k_ids(z, V, keep, ss);
   } else {

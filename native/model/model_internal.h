@@ -103,7 +103,9 @@ void softmax_terms(const float* z, int64_t n, double m, double T, double* p);
 // bsum[b]: the sum of the terms of block b ([b block, (b + 1) block) clipped to n), in a fixed
 // order (vector lanes, then the lanes in order, then the tail), ceil(n / block) blocks.
 void softmax_block_sums(const float* z, int64_t n, double m, double T, int64_t block, double* bsum);
-// Top-p's candidate cuts: -cut[j] on x = (z - m) / T, j < the count returned (increasing cut).
+// Top-p's candidate cuts: -cut[j] on x = (z - m) / T, j < the count returned (increasing cut),
+// at most kTopPCutsMax (a caller's buffer of masses holds kTopPCutsMax + 1).
+constexpr int kTopPCutsMax = 8;
 int softmax_top_p_cuts(const double** cuts);
 // mass[j] = the sum of the terms with x >= -cut[j], and mass[count] the sum of all n terms,
 // each in a fixed order (sample_terms_simd.inc).

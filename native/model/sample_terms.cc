@@ -20,6 +20,8 @@ void softmax_block_sums(const float* z, int64_t n, double m, double T, int64_t b
   MURPHY_SIMD_CALL(softmax_block_sums, z, n, m, T, block, bsum);
 }
 
+static_assert(cpu_base::kTopPCuts <= kTopPCutsMax, "model_internal.h's bound on top-p's cuts");
+
 int softmax_top_p_cuts(const double** cuts) {
   *cuts = cpu_base::kTopPCut;
   return cpu_base::kTopPCuts;
