@@ -11,12 +11,15 @@ GrpoLossStats grpo_stats_from_sums(double loss, double ratio, double kl, int64_t
   GrpoLossStats st;
   st.n_active = active;
   st.loss = loss;
-  const double inv = active ? 1.0 / double(active) : 0.0;
-  st.clip_low_frac = double(low) * inv;
-  st.clip_high_frac = double(high) * inv;
-  st.dual_clip_frac = double(dual) * inv;
-  st.mean_ratio = ratio * inv;
-  st.mean_kl = kl * inv;
+  // Means as quotients, not products with 1 / active: 49 * (1 / 49) is 0.9999999999999999, so
+  // 49 ratios of exactly 1 would not average to 1.
+  const double n = double(active);
+  const auto mean = [&](double sum) { return active ? sum / n : 0.0; };
+  st.clip_low_frac = mean(double(low));
+  st.clip_high_frac = mean(double(high));
+  st.dual_clip_frac = mean(double(dual));
+  st.mean_ratio = mean(ratio);
+  st.mean_kl = mean(kl);
   return st;
 }
 

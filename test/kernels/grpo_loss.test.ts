@@ -102,6 +102,20 @@ describe('grpoLoss vs float64 (TRL formulas)', () => {
     assert.deepEqual(tokenLoss, b.tokenLoss);
     assert.throws(() => grpoLoss({ ...c.input, out: { gradLogp: new Float32Array(1) } }), /'gradLogp' has 1 elements but \d+ are needed/);
   });
+  // The statistics are quotients: 49 ratios of exactly 1 averaged as sum * (1 / 49) gave
+  // 0.9999999999999999 (CI, engine.test.ts's on-policy loss). The counts listed are those n
+  // below 200 where n * (1 / n) != 1, and one drawn at random.
+  it('on-policy tokens average to a ratio of exactly 1 and fractions of exactly 1 for any token count', () => {
+    for (const n of [49, 98, 103, 107, 161, 187, 1 + rng.int(5000)]) {
+      const logp = Float32Array.from({ length: n }, () => -5 * rng.next());
+      const advantages = new Float32Array(n).fill(1);
+      const on = grpoLoss({ logp, oldLogp: logp, advantages, seqOffsets: new BigInt64Array([0n, BigInt(n)]) });
+      assert.equal(on.stats.meanRatio, 1, `n = ${n}`);
+      // every token's ratio e^1 is above 1 + epsHigh with a positive advantage: all clipped high
+      const high = grpoLoss({ logp, oldLogp: logp.map((x) => x - 1), advantages, seqOffsets: new BigInt64Array([0n, BigInt(n)]) });
+      assert.equal(high.stats.clipHighFrac, 1, `n = ${n}`);
+    }
+  });
   it('hand-computed example', () => {
     // r = (e^0.1, 1, e^-0.5); A = (1, 1, -1); eps 0.2:
     // l = (-e^0.1, -1, -(max(e^-0.5, 0.8) * -1) = 0.8) -> mean = (-1.10517 - 1 + 0.8) / 3
