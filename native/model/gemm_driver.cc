@@ -11,25 +11,134 @@
 // later slices add.
 #include "gemm_driver.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "../cpu/threads.h"
 #include "murphy/common.h"
+#include "murphy/heap.h"
 
 namespace murphy {
 namespace model {
 namespace gemm_driver {
 
-CallBuf::CallBuf(size_t n) {
-  const size_t bytes = size_t(round_up(int64_t(n) * 4 + 256, 64));
-  p = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (!p) throw Error("matmul: out of memory allocating " + std::to_string(bytes) + " bytes", ErrorCode::NoMem);
+// Big buffers. A product whose shared packed operand is past kKeepFloats (64 MiB) gets it from
+// a CallBuf. A fresh one each call page-faulted all of it in again: the head's two backward
+// products pack a chunk of dlogits (110 x 151,936 at Qwen3's vocabulary: 68 MiB for the input
+// gradient, up to 155 MiB of address space for the weight gradient) once per chunk, 1.2 M page
+// faults a 4,096-token training step of the Qwen3-0.6B-shaped model, ~14 s of its 36 s on a VM
+// where a fault costs 12 us (2026-12-02, perf record -e page-faults). Released buffers now go to
+// a process-wide cache (at most kCallBufCacheBytes; not per thread, since the calls come from
+// any of the addon's worker threads) that hands out the smallest block that fits, so a training
+// loop reuses the same blocks every chunk and step. New blocks are 2 MiB aligned and marked for
+// huge pages (murphy/heap.h): one fault per 2 MiB where transparent huge pages are "madvise".
+namespace {
+
+constexpr size_t kBigAlign = size_t(2) << 20;
+// Smaller CallBufs (the bf16 forward's copy of weights with an odd K) come from the heap and go
+// back to it: the cache is for the buffers whose pages cost.
+constexpr size_t kCacheMinBytes = size_t(8) << 20;
+
+struct BigCache {
+  std::mutex mu;
+  std::vector<std::pair<size_t, float*>> blocks;  // (bytes, block), free for the taking
+  size_t held = 0;
+};
+// Never destroyed: a CallBuf may be released on a thread that outlives static destruction.
+BigCache& big_cache() {
+  static BigCache* c = new BigCache;
+  return *c;
 }
-CallBuf::~CallBuf() { std::free(p); }
+
+}  // namespace
+
+CallBuf::CallBuf(size_t n) {
+  if (n * 4 + 256 < kCacheMinBytes) {
+    const size_t bytes = size_t(round_up(int64_t(n) * 4 + 256, 64));
+    p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!p) throw Error("matmul: out of memory allocating " + std::to_string(bytes) + " bytes", ErrorCode::NoMem);
+    return;  // bytes_ 0: not the cache's
+  }
+  const size_t want = size_t(round_up(int64_t(n) * 4 + 256, int64_t(kBigAlign)));
+  {
+    BigCache& c = big_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    size_t best = c.blocks.size();
+    for (size_t i = 0; i < c.blocks.size(); ++i)
+      if (c.blocks[i].first >= want && (best == c.blocks.size() || c.blocks[i].first < c.blocks[best].first)) best = i;
+    if (best < c.blocks.size()) {
+      bytes_ = c.blocks[best].first;
+      p = c.blocks[best].second;
+      c.held -= bytes_;
+      c.blocks.erase(c.blocks.begin() + std::ptrdiff_t(best));
+      return;
+    }
+  }
+  void* q = nullptr;
+  if (posix_memalign(&q, kBigAlign, want) != 0 || !q)
+    throw Error("matmul: out of memory allocating " + std::to_string(want) + " bytes", ErrorCode::NoMem);
+  advise_huge_pages(q, want);
+  p = static_cast<float*>(q);
+  bytes_ = want;
+}
+
+// Back to the cache; to make room, the cache's smallest blocks go first, and a block that does
+// not fit even then is freed.
+CallBuf::~CallBuf() {
+  if (!p) return;
+  if (bytes_ == 0) {
+    std::free(p);
+    return;
+  }
+  std::vector<float*> drop;
+  {
+    BigCache& c = big_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (bytes_ <= kCallBufCacheBytes) {
+      std::sort(c.blocks.begin(), c.blocks.end());
+      size_t i = 0;
+      while (c.held + bytes_ > kCallBufCacheBytes && i < c.blocks.size()) {
+        c.held -= c.blocks[i].first;
+        drop.push_back(c.blocks[i++].second);
+      }
+      c.blocks.erase(c.blocks.begin(), c.blocks.begin() + std::ptrdiff_t(i));
+      c.blocks.emplace_back(bytes_, p);
+      c.held += bytes_;
+    } else {
+      drop.push_back(p);
+    }
+  }
+  for (float* q : drop) std::free(q);
+}
+
+size_t release_cached_buffers() {
+  std::vector<std::pair<size_t, float*>> blocks;
+  {
+    BigCache& c = big_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    blocks.swap(c.blocks);
+    c.held = 0;
+  }
+  size_t bytes = 0;
+  for (const auto& b : blocks) {
+    bytes += b.first;
+    std::free(b.second);
+  }
+  return bytes;
+}
+
+size_t cached_buffer_bytes() {
+  BigCache& c = big_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.held;
+}
 
 namespace {
 
@@ -130,12 +239,12 @@ void cooperate(PackState& st, int64_t units, const F& unit) {
 }
 
 // Shared pack buffers of the calling thread, and KeptBuf's two slots: kept between calls up to
-// kKeepFloats floats (64 MiB each; bigger ones are allocated per call), so a product does not
-// page-fault fresh memory in.
+// kKeepFloats floats (64 MiB each; bigger ones are CallBufs, from the process's cache above), so
+// a product does not page-fault fresh memory in.
 thread_local Scratch t_shared_a, t_shared_b;
 thread_local Scratch t_kept[2];
 
-// n floats from the thread's kept buffer s, or past kKeepFloats from a buffer of the call (big).
+// n floats from the thread's kept buffer s, or past kKeepFloats from a CallBuf (big).
 float* kept_or_call(Scratch& s, size_t n, std::unique_ptr<CallBuf>& big) {
   if (n <= kKeepFloats) return s.get(n);
   big = std::make_unique<CallBuf>(n);

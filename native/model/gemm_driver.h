@@ -111,14 +111,29 @@ using Strip = void (*)(int64_t kc, const float* ap, const float* bp, int64_t nco
 // panels (panel p at dst + p NR kc, k-major, zero past ncols).
 using PackB = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t ncols, float* dst)>;
 
-// A 64-byte aligned buffer of one call (throws NoMem).
+// A 64-byte aligned buffer of at least n floats for one call (throws NoMem). From 8 MiB on it is
+// 2 MiB aligned, marked for huge pages and taken from the process's cache of released buffers
+// (gemm_driver.cc, "Big buffers"); the products use it past kKeepFloats, where a thread's kept
+// buffers stop.
 struct CallBuf {
   float* p = nullptr;
   explicit CallBuf(size_t n);
   ~CallBuf();
   CallBuf(const CallBuf&) = delete;
   CallBuf& operator=(const CallBuf&) = delete;
+
+ private:
+  size_t bytes_ = 0;
 };
+
+// Bytes of released CallBufs the cache keeps for the next calls at most (512 MiB).
+constexpr size_t kCallBufCacheBytes = size_t(512) << 20;
+
+// The cache's blocks, freed (Engine::generate's release_heap calls it before giving free heap
+// back); returns the bytes freed.
+size_t release_cached_buffers();
+// Bytes the cache holds now.
+size_t cached_buffer_bytes();
 
 // Floats a KeptBuf keeps between calls at most (64 MiB).
 constexpr size_t kKeepFloats = size_t(16) << 20;
@@ -126,7 +141,8 @@ constexpr size_t kKeepFloats = size_t(16) << 20;
 // A 64-byte aligned buffer of at least n floats for one call on the calling thread, kept by that
 // thread between calls (slot 0 or 1: two buffers of one call), so that a product does not
 // page-fault fresh memory in every call (~11 us per 4 KiB page on first touch on this VM); past
-// kKeepFloats it is allocated for the call and freed with this object. A thread's slot holds one
+// kKeepFloats it is a CallBuf, from the process's cache of big buffers and back to it with this
+// object. A thread's slot holds one
 // live buffer at a time (a slot's user must not call anything that takes the same slot).
 class KeptBuf {
  private:

@@ -28,6 +28,7 @@
 #include <numeric>
 
 #include "../cpu/threads.h"
+#include "gemm_driver.h"
 #include "murphy/heap.h"
 #include "murphy/sample_rng.h"
 #include "model_internal.h"
@@ -393,10 +394,14 @@ bool cancelled(const SampleOptions& o, int64_t sample) {
 }  // namespace
 
 // The caches and logits freed here stay in the process for the next call (a training loop
-// generates every step) unless o.release_heap: then they go back to the system.
+// generates every step) unless o.release_heap: then they go back to the system, with the matrix
+// products' cached big buffers (gemm_driver.h).
 std::vector<GenResult> Engine::generate(const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o) {
   std::vector<GenResult> out = generate_impl(prompts, o);
-  if (o.release_heap) release_free_heap();
+  if (o.release_heap) {
+    gemm_driver::release_cached_buffers();
+    release_free_heap();
+  }
   return out;
 }
 

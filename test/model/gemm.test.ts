@@ -11,14 +11,21 @@
 //   bf16 weights, against the bf16-rounded inputs: the same bound (exact products, fp32 sums);
 //   against the unrounded fp32 inputs: + 2^-7 sum_k |a b| (x and w each rounded by <= 2^-9 relative).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { addressMod64, alignedArray, cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
+import { compileCached } from '../helpers/compile-cache.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { TS_LOADER } from '../helpers/cli.js';
 
 const seed = testSeed('gemm');
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const cxx = process.env.CXX ?? 'g++';
+const haveCxx = spawnSync(cxx, ['--version'], { stdio: 'ignore' }).status === 0;
 const rng = new Rng(seed);
 const U = 2 ** -23;
 
@@ -293,6 +300,60 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
       }
     } finally {
       setNumThreads(threads);
+    }
+  });
+
+  // A shared packed operand past the threads' kept buffers (64 MiB) comes from the process's cache
+  // of big buffers (gemm_driver.cc, "Big buffers"), which hands back blocks earlier products
+  // wrote: the head's input gradient at Qwen3's vocabulary packs 110 x 151,936 dlogits so. Here
+  // dy [256, 70,000] packs to 18.5 M floats, shared by the 2 column blocks of k = 192 on 2 threads;
+  // the cache is dirtied first by the same product on other values. The result must be the bits of
+  // the same rows in two calls of 128 (9.3 M floats: the thread's kept buffer) and of one thread
+  // (no shared packing at all).
+  // (The driver's code, not a path's: one path, the best, keeps the test at ~1 s.)
+  it(`a product whose shared packed operand comes from the cache of big buffers (${splitPaths[0] ?? 'none'})`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, () => {
+    const threads = cpuInfo().threads;
+    const m = 256, n = 70_000, k = 192;
+    const uniform = (len: number) => {
+      const a = new Float32Array(len);
+      for (let i = 0; i < len; i++) a[i] = rng.next() - 0.5;
+      return a;
+    };
+    const dy = uniform(m * n), w = uniform(n * k);
+    try {
+      for (const path of splitPaths.slice(0, 1)) {
+        setNumThreads(2);
+        const dirty = new Float32Array(m * k);
+        linearProduct('backwardInput', dy.reverse(), w, dirty, { m, n, k }, { path });
+        dy.reverse();
+        const whole = new Float32Array(m * k).fill(Number.NaN), split = new Float32Array(m * k).fill(Number.NaN), one = new Float32Array(m * k).fill(Number.NaN);
+        linearProduct('backwardInput', dy, w, whole, { m, n, k }, { path });
+        for (const r0 of [0, m / 2]) linearProduct('backwardInput', dy.subarray(r0 * n, (r0 + m / 2) * n), w, split.subarray(r0 * k, (r0 + m / 2) * k), { m: m / 2, n, k }, { path });
+        setNumThreads(1);
+        linearProduct('backwardInput', dy, w, one, { m, n, k }, { path });
+        assert.deepEqual(whole, split, `${path}: one call against rows in two calls; seed ${seed}`);
+        assert.deepEqual(whole, one, `${path}: 2 threads against 1; seed ${seed}`);
+        assert.notDeepEqual(whole, dirty);
+      }
+    } finally {
+      setNumThreads(threads);
+    }
+  });
+
+  // The cache itself (test/native/call_buf_check.cc, compiled with gemm_driver.cc): sizes,
+  // alignment, smallest-fit reuse, the limit and its evictions, four threads at once.
+  it('the cache of big buffers: reuse, limit, eviction, threads', { skip: haveCxx ? false : `no C++ compiler (${cxx})` }, () => {
+    const dir = mkdtempSync(join(tmpdir(), 'murphy-callbuf-'));
+    try {
+      const exe = join(dir, 'call-buf-check');
+      compileCached({ compiler: cxx, flags: ['-O2', '-std=c++17', '-pthread', `-I${join(root, 'native/cpu')}`, `-I${join(root, 'native/model')}`, `-I${join(root, 'native/include')}`],
+        sources: [join(root, 'test/native/call_buf_check.cc'), join(root, 'native/model/gemm_driver.cc'), join(root, 'native/cpu/threads.cc'), join(root, 'native/cpu/heap.cc')], out: exe });
+      const r = spawnSync(exe, [String(seed)], { encoding: 'utf8', timeout: 120_000 });
+      assert.equal(r.signal, null, 'timed out or killed');
+      assert.equal(r.status, 0, r.stdout + r.stderr);
+      assert.match(r.stdout, /^ok \d+ checks/m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
