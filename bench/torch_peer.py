@@ -120,6 +120,7 @@ def peer_info(threads):
         "openblas_core": core,
         "cpu_avx512": avx512,
         "blas_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(BLAS_ENV_PREFIXES)},
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
         "fair": not reasons,
         "unfair_reason": "; ".join(reasons) or None,
     }

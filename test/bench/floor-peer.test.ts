@@ -103,6 +103,25 @@ test('peer environment: the variables that hold OpenBLAS below the machine are d
   }
 });
 
+test('peer environment: glibc malloc on huge pages is added to GLIBC_TUNABLES, an explicit setting kept', async () => {
+  const { peerEnv, PEER_MALLOC_TUNABLE, describePeer } = await import('../../bench/peer.js');
+  const saved = process.env.GLIBC_TUNABLES;
+  try {
+    delete process.env.GLIBC_TUNABLES;
+    assert.equal(peerEnv().GLIBC_TUNABLES, PEER_MALLOC_TUNABLE);
+    process.env.GLIBC_TUNABLES = 'glibc.malloc.arena_max=2';
+    assert.equal(peerEnv().GLIBC_TUNABLES, `glibc.malloc.arena_max=2:${PEER_MALLOC_TUNABLE}`);
+    process.env.GLIBC_TUNABLES = 'glibc.malloc.hugetlb=0';
+    assert.equal(peerEnv().GLIBC_TUNABLES, 'glibc.malloc.hugetlb=0');
+    assert.equal(peerEnv({ GLIBC_TUNABLES: 'x=1' }).GLIBC_TUNABLES, 'x=1', 'extra wins');
+    const p = { torch_version: '1.13', threads: 2, requested_threads: 2, blas: 'openblas', blas_libraries: [], config_blas: [], fair: true, unfair_reason: null,
+      openblas_core: 'Cooperlake', cpu_avx512: true, blas_env: {}, glibc_tunables: PEER_MALLOC_TUNABLE };
+    assert.match(describePeer(p, 2), /GLIBC_TUNABLES=glibc\.malloc\.hugetlb=1/);
+  } finally {
+    if (saved === undefined) delete process.env.GLIBC_TUNABLES; else process.env.GLIBC_TUNABLES = saved;
+  }
+});
+
 test('two probes merge into the best of each part', async () => {
   const { mergeFloors } = await import('../../bench/stream.js');
   const part = (kernel: string, access: 'read' | 'copy' | 'inplace', threads: number, gbps: number) => ({ kernel, access, threads, bytes: 8, best_ms: 8 / gbps / 1e6, gbps });
