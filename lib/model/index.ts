@@ -177,6 +177,13 @@ export interface MemoryReport {
    * touch), so that much stays allocated once the model has trained.
    */
   activationsPeak: number;
+  /**
+   * Bytes the CPU matrix products keep in their cache of big packing buffers (up to 512 MiB, for
+   * the whole process, shared by every model: docs/kernels.md, "CPU GEMM"); 0 on the device
+   * engines. A CPU training step at a vocabulary of ~150 K fills it with the head's backward
+   * products; `generate({ releaseHeap: true })` empties it.
+   */
+  matmulCache: number;
 }
 
 export interface SaveOptions {

@@ -119,6 +119,7 @@ export interface RawMemoryReport {
   optimizer: number;
   reference: number;
   activationsPeak: number;
+  matmulCache: number;
 }
 
 /** The KV pools of a device engine (native/gpu/engine/paged_inputs.h's KvInfo). */

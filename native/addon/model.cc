@@ -953,6 +953,7 @@ class ModelEngine : public Napi::ObjectWrap<ModelEngine> {
       o.Set("optimizer", double(m.optimizer));
       o.Set("reference", double(m.reference));
       o.Set("activationsPeak", double(m.activations_peak));
+      o.Set("matmulCache", double(m.matmul_cache));
       return o;
     });
   }

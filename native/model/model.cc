@@ -12,6 +12,7 @@
 #include "murphy/logprob.h"
 #include "murphy/model/model.h"
 #include "gemm.h"
+#include "gemm_driver.h"
 #include "model_internal.h"
 #include "weights.h"
 
@@ -102,6 +103,7 @@ Engine::Memory Engine::memory() const {
   m.optimizer = int64_t(m_.size() + v_.size()) * 4;
   m.reference = int64_t(ref_.size()) * 4;
   m.activations_peak = act_peak_;
+  m.matmul_cache = int64_t(gemm_driver::cached_buffer_bytes());
   return m;
 }
 

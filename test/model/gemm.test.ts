@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { addressMod64, alignedArray, cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
+import { PolicyModel, presets } from '../../lib/model/index.js';
 import { compileCached } from '../helpers/compile-cache.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { TS_LOADER } from '../helpers/cli.js';
@@ -311,7 +312,7 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
   // the same rows in two calls of 128 (9.3 M floats: the thread's kept buffer) and of one thread
   // (no shared packing at all).
   // (The driver's code, not a path's: one path, the best, keeps the test at ~1 s.)
-  it(`a product whose shared packed operand comes from the cache of big buffers (${splitPaths[0] ?? 'none'})`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, () => {
+  it(`a product whose shared packed operand comes from the cache of big buffers (${splitPaths[0] ?? 'none'}); memory() reports it, releaseHeap empties it`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, async () => {
     const threads = cpuInfo().threads;
     const m = 256, n = 70_000, k = 192;
     const uniform = (len: number) => {
@@ -335,6 +336,11 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
         assert.deepEqual(whole, one, `${path}: 2 threads against 1; seed ${seed}`);
         assert.notDeepEqual(whole, dirty);
       }
+      // the cache is the process's: any CPU model reports it (a block of >= 18.5 M floats here)
+      const model = await PolicyModel.random(presets.tiny, { seed });
+      assert.ok(model.memory().matmulCache >= 18.5e6 * 4, `matmulCache ${model.memory().matmulCache}`);
+      await model.generate([[1, 2, 3]], { maxNewTokens: 1, temperature: 0, releaseHeap: true });
+      assert.equal(model.memory().matmulCache, 0);
     } finally {
       setNumThreads(threads);
     }

@@ -222,7 +222,9 @@ class Engine {
   // n samples per prompt; results[p * n + j].
   std::vector<GenResult> generate(const std::vector<std::vector<int32_t>>& prompts, const SampleOptions& o);
 
-  struct Memory { int64_t weights = 0, grads = 0, optimizer = 0, reference = 0, activations_peak = 0; };
+  // matmul_cache: the bytes the CPU matrix products' cache of big packing buffers holds now, for
+  // the whole process (gemm_driver.h; 0 for the device engines, whose products have none).
+  struct Memory { int64_t weights = 0, grads = 0, optimizer = 0, reference = 0, activations_peak = 0, matmul_cache = 0; };
   Memory memory() const;
 
  private:
