@@ -24,6 +24,7 @@
 #include "../cpu/threads.h"
 #include "murphy/common.h"
 #include "murphy/heap.h"
+#include "murphy/model/big_buffer.h"
 
 namespace murphy {
 namespace model {
@@ -39,12 +40,10 @@ namespace gemm_driver {
 // any of the addon's worker threads) that hands out the smallest block that fits, so a training
 // loop reuses the same blocks every chunk and step. New blocks are 2 MiB aligned and marked for
 // huge pages (murphy/heap.h): one fault per 2 MiB where transparent huge pages are "madvise".
+// The sizes are the engine's big buffers' (murphy/model/big_buffer.h): the cache takes blocks of
+// kHugeMinBytes and more, placed on kHugePageBytes; smaller CallBufs (the bf16 forward's copy of
+// weights with an odd K) come from the heap and go back to it.
 namespace {
-
-constexpr size_t kBigAlign = size_t(2) << 20;
-// Smaller CallBufs (the bf16 forward's copy of weights with an odd K) come from the heap and go
-// back to it: the cache is for the buffers whose pages cost.
-constexpr size_t kCacheMinBytes = size_t(8) << 20;
 
 struct BigCache {
   std::mutex mu;
@@ -60,13 +59,13 @@ BigCache& big_cache() {
 }  // namespace
 
 CallBuf::CallBuf(size_t n) {
-  if (n * 4 + 256 < kCacheMinBytes) {
+  if (n * 4 + 256 < kHugeMinBytes) {
     const size_t bytes = size_t(round_up(int64_t(n) * 4 + 256, 64));
     p = static_cast<float*>(std::aligned_alloc(64, bytes));
     if (!p) throw Error("matmul: out of memory allocating " + std::to_string(bytes) + " bytes", ErrorCode::NoMem);
     return;  // bytes_ 0: not the cache's
   }
-  const size_t want = size_t(round_up(int64_t(n) * 4 + 256, int64_t(kBigAlign)));
+  const size_t want = size_t(round_up(int64_t(n) * 4 + 256, int64_t(kHugePageBytes)));
   {
     BigCache& c = big_cache();
     std::lock_guard<std::mutex> lock(c.mu);
@@ -82,7 +81,7 @@ CallBuf::CallBuf(size_t n) {
     }
   }
   void* q = nullptr;
-  if (posix_memalign(&q, kBigAlign, want) != 0 || !q)
+  if (posix_memalign(&q, kHugePageBytes, want) != 0 || !q)
     throw Error("matmul: out of memory allocating " + std::to_string(want) + " bytes", ErrorCode::NoMem);
   advise_huge_pages(q, want);
   p = static_cast<float*>(q);
