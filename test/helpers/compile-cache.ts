@@ -5,7 +5,7 @@
 // an unchanged one is copied from the cache (g++ -O2 of the thread-pool stress program costs
 // ~1.3 s of CPU, each fake library ~0.1 s). The build is written under a temporary name and
 // renamed into place, so concurrent test files never see half a binary.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
@@ -22,6 +22,18 @@ export interface CompileOptions {
   out: string;
 }
 
+let systemCxx: { cxx: string; have: boolean } | undefined;
+/**
+ * The system C++ compiler the tests build their C++ checks with ($CXX, else g++) and whether it
+ * runs (`--version`), asked once per process; a test skips, naming it, when it does not.
+ */
+export function cxxCompiler(): { cxx: string; have: boolean } {
+  if (!systemCxx) {
+    const cxx = process.env.CXX ?? 'g++';
+    systemCxx = { cxx, have: spawnSync(cxx, ['--version'], { stdio: 'ignore' }).status === 0 };
+  }
+  return systemCxx;
+}
 
 function resolveCommand(cmd: string): string {
   if (cmd.includes('/')) return realpathSync(cmd);

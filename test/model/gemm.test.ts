@@ -19,14 +19,13 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { addressMod64, alignedArray, cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
 import { PolicyModel, presets } from '../../lib/model/index.js';
-import { compileCached } from '../helpers/compile-cache.js';
+import { compileCached, cxxCompiler } from '../helpers/compile-cache.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { TS_LOADER } from '../helpers/cli.js';
 
 const seed = testSeed('gemm');
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const cxx = process.env.CXX ?? 'g++';
-const haveCxx = spawnSync(cxx, ['--version'], { stdio: 'ignore' }).status === 0;
+const { cxx, have: haveCxx } = cxxCompiler();
 const rng = new Rng(seed);
 const U = 2 ** -23;
 

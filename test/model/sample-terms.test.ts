@@ -12,12 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { compileCached } from '../helpers/compile-cache.js';
+import { compileCached, cxxCompiler } from '../helpers/compile-cache.js';
 import { testSeed } from '../helpers/random.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const cxx = process.env.CXX ?? 'g++';
-const haveCxx = spawnSync(cxx, ['--version'], { stdio: 'ignore' }).status === 0;
+const { cxx, have: haveCxx } = cxxCompiler();
 const seed = testSeed('model/sample-terms');
 
 interface CopyResult {

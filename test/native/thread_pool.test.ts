@@ -10,11 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { compileCached } from '../helpers/compile-cache.js';
+import { compileCached, cxxCompiler } from '../helpers/compile-cache.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const cxx = process.env.CXX ?? 'g++';
-const haveCxx = spawnSync(cxx, ['--version'], { stdio: 'ignore' }).status === 0;
+const { cxx, have: haveCxx } = cxxCompiler();
 
 describe('native thread pool', () => {
   it('survives concurrent, nested and throwing parallel_for calls', { skip: haveCxx ? false : `no C++ compiler (${cxx})` }, () => {
