@@ -11,7 +11,7 @@ export interface FinishedSample {
   top?: TokenAlternatives[];
   text: string;
   finishReason: 'stop' | 'length' | 'abort';
-  /** vLLM's stop_reason: the stop string or stop token id that ended it; null for EOS or length. */
+  /** vLLM's stop_reason: the stop string or stop token id that ended it; null for EOS (without ignore_eos) or length. */
   stopReason: string | number | null;
 }
 
@@ -66,8 +66,9 @@ export function finishSample(s: EngineSample, req: EngineRequest, stop: readonly
     stopReason = h.s;
   } else if (finishReason === 'stop') {
     const last = tokenIds[tokenIds.length - 1];
+    // vLLM checks EOS first, unless ignore_eos: then only stop_token_ids can have ended it
     const eos = codec.eosTokenIds ?? [];
-    stopReason = eos.includes(last) ? null : last;
+    stopReason = req.ignoreEos !== true && eos.includes(last) ? null : last;
   }
   return { tokenIds, logprobs, top, text, finishReason, stopReason };
 }

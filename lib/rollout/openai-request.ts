@@ -284,7 +284,7 @@ export function planRequest(kind: 'completion' | 'chat', b: Json, c: PlanContext
   const allStop = [...new Set([...stopIds, ...(ignoreEos ? [] : c.eos)])].sort((x, y) => x - y);
   return {
     kind, prompts, n, stop, logprobs, returnTokenIds, maxTokensGiven, stream, includeUsage,
-    req: { n, maxTokens: maxTokensGiven ?? 0, temperature, topP, topK: topKRaw <= 0 ? 0 : topKRaw, minP, seed, stopTokenIds: allStop, topLogprobs: logprobs ?? 0 },
+    req: { n, maxTokens: maxTokensGiven ?? 0, temperature, topP, topK: topKRaw <= 0 ? 0 : topKRaw, minP, seed, stopTokenIds: allStop, ignoreEos, topLogprobs: logprobs ?? 0 },
   };
 }
 

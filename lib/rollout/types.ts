@@ -112,6 +112,12 @@ export interface EngineRequest {
   /** undefined = unseeded (the engine picks one). */
   seed: number | undefined;
   stopTokenIds: number[];
+  /**
+   * vLLM's ignore_eos: EOS ids are not stops by themselves. A stop on an EOS id that the
+   * caller listed in stop_token_ids then reports that id as its stop_reason, as vLLM does;
+   * without it an EOS stop reports null. undefined = false.
+   */
+  ignoreEos?: boolean;
   /** Alternatives to report per token (EngineSample.top). 0 or undefined = none. */
   topLogprobs?: number;
   /** false: no log-probs wanted (EngineSample.logprobs may be NaN); undefined = true. */

@@ -1,0 +1,62 @@
+// finishSample's stop_reason, as vLLM's check_stop gives it (vllm/v1/core/sched/utils.py):
+// EOS is checked first unless ignore_eos, and reports null; a token in stop_token_ids
+// reports its id; a stop string reports the string; a length cap reports null. The EOS
+// id and the other ids are drawn at random each run (the CI failure of stop 32 was a
+// seeded greedy sample whose stop token happened to be EOS under ignore_eos).
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { builtinTokenizerFiles } from '../../lib/model/index.js';
+import { HfChatTokenizer } from '../../lib/prompt/index.js';
+import { finishSample } from '../../lib/rollout/finish.js';
+import type { EngineRequest } from '../../lib/rollout/index.js';
+import { Rng, testSeed } from '../helpers/random.js';
+
+const rng = new Rng(testSeed('rollout/finish'));
+const files = builtinTokenizerFiles();
+const tok = new HfChatTokenizer(JSON.parse(files['tokenizer.json']), JSON.parse(files['tokenizer_config.json']));
+const eos = tok.eosTokenIds ?? [];
+
+const request = (stopTokenIds: number[], ignoreEos?: boolean): EngineRequest =>
+  ({ promptIds: [1], n: 1, maxTokens: 16, temperature: 0, topP: 1, topK: 0, seed: 0, stopTokenIds, ignoreEos });
+/** Byte-level ids (printable ASCII) that are not EOS. */
+const plain = (k: number) => Array.from({ length: k }, () => tok.encode(String.fromCharCode(97 + rng.int(26)))[0]);
+
+describe('finishSample stop_reason', () => {
+  it('the tokenizer has an EOS id to test with', () => assert.ok(eos.length > 0));
+
+  it('an EOS stop reports null without ignore_eos, even when stop_token_ids lists it', () => {
+    const e = eos[rng.int(eos.length)];
+    const ids = [...plain(3), e];
+    for (const stops of [[e], [...eos], [e, ids[0]]]) {
+      const f = finishSample({ tokenIds: ids, logprobs: ids.map(() => -1), finishReason: 'stop' }, request(stops), [], tok);
+      assert.equal(f.finishReason, 'stop');
+      assert.equal(f.stopReason, null);
+      for (const ignoreEos of [false, undefined]) {
+        assert.equal(finishSample({ tokenIds: ids, logprobs: ids.map(() => -1), finishReason: 'stop' }, request(stops, ignoreEos), [], tok).stopReason, null);
+      }
+    }
+  });
+
+  it('with ignore_eos an EOS id listed in stop_token_ids is reported as the id', () => {
+    const e = eos[rng.int(eos.length)];
+    const ids = [...plain(2), e];
+    const f = finishSample({ tokenIds: ids, logprobs: ids.map(() => -1), finishReason: 'stop' }, request([e], true), [], tok);
+    assert.equal(f.finishReason, 'stop');
+    assert.equal(f.stopReason, e);
+    assert.deepEqual(f.tokenIds, ids);
+  });
+
+  it('a stop token that is not EOS reports its id either way; a length cap reports null', () => {
+    const ids = plain(4);
+    for (const ignoreEos of [true, false]) {
+      assert.equal(finishSample({ tokenIds: ids, logprobs: ids.map(() => -1), finishReason: 'stop' }, request([ids[3]], ignoreEos), [], tok).stopReason, ids[3]);
+      assert.equal(finishSample({ tokenIds: ids, logprobs: ids.map(() => -1), finishReason: 'length' }, request([], ignoreEos), [], tok).stopReason, null);
+    }
+  });
+
+  it('a stop string reports the string and cuts the text before it', () => {
+    const ids = tok.encode('abcXYdef');
+    const f = finishSample({ tokenIds: ids, logprobs: ids.map(() => -1), finishReason: 'length' }, request([], true), ['XY'], tok);
+    assert.deepEqual({ reason: f.finishReason, stop: f.stopReason, text: f.text }, { reason: 'stop', stop: 'XY', text: 'abc' });
+  });
+});
