@@ -28,6 +28,7 @@ import '../murphy/serialize.test.js';
 import '../native/errors.test.js';
 import '../native/options.test.js';
 import '../prompt/extract.test.js';
+import '../rollout/finish.test.js';
 import '../train/config.test.js';
 import '../train/early-stop.test.js';
 import '../train/manifest.test.js';
