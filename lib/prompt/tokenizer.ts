@@ -35,6 +35,8 @@ export interface ChatTokenizer {
   isSpecial(id: number): boolean;
   /** Ids that end generation (eos_token, plus generation_config.json's eos_token_id when present). */
   readonly eosTokenIds: readonly number[];
+  /** The id of tokenizer_config.json's eos_token (vLLM's primary EOS), if it has one. */
+  readonly eosTokenId: number | undefined;
 }
 
 type Json = Record<string, unknown>;
@@ -50,6 +52,7 @@ export class HfChatTokenizer implements ChatTokenizer {
   readonly tokenizer: Tokenizer;
   readonly template: Template;
   readonly eosTokenIds: readonly number[];
+  readonly eosTokenId: number | undefined;
   private readonly special: Set<number>;
   private readonly bosToken: string | undefined;
   private readonly eosToken: string | undefined;
@@ -69,6 +72,7 @@ export class HfChatTokenizer implements ChatTokenizer {
     this.eosToken = tokenString(tokenizerConfig.eos_token);
     const eos = new Set<number>();
     const e = this.eosToken === undefined ? undefined : this.tokenizer.token_to_id(this.eosToken);
+    this.eosTokenId = e;
     if (e !== undefined) eos.add(e);
     const g = generationConfig?.eos_token_id;
     for (const x of Array.isArray(g) ? g : g === undefined ? [] : [g]) if (typeof x === 'number') eos.add(x);

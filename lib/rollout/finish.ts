@@ -11,7 +11,7 @@ export interface FinishedSample {
   top?: TokenAlternatives[];
   text: string;
   finishReason: 'stop' | 'length' | 'abort';
-  /** vLLM's stop_reason: the stop string or stop token id that ended it; null for EOS (without ignore_eos) or length. */
+  /** vLLM's stop_reason: the stop string or stop token id that ended it; null for the tokenizer's EOS (without ignore_eos) or length. */
   stopReason: string | number | null;
 }
 
@@ -23,6 +23,11 @@ export function firstStop(text: string, stop: readonly string[]): { at: number; 
     if (at >= 0 && (best === undefined || at < best.at)) best = { at, s };
   }
   return best;
+}
+
+/** vLLM's primary EOS: the tokenizer's eos_token; a codec that does not say, its first EOS id. */
+function primaryEos(codec: TextCodec): number | undefined {
+  return 'eosTokenId' in codec ? codec.eosTokenId : codec.eosTokenIds?.[0];
 }
 
 /**
@@ -66,9 +71,10 @@ export function finishSample(s: EngineSample, req: EngineRequest, stop: readonly
     stopReason = h.s;
   } else if (finishReason === 'stop') {
     const last = tokenIds[tokenIds.length - 1];
-    // vLLM checks EOS first, unless ignore_eos: then only stop_token_ids can have ended it
-    const eos = codec.eosTokenIds ?? [];
-    stopReason = req.ignoreEos !== true && eos.includes(last) ? null : last;
+    // vLLM (check_stop) tests the tokenizer's eos_token first, unless ignore_eos, and reports
+    // null; every other stop id, generation_config.json's further EOS ids among them, was a
+    // stop_token_id there and is reported as itself
+    stopReason = req.ignoreEos !== true && last === primaryEos(codec) ? null : last;
   }
   return { tokenIds, logprobs, top, text, finishReason, stopReason };
 }

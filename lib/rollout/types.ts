@@ -203,4 +203,6 @@ export interface TextCodec {
   encode(text: string): number[];
   decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
   readonly eosTokenIds?: readonly number[];
+  /** The tokenizer's own eos_token id (vLLM's primary EOS: an EOS stop on it reports stop_reason null). */
+  readonly eosTokenId?: number;
 }
