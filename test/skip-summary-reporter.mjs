@@ -1,7 +1,9 @@
-// Node's spec reporter, plus one thing: before the closing summary ("ℹ tests N" ... "ℹ duration_ms"),
+// Node's spec reporter, plus two things before the closing summary ("ℹ tests N" ... "ℹ duration_ms"):
 // it lists every skipped test or suite with the file it is in and the reason it gave, so that a
 // skip (no Chromium, no C++ compiler, no torch, ...) is visible at the end of `npm test` rather than
-// buried in thousands of lines. Used by the "test" scripts in package.json. When the runner runs
+// buried in thousands of lines; and, when tests failed, the random seeds their test process drew
+// (test/helpers/random.ts testSeed's "# NAME: seed N" lines), so that a failure that depends on
+// the draw can be replayed from a CI log cut to its end. Used by the "test" scripts in package.json. When the runner runs
 // under test/loader (npm test; not test:gpu's tsx), a test's location (its file and line, printed
 // with a failure and in the skip list) is mapped back through the loader's bundle of the file it
 // ran in (a group's test shows its own file, not the group's).
@@ -15,17 +17,31 @@ const UNDER_LOADER = process.execArgv.some((a, i, all) => (a.startsWith('--impor
 // `spec` is a factory; its instances' class is the one to extend.
 const SpecReporter = Object.getPrototypeOf(new spec()).constructor;
 
+const SEED_LINE = /^# (.+): seed (\d+) \(replay with MURPHY_SEED=\d+\)$/;
+
 export default class SkipSummaryReporter extends SpecReporter {
   #skips = [];
   #listed = false;
+  /** test process file -> the seed lines it printed ("NAME seed N") */
+  #seeds = new Map();
+  /** original file of a failed test -> the test process file it ran in */
+  #failed = new Map();
 
   _transform(event, encoding, callback) {
     const { type, data } = event;
+    const proc = data?.file;
+    if (type === 'test:stdout' && proc) {
+      for (const line of String(data.message).split('\n')) {
+        const m = SEED_LINE.exec(line);
+        if (m) this.#seeds.set(proc, [...(this.#seeds.get(proc) ?? []), `${m[1]} seed ${m[2]}`]);
+      }
+    }
     // (1:1 is the test of the file itself: its own file and line)
     if (UNDER_LOADER && data?.file && data.line !== undefined && data.column !== undefined && !(data.line === 1 && data.column === 1)) {
       const at = originalLocation(data.file, data.line, data.column);
       if (at) Object.assign(data, at);
     }
+    if (type === 'test:fail' && proc && !(data.skip !== undefined && data.skip !== false)) this.#failed.set(data.file, proc);
     // A skipped test or suite reports as passed, with `skip` set to its reason (or true).
     if ((type === 'test:pass' || type === 'test:fail') && data.skip !== undefined && data.skip !== false) {
       const file = data.file ? relative(process.cwd(), data.file) : '?';
@@ -35,9 +51,25 @@ export default class SkipSummaryReporter extends SpecReporter {
     // The closing summary is the run's first top-level diagnostic "tests N".
     if (type === 'test:diagnostic' && data.nesting === 0 && /^tests \d+$/.test(data.message) && !this.#listed) {
       this.#listed = true;
-      this.push(this.#list());
+      this.push(this.#list() + this.#failedSeeds());
     }
     super._transform(event, encoding, callback);
+  }
+
+  /** The seeds of the processes with a failed test, each under the failed test's own file. */
+  #failedSeeds() {
+    const lines = [];
+    for (const [file, proc] of this.#failed) {
+      const seeds = this.#seeds.get(proc);
+      if (!seeds) continue;
+      const where = relative(process.cwd(), file), group = relative(process.cwd(), proc);
+      lines.push(`ℹ   ${where}${group === where ? '' : ` (run in ${group})`}: ${seeds.join(', ')}`);
+    }
+    if (lines.length === 0) return '';
+    return [
+      'ℹ seeds drawn by the test processes with failures (replay one: MURPHY_SEED=N node --import ./test/loader/register.mjs --test FILE):',
+      ...lines,
+    ].join('\n') + '\n';
   }
 
   #list() {

@@ -1,4 +1,5 @@
-// test/skip-summary-reporter.mjs: `npm test` lists what was skipped and why, just before Node's summary.
+// test/skip-summary-reporter.mjs: `npm test` lists what was skipped and why, and the seeds of the
+// test processes with failures, just before Node's summary.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -40,5 +41,27 @@ describe('skip summary reporter', () => {
       assert.equal(status, 1, out);
       assert.match(out, /^test at test\/fixtures\/runner\/fails\.fixture\.ts:7:1$/m, `${entry}:\n${out}`);
     }
+  });
+  it('lists the seeds that a test process with a failure drew, under the failed file, alone or in a group; nothing when none failed', () => {
+    const head = 'ℹ seeds drawn by the test processes with failures (replay one: MURPHY_SEED=N node --import ./test/loader/register.mjs --test FILE):';
+    const printed = (out: string, name: string) => /^# (\S+): seed (\d+) /m.exec(out.split('\n').find((l) => l.includes(`# ${name}: seed `)) ?? '')?.[2];
+    const alone = run(join('test', 'fixtures', 'runner', 'seeded-fails.fixture.ts'));
+    assert.equal(alone.status, 1, alone.out);
+    const lines = alone.out.split('\n');
+    const at = lines.indexOf(head);
+    assert.ok(at >= 0, alone.out);
+    assert.equal(lines[at + 1], `ℹ   test/fixtures/runner/seeded-fails.fixture.ts: fixture/seeded seed ${printed(alone.out, 'fixture/seeded')}`);
+    assert.match(lines[at + 2], /^ℹ tests 2$/);
+
+    const group = run(join('test', 'fixtures', 'runner', 'seeded-group.fixture.ts'));
+    assert.equal(group.status, 1, group.out);
+    const g = group.out.split('\n');
+    const gi = g.indexOf(head);
+    assert.ok(gi >= 0, group.out);
+    assert.equal(g[gi + 1], `ℹ   test/fixtures/runner/seeded-fails.fixture.ts (run in test/fixtures/runner/seeded-group.fixture.ts): fixture/seeded seed ${printed(group.out, 'fixture/seeded')}, fixture/passes seed ${printed(group.out, 'fixture/passes')}`);
+
+    const passing = run(join('test', 'fixtures', 'runner', 'seeded-passes.fixture.ts'));
+    assert.equal(passing.status, 0, passing.out);
+    assert.ok(!passing.out.includes('seeds drawn'), passing.out);
   });
 });
