@@ -1,9 +1,9 @@
-// Node's spec reporter, plus two things before the closing summary ("ℹ tests N" ... "ℹ duration_ms"):
+// Node's spec reporter, plus two things: before the closing summary ("ℹ tests N" ... "ℹ duration_ms")
 // it lists every skipped test or suite with the file it is in and the reason it gave, so that a
 // skip (no Chromium, no C++ compiler, no torch, ...) is visible at the end of `npm test` rather than
-// buried in thousands of lines; and, when tests failed, the random seeds their test process drew
-// (test/helpers/random.ts testSeed's "# NAME: seed N" lines), so that a failure that depends on
-// the draw can be replayed from a CI log cut to its end. Used by the "test" scripts in package.json. When the runner runs
+// buried in thousands of lines; and last of all, after the failing tests' list, the random seeds
+// that each process with a failed test drew (test/helpers/random.ts testSeed's "# NAME: seed N"
+// lines), so that a failure that depends on the draw can be replayed from a log cut to its end. Used by the "test" scripts in package.json. When the runner runs
 // under test/loader (npm test; not test:gpu's tsx), a test's location (its file and line, printed
 // with a failure and in the skip list) is mapped back through the loader's bundle of the file it
 // ran in (a group's test shows its own file, not the group's).
@@ -51,9 +51,13 @@ export default class SkipSummaryReporter extends SpecReporter {
     // The closing summary is the run's first top-level diagnostic "tests N".
     if (type === 'test:diagnostic' && data.nesting === 0 && /^tests \d+$/.test(data.message) && !this.#listed) {
       this.#listed = true;
-      this.push(this.#list() + this.#failedSeeds());
+      this.push(this.#list());
     }
     super._transform(event, encoding, callback);
+  }
+
+  _flush(callback) {
+    super._flush((err, text) => callback(err, (text ?? '') + this.#failedSeeds()));
   }
 
   /** The seeds of the processes with a failed test, each under the failed test's own file. */
@@ -67,6 +71,7 @@ export default class SkipSummaryReporter extends SpecReporter {
     }
     if (lines.length === 0) return '';
     return [
+      '',
       'ℹ seeds drawn by the test processes with failures (replay one: MURPHY_SEED=N node --import ./test/loader/register.mjs --test FILE):',
       ...lines,
     ].join('\n') + '\n';
