@@ -42,6 +42,8 @@ export function finishSample(s: EngineSample, req: EngineRequest, stop: readonly
   let finishReason = s.finishReason;
   let stopReason: string | number | null = null;
   if (codec === undefined) {
+    // no tokenizer, no eos_token (vLLM's get_eos_token_id is None with skip_tokenizer_init):
+    // the EOS ids are stop ids like any other and report themselves
     if (stop.length > 0) throw new RolloutError('stop strings need a tokenizer');
     const last = tokenIds[tokenIds.length - 1];
     if (finishReason === 'stop') stopReason = last;

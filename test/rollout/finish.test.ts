@@ -78,4 +78,17 @@ describe('finishSample stop_reason', () => {
     const f = finishSample({ tokenIds: ids, logprobs: ids.map(() => -1), finishReason: 'length' }, request([], true), ['XY'], tok);
     assert.deepEqual({ reason: f.finishReason, stop: f.stopReason, text: f.text }, { reason: 'stop', stop: 'XY', text: 'abc' });
   });
+
+  it('without a tokenizer no id is the primary EOS: every stop id reports itself (vLLM with skip_tokenizer_init)', () => {
+    // vLLM's get_eos_token_id is None without a tokenizer; generation_config.json's EOS ids
+    // then reach check_stop only as stop_token_ids, which report their id
+    const e = eos[rng.int(eos.length)];
+    const ids = [...plain(1 + rng.int(4)), e];
+    for (const ignoreEos of [false, true, undefined]) {
+      const f = finishSample({ tokenIds: ids, logprobs: ids.map(() => -1), finishReason: 'stop' }, request([e], ignoreEos), [], undefined);
+      assert.deepEqual({ reason: f.finishReason, stop: f.stopReason, text: f.text, ids: f.tokenIds }, { reason: 'stop', stop: e, text: '', ids });
+      assert.equal(finishSample({ tokenIds: ids, logprobs: ids.map(() => -1), finishReason: 'length' }, request([], ignoreEos), [], undefined).stopReason, null);
+    }
+    assert.throws(() => finishSample({ tokenIds: ids, logprobs: ids.map(() => -1), finishReason: 'stop' }, request([e]), ['x'], undefined), /stop strings need a tokenizer/);
+  });
 });
