@@ -19,8 +19,8 @@
       "defines": ["NAPI_VERSION=8", "NODE_ADDON_API_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED"],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17"],
-      "cflags": ["-O3", "-fopenmp-simd", "-fno-math-errno"],
-      "cflags_cc": ["-O3", "-std=c++17", "-fexceptions", "-fopenmp-simd", "-fno-math-errno", "-Wall", "-Wno-unknown-pragmas"],
+      "cflags": ["-O3", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math"],
+      "cflags_cc": ["-O3", "-std=c++17", "-fexceptions", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-Wall", "-Wno-unknown-pragmas"],
       "ldflags": ["-pthread"],
       "libraries": ["-ldl"]
     }
