@@ -191,6 +191,15 @@ MURPHY_AI __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
 }
 MURPHY_AI float hsum(__m256 v) { return _mm_cvtss_f32(hsum4(v, v, v, v)); }
 
+// The block-ahead prefetch of large weights (gemm_driver.h) for bf16 rows only. On a Zen 3 (AVX2,
+// no AVX-512; 2026-12-07, this build and one without the prefetch alternated in one process,
+// best of 10 rounds, the pools' spin off) bf16 rows gained with it (Qwen3's LM head from memory,
+// 4 x 1,024 x 151,936: 123 GFLOP/s against 75; 1 x 1,024 x 3,072 in L3: 60 against 55) and fp32
+// rows lost (1 x 1,024 x 3,072: 31-39 against 42-47; 4 rows 98-100 against 119-120; the LM head
+// 14.1-14.3 against 15.6).
+template <typename WT>
+constexpr bool kPrefetchRows = sizeof(WT) == 2;
+
 MURPHY_AI __m256 loadu8(const float* p) { return _mm256_loadu_ps(p); }
 MURPHY_AI __m256 loadu8(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
@@ -210,7 +219,7 @@ MURPHY_AI void skinny_block(const float* X, const WT* W, float* Y, int64_t N, in
   // the block ahead (gemm_driver.h): 8 values of each row per step; the first input rows only
   // (the others find them in L1)
   constexpr int kStepBytes = JB * 8 * int(sizeof(WT));
-  const char* pf = m0 == 0 ? gemm_driver::skinny_prefetch_base<kStepBytes>(W, K * int64_t(sizeof(WT)), N, j, JB) : nullptr;
+  const char* pf = kPrefetchRows<WT> && m0 == 0 ? gemm_driver::skinny_prefetch_base<kStepBytes>(W, K * int64_t(sizeof(WT)), N, j, JB) : nullptr;
   for (int64_t k = 0; k < K8; k += 8) {
     gemm_driver::skinny_prefetch_step<kStepBytes>(pf, k / 8);
     __m256 w[JB];
