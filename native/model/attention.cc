@@ -55,11 +55,11 @@ void attention_forward_cpu(const AttnArgs& a) {
       const int64_t t = i / H, h = i % H, g = h / rep, s0 = start[size_t(t)], n = t - s0 + 1;
       sc.resize(static_cast<size_t>(n));
       const float* q = a.q + (t * H + h) * D;
-      for (int64_t j = 0; j < n; ++j) sc[size_t(j)] = MURPHY_SIMD_CALL(vdot, q, a.k + ((s0 + j) * G + g) * D, D) * a.scale;
+      MURPHY_SIMD_CALL(vdot_rows, q, a.k + (s0 * G + g) * D, G * D, n, D, a.scale, sc.data());
       a.lse[t * H + h] = softmax_inplace(sc.data(), n);
       float* o = a.out + (t * H + h) * D;
       for (int64_t e = 0; e < D; ++e) o[e] = 0.0f;
-      for (int64_t j = 0; j < n; ++j) MURPHY_SIMD_CALL(axpy, o, sc[size_t(j)], a.v + ((s0 + j) * G + g) * D, D);
+      MURPHY_SIMD_CALL(axpy_rows, o, sc.data(), a.v + (s0 * G + g) * D, G * D, n, D);
     }
   });
 }
@@ -121,13 +121,13 @@ void attention_cached_cpu(const AttnCacheArgs& a) {
       const int64_t n0 = a.len0[b], n1 = a.len1 ? a.len1[b] : 0, n = n0 + n1;
       sc.resize(static_cast<size_t>(n));
       const float* q = a.q + (b * H + h) * D;
-      for (int64_t j = 0; j < n0; ++j) sc[size_t(j)] = MURPHY_SIMD_CALL(vdot, q, a.k0[b] + (j * G + g) * D, D) * a.scale;
-      for (int64_t j = 0; j < n1; ++j) sc[size_t(n0 + j)] = MURPHY_SIMD_CALL(vdot, q, a.k1[b] + (j * G + g) * D, D) * a.scale;
+      MURPHY_SIMD_CALL(vdot_rows, q, a.k0[b] + g * D, G * D, n0, D, a.scale, sc.data());
+      if (n1 > 0) MURPHY_SIMD_CALL(vdot_rows, q, a.k1[b] + g * D, G * D, n1, D, a.scale, sc.data() + n0);
       softmax_inplace(sc.data(), n);
       float* o = a.out + (b * H + h) * D;
       for (int64_t e = 0; e < D; ++e) o[e] = 0.0f;
-      for (int64_t j = 0; j < n0; ++j) MURPHY_SIMD_CALL(axpy, o, sc[size_t(j)], a.v0[b] + (j * G + g) * D, D);
-      for (int64_t j = 0; j < n1; ++j) MURPHY_SIMD_CALL(axpy, o, sc[size_t(n0 + j)], a.v1[b] + (j * G + g) * D, D);
+      MURPHY_SIMD_CALL(axpy_rows, o, sc.data(), a.v0[b] + g * D, G * D, n0, D);
+      if (n1 > 0) MURPHY_SIMD_CALL(axpy_rows, o, sc.data() + n0, a.v1[b] + g * D, G * D, n1, D);
     }
   });
 }
