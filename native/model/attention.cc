@@ -82,12 +82,7 @@ void attention_backward_cpu(const AttnArgs& a) {
       const float lse = a.lse[t * H + h];
       float* dq = a.dq + (t * H + h) * D;
       for (int64_t e = 0; e < D; ++e) dq[e] = 0.0f;
-      for (int64_t j = s0; j <= t; ++j) {
-        const float* k = a.k + (j * G + g) * D;
-        const float p = std::exp(MURPHY_SIMD_CALL(vdot, q, k, D) * a.scale - lse);
-        const float ds = p * (MURPHY_SIMD_CALL(vdot, dO, a.v + (j * G + g) * D, D) - dt);
-        MURPHY_SIMD_CALL(axpy, dq, ds * a.scale, k, D);
-      }
+      MURPHY_SIMD_CALL(attn_dq_row, q, dO, a.k + (s0 * G + g) * D, a.v + (s0 * G + g) * D, G * D, t - s0 + 1, D, a.scale, lse, dt, dq);
     }
   });
   // pass 2: dk_j = scale sum_t dS_tj q_t,  dv_j = sum_t p_tj dO_t  over heads of kv group g
@@ -100,14 +95,8 @@ void attention_backward_cpu(const AttnArgs& a) {
       float* dv = a.dv + (j * G + g) * D;
       for (int64_t e = 0; e < D; ++e) dk[e] = dv[e] = 0.0f;
       for (int64_t h = g * rep; h < (g + 1) * rep; ++h)
-        for (int64_t t = j; t < e_end; ++t) {
-          const float* q = a.q + (t * H + h) * D;
-          const float* dO = a.dout + (t * H + h) * D;
-          const float p = std::exp(MURPHY_SIMD_CALL(vdot, q, k, D) * a.scale - a.lse[t * H + h]);
-          MURPHY_SIMD_CALL(axpy, dv, p, dO, D);
-          const float ds = p * (MURPHY_SIMD_CALL(vdot, dO, v, D) - Dt[size_t(t * H + h)]);
-          MURPHY_SIMD_CALL(axpy, dk, ds * a.scale, q, D);
-        }
+        MURPHY_SIMD_CALL(attn_dkv_rows, k, v, a.q + (j * H + h) * D, a.dout + (j * H + h) * D, H * D, a.lse + j * H + h,
+                         Dt.data() + j * H + h, H, e_end - j, D, a.scale, dk, dv);
     }
   });
 }
