@@ -191,12 +191,10 @@ MURPHY_AI __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
 }
 MURPHY_AI float hsum(__m256 v) { return _mm_cvtss_f32(hsum4(v, v, v, v)); }
 
-// The block-ahead prefetch of large weights (gemm_driver.h) for bf16 rows only. On a Zen 3 (AVX2,
-// no AVX-512; 2026-12-07, this build and one without the prefetch alternated in one process,
-// best of 10 rounds, the pools' spin off) bf16 rows gained with it (Qwen3's LM head from memory,
-// 4 x 1,024 x 151,936: 123 GFLOP/s against 75; 1 x 1,024 x 3,072 in L3: 60 against 55) and fp32
-// rows lost (1 x 1,024 x 3,072: 31-39 against 42-47; 4 rows 98-100 against 119-120; the LM head
-// 14.1-14.3 against 15.6).
+// The block-ahead prefetch of large weights (gemm_driver.h) for bf16 rows only: on a Zen 3 (AVX2,
+// no AVX-512) bf16 rows gained with it (Qwen3's LM head from memory, 4 x 1,024 x 151,936: 123
+// GFLOP/s against 75) and fp32 rows lost (1 x 1,024 x 3,072 in L3: 31-39 against 42-47).
+// docs/kernels.md, "On AVX2-only machines fp32 rows get no prefetch", has the whole A/B.
 template <typename WT>
 constexpr bool kPrefetchRows = sizeof(WT) == 2;
 

@@ -56,10 +56,10 @@ function vectorUse(path: string): Map<string, Map<string, [number, number]>> {
 }
 
 describe('the SIMD copies of the CPU kernels', { skip }, () => {
-  it('each AVX2 copy (cpu_v3) is vectorised where its AVX-512 copy (cpu_v4) is', () => {
+  it('each AVX2 copy (cpu_v3) is vectorised where its AVX-512 copy (cpu_v4) is', (t) => {
     const use = vectorUse(binary!);
     const v4 = use.get('v4')!, v3 = use.get('v3')!;
-    if (v3.size === 0) return void assert.ok(true, 'the binary has no cpu_v3 symbols (stripped)');
+    if (v3.size === 0) return void t.skip(`${binary} has no cpu_v3 symbols (stripped): nothing to read`);
     const scalar: string[] = [];
     let checked = 0;
     for (const [fn, [, vec4]] of v4) {
