@@ -8,6 +8,7 @@ import { hideBin } from 'yargs/helpers';
 import { exitCodeOf, formatCommandError } from './commands/errors.js';
 import { checkFlags, UsageError } from './commands/flags.js';
 import { commands } from './commands/index.js';
+import { skipHelpCache } from './commands/help-cache.js';
 
 const args = hideBin(process.argv);
 const names = new Set(commands.map((c) => String(c.command).split(' ')[0]));
@@ -31,6 +32,7 @@ async function main(): Promise<void> {
     })
     .wrap(Math.min(110, process.stdout.columns ?? 100));
   for (const c of commands) cli = cli.command(c);
+  skipHelpCache(cli);
   await cli.parseAsync();
 }
 

@@ -10,6 +10,7 @@
 // checks each for those.
 import '../config/docs-table.test.js';
 import '../bench/readme-summary.test.js';
+import '../cli/help-cache.test.js';
 import '../data/loaders.test.js';
 import '../dist/plans.test.js';
 import '../demo/repair.test.js';
