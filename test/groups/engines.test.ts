@@ -21,3 +21,6 @@ import '../rollout/paged/scheduler.test.js';
 import '../rollout/paged/tree-workload.test.js';
 import '../rollout/vllm-config.test.js';
 import '../rollout/vllm-tree.test.js';
+import '../dist/rendezvous.test.js';
+import '../model/gemm-bf16.test.js';
+import '../model/gemm-bf16-config.test.js';
