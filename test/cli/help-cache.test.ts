@@ -54,7 +54,9 @@ describe('yargs help cache', () => {
     const out: string[] = [];
     const cli = commandLine([]);
     skipHelpCache(cli);
-    const argv = await cli.parseAsync(['work', '--help'], {}, (_err, _argv, output) => out.push(output));
+    const argv = await cli.parseAsync(['work', '--help'], {}, (_err, _argv, output) => {
+      out.push(output);
+    });
     assert.ok(argv.help);
     assert.match(out.join(''), /--option-39 +option 39/);
   });
