@@ -65,7 +65,17 @@ export function testFiles() {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  // `npm test` runs this once before the runner starts: the day's pruning of the test caches
+  // `npm test` runs this once before the runner starts: the day's pruning of the test caches,
+  // and with --bundle every test file's bundle built in one esbuild run (test/loader/hooks.mjs).
   for (const dir of [TS_CACHE, CC_CACHE]) pruneCache(dir);
-  process.stdout.write(testFiles().join('\n') + '\n');
+  const files = testFiles();
+  if (process.argv.includes('--bundle')) {
+    try {
+      const { prebundle } = await import('./loader/hooks.mjs');
+      await prebundle(files.map((f) => join(ROOT, f)));
+    } catch {
+      // a file esbuild cannot build: its own process builds it again and reports the error there
+    }
+  }
+  process.stdout.write(files.join('\n') + '\n');
 }

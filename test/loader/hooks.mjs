@@ -110,24 +110,38 @@ function withOwnImportMeta(source, file) {
   return source.startsWith('#!') ? source.replace(/^#![^\n]*/, declaration) : `${declaration} ${source}`;
 }
 
-/** The entry `file` bundled with the relative modules it imports; cached with every input's content hash. */
-async function bundled(file) {
-  const cached = join(CACHE, sha256('bundle', file) + '.json');
+/** The cache file of the entry `file`'s bundle. */
+const bundleCacheFile = (file) => join(CACHE, sha256('bundle', file) + '.json');
+
+/**
+ * The cached bundle of the entry `file` while every file in it is unchanged, else undefined.
+ * `hashOf` (path -> content hash or undefined) may be shared by calls that check many entries.
+ */
+function cachedBundle(file, hashOf = (f) => (existsSync(f) ? sha256(readFileSync(f)) : undefined)) {
   try {
-    const { inputs, code } = JSON.parse(readFileSync(cached, 'utf8'));
-    if (Object.entries(inputs).every(([f, h]) => existsSync(f) && sha256(readFileSync(f)) === h)) return code;
+    const { inputs, code } = JSON.parse(readFileSync(bundleCacheFile(file), 'utf8'));
+    if (Object.entries(inputs).every(([f, h]) => hashOf(f) === h)) return code;
   } catch {
     // not cached yet, or unreadable: build it
   }
-  esbuild ??= requireFromTsx('esbuild');
-  const inputs = {};
-  const result = await esbuild.build({
+  return undefined;
+}
+
+/**
+ * esbuild's options for bundling `entryPoints`, each into the file beside it named
+ * `<name>.bundle.mjs` (never written: there, the source map's relative paths resolve from the
+ * entry's URL). `hashes` receives the content hash of every file read, by absolute path.
+ */
+function bundleOptions(entryPoints, hashes) {
+  return {
     ...OPTIONS,
-    entryPoints: [file],
+    entryPoints,
     bundle: true,
     write: false,
-    // never written: beside the entry, so that the source map's relative paths resolve from its URL
-    outfile: file.replace(/\.ts$/, '.bundle.mjs'),
+    outbase: '/',
+    outdir: '/',
+    entryNames: '[dir]/[name].bundle',
+    outExtension: { '.js': '.mjs' },
     platform: 'node',
     packages: 'external',
     logLevel: 'silent',
@@ -137,19 +151,71 @@ async function bundled(file) {
       setup(build) {
         build.onLoad({ filter: /\.[cm]?[jt]s$/ }, (args) => {
           const bytes = readFileSync(args.path);
-          inputs[args.path] = sha256(bytes);
+          hashes[args.path] = sha256(bytes);
           return { contents: withOwnImportMeta(bytes.toString('utf8'), args.path), loader: /\.[cm]?ts$/.test(args.path) ? 'ts' : 'js' };
         });
         build.onLoad({ filter: /.*/ }, (args) => {
-          inputs[args.path] = sha256(readFileSync(args.path));
+          hashes[args.path] = sha256(readFileSync(args.path));
           return undefined;
         });
       },
     }],
-  });
+  };
+}
+
+/** The entry `file` bundled with the relative modules it imports; cached with every input's content hash. */
+async function bundled(file) {
+  const hit = cachedBundle(file);
+  if (hit !== undefined) return hit;
+  esbuild ??= requireFromTsx('esbuild');
+  const inputs = {};
+  const result = await esbuild.build(bundleOptions([file], inputs));
   const code = result.outputFiles[0].text;
-  writeAtomic(cached, JSON.stringify({ inputs, code }));
+  writeAtomic(bundleCacheFile(file), JSON.stringify({ inputs, code }));
   return code;
+}
+
+/**
+ * Bundles each of the entry `files` that has no valid cached bundle, all in one esbuild run, and
+ * caches each as bundled() would (the same options, so the same code); returns how many it
+ * built. `npm test` runs it once before the runner starts its ~65 processes (test/test-files.mjs
+ * --bundle): on a fresh clone each would otherwise start esbuild and parse lib/ for itself.
+ */
+export async function prebundle(files) {
+  const seen = new Map(); // the entries share lib/: each file is read and hashed once
+  const hashOf = (f) => {
+    if (!seen.has(f)) seen.set(f, existsSync(f) ? sha256(readFileSync(f)) : undefined);
+    return seen.get(f);
+  };
+  const todo = files.map((f) => resolvePath(f)).filter((f) => cachedBundle(f, hashOf) === undefined);
+  if (todo.length === 0) return 0;
+  esbuild ??= requireFromTsx('esbuild');
+  const hashes = {};
+  // the working directory a test process has (the runner's): esbuild names each module in a comment by its path from there
+  const cwd = process.cwd();
+  const result = await esbuild.build({ ...bundleOptions(todo, hashes), metafile: true, absWorkingDir: cwd });
+  const byOutput = new Map(result.outputFiles.map((o) => [o.path, o.text]));
+  let built = 0;
+  for (const [out, meta] of Object.entries(result.metafile.outputs)) {
+    if (!meta.entryPoint) continue;
+    const file = resolvePath(cwd, meta.entryPoint);
+    const code = byOutput.get(resolvePath(cwd, out));
+    // every file the entry reaches through imports, as a build of that entry alone reads them
+    const inputs = {};
+    const stack = [meta.entryPoint];
+    while (stack.length > 0) {
+      const rel = stack.pop();
+      const abs = resolvePath(cwd, rel);
+      if (abs in inputs) continue;
+      inputs[abs] = hashes[abs];
+      for (const i of result.metafile.inputs[rel]?.imports ?? []) if (!i.external) stack.push(i.path);
+    }
+    // a file read outside the plugin (none today) would have no hash: leave that entry to its process
+    if (code === undefined || Object.values(inputs).some((h) => h === undefined)) continue;
+    writeAtomic(bundleCacheFile(file), JSON.stringify({ inputs, code }));
+    built++;
+  }
+  return built;
 }
 
 export async function load(url, context, next) {
@@ -168,7 +234,7 @@ const maps = new Map();
  * whenever its cache file changed (a test process may rebuild it while the run goes on).
  */
 export function originalLocation(file, line, column) {
-  const cached = join(CACHE, sha256('bundle', file) + '.json');
+  const cached = bundleCacheFile(file);
   const version = statSync(cached, { throwIfNoEntry: false })?.mtimeMs;
   if (version === undefined) return undefined;
   if (maps.get(file)?.version !== version) {

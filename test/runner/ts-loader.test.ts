@@ -1,7 +1,7 @@
 // test/loader: the TypeScript loader `npm test` runs the test files with (instead of tsx).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -99,5 +99,39 @@ describe('test/loader (TypeScript for npm test)', () => {
     assert.equal(r.status, 0, r.stderr);
     assert.ok(r.stdout.startsWith(`${join(work, 'tool.ts')} `), r.stdout);
     assert.match(r.stdout, /tool\.ts:3:\d+\)?\n$/);
+  });
+  it('prebundle (npm test, test-files.mjs --bundle) caches each entry in one esbuild run as its own process would, and only what changed', () => {
+    const pre = join(work, 'pre');
+    mkdirSync(pre, { recursive: true });
+    writeFileSync(join(pre, 'shared.ts'), 'export const k: number = 3;\n');
+    writeFileSync(join(pre, 'one.test.ts'), "import { k } from './shared.js';\nconsole.log('one', k, import.meta.filename);\n");
+    writeFileSync(join(pre, 'two.test.ts'), "import { k } from './shared.js';\nconsole.log('two', k * 2);\n");
+    const entries = ['one.test.ts', 'two.test.ts'].map((f) => join(pre, f));
+    const prebundle = (tmp: string) => {
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const { prebundle } = await import(${JSON.stringify(pathToFileURL(join(REPO, 'test', 'loader', 'hooks.mjs')).href)}); console.log(await prebundle(${JSON.stringify(entries)}));`], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: tmp } });
+      assert.equal(r.status, 0, r.stderr);
+      return Number(r.stdout.trim());
+    };
+    const runIn = (tmp: string, entry: string) => spawnSync(process.execPath, ['--import', join(REPO, 'test', 'loader', 'register.mjs'), entry], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: tmp } });
+    const bundles = (tmp: string) => {
+      const dir = join(tmp, readdirSync(tmp).find((d) => d.startsWith('murphy-test-ts-'))!);
+      return Object.fromEntries(readdirSync(dir).filter((n) => n.endsWith('.json')).map((n) => [n, readFileSync(join(dir, n), 'utf8')]));
+    };
+    const a = mkdtempSync(join(cache, 'pre-'));
+    const b = mkdtempSync(join(cache, 'own-'));
+    assert.equal(prebundle(a), 2);
+    const before = bundles(a);
+    assert.equal(Object.keys(before).length, 2);
+    // each process finds its bundle and builds nothing: the cache is as prebundle left it
+    assert.equal(runIn(a, entries[0]!).stdout, `one 3 ${entries[0]}\n`);
+    assert.equal(runIn(a, entries[1]!).stdout, 'two 6\n');
+    assert.deepEqual(bundles(a), before);
+    // the same bytes as the processes build for themselves
+    for (const e of entries) assert.equal(runIn(b, e).status, 0);
+    assert.deepEqual(bundles(b), before);
+    assert.equal(prebundle(a), 0, 'nothing changed: nothing built');
+    writeFileSync(join(pre, 'shared.ts'), 'export const k: number = 4;\n');
+    assert.equal(prebundle(a), 2, 'a shared import changed: both entries built again');
+    assert.equal(runIn(a, entries[1]!).stdout, 'two 8\n');
   });
 });
