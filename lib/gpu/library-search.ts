@@ -159,11 +159,24 @@ const SITE_SCRIPT =
   'p += [x for x in sys.path if x.endswith("-packages")]\n' +
   'print(json.dumps(p))\n';
 
+/** pythonSitePackages's answers in this process, by PATH: cuBLASLt's and NCCL's searches both ask. */
+const sitePackagesByPath = new Map<string, string[]>();
+
 /**
- * site-packages folders of every distinct python3 on PATH (each asked once, 10 s at most).
- * Interpreters that fail are skipped: finding no wheel is not an error here.
+ * site-packages folders of every distinct python3 on PATH (each asked once, 10 s at most, and
+ * once a process for a given PATH: `doctor` looks for two libraries, and a pyenv shim alone took
+ * ~70 ms of CPU a launch). Interpreters that fail are skipped: finding no wheel is not an error here.
  */
 export function pythonSitePackages(pathVar: string | undefined = process.env.PATH): string[] {
+  const key = pathVar ?? '';
+  const known = sitePackagesByPath.get(key);
+  if (known) return [...known];
+  const out = askInterpreters(pathVar);
+  sitePackagesByPath.set(key, out);
+  return [...out];
+}
+
+function askInterpreters(pathVar: string | undefined): string[] {
   const out: string[] = [];
   const seenExe = new Set<string>();
   for (const dir of (pathVar ?? '').split(delimiter)) {

@@ -3,7 +3,7 @@
 // reporting what it found, run as a user runs it.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -65,9 +65,15 @@ describe('cuBLASLt search order', () => {
     const dir = mkdtempSync(join(tmpdir(), 'murphy-py-'));
     try {
       const py = join(dir, 'python3');
-      writeFileSync(py, '#!/bin/sh\necho \'["/fake/site-packages", "/fake/user-site"]\'\n');
+      // the fake interpreter counts its launches: asked once a process for a given PATH
+      writeFileSync(py, `#!/bin/sh\necho x >> ${join(dir, 'launches')}\necho '["/fake/site-packages", "/fake/user-site"]'\n`);
       chmodSync(py, 0o755);
       assert.deepEqual(pythonSitePackages(`${dir}:${dir}`), ['/fake/site-packages', '/fake/user-site']);
+      const again = pythonSitePackages(`${dir}:${dir}`);
+      assert.deepEqual(again, ['/fake/site-packages', '/fake/user-site']);
+      again.push('/changed-by-the-caller');
+      assert.deepEqual(pythonSitePackages(`${dir}:${dir}`), ['/fake/site-packages', '/fake/user-site'], 'a caller changed the kept answer');
+      assert.equal(readFileSync(join(dir, 'launches'), 'utf8'), 'x\n');
       assert.deepEqual(pythonSitePackages(join(dir, 'nothing-here')), []);
     } finally {
       rmSync(dir, { recursive: true, force: true });
