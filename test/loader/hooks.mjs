@@ -113,11 +113,14 @@ function withOwnImportMeta(source, file) {
 /** The cache file of the entry `file`'s bundle. */
 const bundleCacheFile = (file) => join(CACHE, sha256('bundle', file) + '.json');
 
+/** The content hash of the file at `path`; undefined when there is none. */
+const fileHash = (path) => (existsSync(path) ? sha256(readFileSync(path)) : undefined);
+
 /**
  * The cached bundle of the entry `file` while every file in it is unchanged, else undefined.
  * `hashOf` (path -> content hash or undefined) may be shared by calls that check many entries.
  */
-function cachedBundle(file, hashOf = (f) => (existsSync(f) ? sha256(readFileSync(f)) : undefined)) {
+function cachedBundle(file, hashOf = fileHash) {
   try {
     const { inputs, code } = JSON.parse(readFileSync(bundleCacheFile(file), 'utf8'));
     if (Object.entries(inputs).every(([f, h]) => hashOf(f) === h)) return code;
@@ -184,7 +187,7 @@ async function bundled(file) {
 export async function prebundle(files) {
   const seen = new Map(); // the entries share lib/: each file is read and hashed once
   const hashOf = (f) => {
-    if (!seen.has(f)) seen.set(f, existsSync(f) ? sha256(readFileSync(f)) : undefined);
+    if (!seen.has(f)) seen.set(f, fileHash(f));
     return seen.get(f);
   };
   const todo = files.map((f) => resolvePath(f)).filter((f) => cachedBundle(f, hashOf) === undefined);
