@@ -6,9 +6,12 @@
 // lines), so that a failure that depends on the draw can be replayed from a log cut to its end. Used by the "test" scripts in package.json. When the runner runs
 // under test/loader (npm test; not test:gpu's tsx), a test's location (its file and line, printed
 // with a failure and in the skip list) is mapped back through the loader's bundle of the file it
-// ran in (a group's test shows its own file, not the group's).
+// ran in (a group's test shows its own file, not the group's), and so are the stack frames of a
+// failed test's error that point into a bundle (Node maps none of them when npm test turns its
+// source maps off: MURPHY_TEST_SOURCE_MAPS=reporter, test/loader/register.mjs).
 import { spec } from 'node:test/reporters';
 import { relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { originalLocation } from './loader/hooks.mjs';
 
 /** Whether the runner gives its test files test/loader (its own --import, which it passes on to them). */
@@ -16,6 +19,30 @@ const UNDER_LOADER = process.execArgv.some((a, i, all) => (a.startsWith('--impor
 
 // `spec` is a factory; its instances' class is the one to extend.
 const SpecReporter = Object.getPrototypeOf(new spec()).constructor;
+
+/** A stack frame's position in a module loaded from a .ts URL: a bundle's line and column, unmapped. */
+const TS_FRAME = /(file:\/\/[^\s()]+?\.[cm]?ts):(\d+):(\d+)/g;
+
+/** `stack` with each bundle position of a frame replaced by its place in the sources (as Node's source maps print it). */
+export function mapStack(stack) {
+  return stack.replace(TS_FRAME, (frame, url, line, column) => {
+    const at = originalLocation(fileURLToPath(url), Number(line), Number(column));
+    return at ? `${at.file}:${at.line}:${at.column}` : frame;
+  });
+}
+
+/** Maps the stacks of `error` and of its causes, in place. */
+function mapErrorStacks(error, depth = 0) {
+  if (error === null || typeof error !== 'object' || depth > 8) return;
+  if (typeof error.stack === 'string') {
+    try {
+      error.stack = mapStack(error.stack);
+    } catch {
+      // a read-only stack: printed as it is
+    }
+  }
+  mapErrorStacks(error.cause, depth + 1);
+}
 
 const SEED_LINE = /^# (.+): seed (\d+) \(replay with MURPHY_SEED=\d+\)$/;
 
@@ -41,6 +68,7 @@ export default class SkipSummaryReporter extends SpecReporter {
       const at = originalLocation(data.file, data.line, data.column);
       if (at) Object.assign(data, at);
     }
+    if (UNDER_LOADER && type === 'test:fail') mapErrorStacks(data?.details?.error);
     if (type === 'test:fail' && proc && !(data.skip !== undefined && data.skip !== false)) this.#failed.set(data.file, proc);
     // A skipped test or suite reports as passed, with `skip` set to its reason (or true).
     if ((type === 'test:pass' || type === 'test:fail') && data.skip !== undefined && data.skip !== false) {

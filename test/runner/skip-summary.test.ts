@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { REPO } from '../exec/helpers.js';
 
-function run(file: string): { out: string; status: number | null } {
-  const env = { ...process.env };
+function run(file: string, sourceMaps = 'reporter'): { out: string; status: number | null } {
+  const env = { ...process.env, MURPHY_TEST_SOURCE_MAPS: sourceMaps };
   delete env.NODE_TEST_CONTEXT; // else the inner runner reports to this one instead of printing
   // the runner as package.json's test script starts it: the tests' TypeScript loader, this reporter
   const r = spawnSync(process.execPath, ['--import', './test/loader/register.mjs', '--test', '--test-reporter=./test/skip-summary-reporter.mjs', file], { cwd: REPO, env, encoding: 'utf8' });
@@ -40,6 +40,20 @@ describe('skip summary reporter', () => {
       const { out, status } = run(join('test', 'fixtures', 'runner', entry));
       assert.equal(status, 1, out);
       assert.match(out, /^test at test\/fixtures\/runner\/fails\.fixture\.ts:7:1$/m, `${entry}:\n${out}`);
+    }
+  });
+  it('a failed test\'s stack frames point into the .ts sources, whether Node maps them or (npm test) the reporter does', () => {
+    const frames = (out: string) => out.split('\n').filter((l) => /^\s+at .*\.ts:\d+:\d+\)?$/.test(l)).map((l) => l.trim());
+    for (const entry of ['stack-fails.fixture.ts', 'stack-group.fixture.ts']) {
+      const byReporter = run(join('test', 'fixtures', 'runner', entry), 'reporter');
+      const byNode = run(join('test', 'fixtures', 'runner', entry), 'node');
+      assert.equal(byReporter.status, 1, byReporter.out);
+      const f = frames(byReporter.out);
+      // the error is thrown in lib/config/index.ts, reached from the fixture's line 9
+      assert.ok(f.some((l) => l.includes(`${join(REPO, 'lib', 'config', 'index.ts')}:`)), `${entry}:\n${byReporter.out}`);
+      assert.ok(f.some((l) => l.includes(`${join(REPO, 'test', 'fixtures', 'runner', 'stack-fails.fixture.ts')}:9:`)), `${entry}:\n${byReporter.out}`);
+      assert.ok(!byReporter.out.includes('file://'), `an unmapped frame:\n${byReporter.out}`);
+      assert.deepEqual(f, frames(byNode.out));
     }
   });
   it('lists last the seeds that a test process with a failure drew, under the failed file, alone or in a group; nothing when none failed', () => {

@@ -16,8 +16,9 @@ after(() => {
 });
 
 /** Runs `entry` (main.ts) in `work` under the loader, its compile cache under `cache` (TMPDIR). */
-function run(entry = 'main.ts'): { status: number | null; stdout: string; stderr: string } {
-  return spawnSync(process.execPath, ['--import', join(REPO, 'test', 'loader', 'register.mjs'), join(work, entry)], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: cache } });
+// Node's own source maps (the loader's default; npm test turns them off: MURPHY_TEST_SOURCE_MAPS=reporter)
+function run(entry = 'main.ts', sourceMaps = 'node'): { status: number | null; stdout: string; stderr: string } {
+  return spawnSync(process.execPath, ['--import', join(REPO, 'test', 'loader', 'register.mjs'), join(work, entry)], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: cache, MURPHY_TEST_SOURCE_MAPS: sourceMaps } });
 }
 
 describe('test/loader (TypeScript for npm test)', () => {
@@ -99,6 +100,18 @@ describe('test/loader (TypeScript for npm test)', () => {
     assert.equal(r.status, 0, r.stderr);
     assert.ok(r.stdout.startsWith(`${join(work, 'tool.ts')} `), r.stdout);
     assert.match(r.stdout, /tool\.ts:3:\d+\)?\n$/);
+  });
+  it('MURPHY_TEST_SOURCE_MAPS=reporter leaves stack traces in the bundle (the reporter maps failures); a bad value is refused', () => {
+    writeFileSync(join(work, 'dep.ts'), 'export const where = (): string => new Error().stack!.split("\\n")[1];\n');
+    writeFileSync(join(work, 'main.ts'), "import { where } from './dep.js';\nconsole.log(where());\n");
+    assert.match(run('main.ts', 'node').stdout, /dep\.ts:1:\d+\)?\n$/);
+    // the bundle puts dep.ts first, under main.ts's URL: the frame names main.ts, with the bundle's line
+    const off = run('main.ts', 'reporter');
+    assert.equal(off.status, 0, off.stderr);
+    assert.match(off.stdout, new RegExp(`\\(${pathToFileURL(join(work, 'main.ts')).href.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:\\d+:\\d+\\)\\n$`), off.stdout);
+    const bad = run('main.ts', 'on');
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /MURPHY_TEST_SOURCE_MAPS must be "node" .* or "reporter" .*; got "on"/);
   });
   it('prebundle (npm test, test-files.mjs --bundle) caches each entry in one esbuild run as its own process would, and only what changed', () => {
     const pre = join(work, 'pre');
