@@ -3,33 +3,40 @@
 // skip (no Chromium, no C++ compiler, no torch, ...) is visible at the end of `npm test` rather than
 // buried in thousands of lines; and last of all, after the failing tests' list, the random seeds
 // that each process with a failed test drew (test/helpers/random.ts testSeed's "# NAME: seed N"
-// lines), so that a failure that depends on the draw can be replayed from a log cut to its end. Used by the "test" scripts in package.json. When the runner runs
-// under test/loader (npm test; not test:gpu's tsx), a test's location (its file and line, printed
-// with a failure and in the skip list) is mapped back through the loader's bundle of the file it
-// ran in (a group's test shows its own file, not the group's), and so are the stack frames of a
-// failed test's error that point into a bundle (Node maps none of them when npm test turns its
-// source maps off: MURPHY_TEST_SOURCE_MAPS=reporter, test/loader/register.mjs).
+// lines), so that a failure that depends on the draw can be replayed from a log cut to its end. Used
+// by the "test" scripts in package.json. npm test runs each test file from its bundle
+// (X.test.bundle.mjs, test/loader/runnable.mjs): the reporter names the .ts file instead, and
+// maps a test's location (its file and line, printed with a failure and in the skip list) back
+// through the bundle (a group's test shows its own file, not the group's), as it does when the
+// runner runs the .ts files under test/loader; and so are the stack frames of a failed test's
+// error that point into a bundle (Node maps none of them: npm test runs without Node's source
+// maps, test/loader/register.mjs).
 import { spec } from 'node:test/reporters';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { originalLocation } from './loader/hooks.mjs';
+import { entryOf } from './loader/runnable.mjs';
 
 /** Whether the runner gives its test files test/loader (its own --import, which it passes on to them). */
 const UNDER_LOADER = process.execArgv.some((a, i, all) => (a.startsWith('--import=') || all[i - 1] === '--import') && /(^|[/=])test\/loader\/register\.mjs$/.test(a));
 
-// `spec` is a factory; its instances' class is the one to extend.
-const SpecReporter = Object.getPrototypeOf(new spec()).constructor;
+/** The entry (.ts) whose bundle `file` ran, for a runnable bundle or (under the loader) the .ts itself; else undefined. */
+const bundledEntry = (file) => entryOf(file) ?? (UNDER_LOADER && typeof file === 'string' && /\.[cm]?ts$/.test(file) ? file : undefined);
 
-/** A stack frame's position in a module loaded from a .ts URL: a bundle's line and column, unmapped. */
-const TS_FRAME = /(file:\/\/[^\s()]+?\.[cm]?ts):(\d+):(\d+)/g;
+/** A stack frame's position in a bundle (a runnable X.test.bundle.mjs, or an entry's .ts URL under the loader): unmapped. */
+const BUNDLE_FRAME = /(file:\/\/[^\s()]+?(?:\.bundle\.mjs|\.[cm]?ts)):(\d+):(\d+)/g;
 
 /** `stack` with each bundle position of a frame replaced by its place in the sources (as Node's source maps print it). */
 export function mapStack(stack) {
-  return stack.replace(TS_FRAME, (frame, url, line, column) => {
-    const at = originalLocation(fileURLToPath(url), Number(line), Number(column));
+  return stack.replace(BUNDLE_FRAME, (frame, url, line, column) => {
+    const entry = bundledEntry(fileURLToPath(url));
+    const at = entry && originalLocation(entry, Number(line), Number(column));
     return at ? `${at.file}:${at.line}:${at.column}` : frame;
   });
 }
+
+// `spec` is a factory; its instances' class is the one to extend.
+const SpecReporter = Object.getPrototypeOf(new spec()).constructor;
 
 /** Maps the stacks of `error` and of its causes, in place. */
 function mapErrorStacks(error, depth = 0) {
@@ -56,6 +63,9 @@ export default class SkipSummaryReporter extends SpecReporter {
 
   _transform(event, encoding, callback) {
     const { type, data } = event;
+    // the test process's file: the .ts, not the bundle it ran from
+    const entry = bundledEntry(data?.file);
+    if (entry !== undefined) data.file = entry;
     const proc = data?.file;
     if (type === 'test:stdout' && proc) {
       for (const line of String(data.message).split('\n')) {
@@ -64,11 +74,11 @@ export default class SkipSummaryReporter extends SpecReporter {
       }
     }
     // (1:1 is the test of the file itself: its own file and line)
-    if (UNDER_LOADER && data?.file && data.line !== undefined && data.column !== undefined && !(data.line === 1 && data.column === 1)) {
-      const at = originalLocation(data.file, data.line, data.column);
+    if (entry !== undefined && data.line !== undefined && data.column !== undefined && !(data.line === 1 && data.column === 1)) {
+      const at = originalLocation(entry, data.line, data.column);
       if (at) Object.assign(data, at);
     }
-    if (UNDER_LOADER && type === 'test:fail') mapErrorStacks(data?.details?.error);
+    if (type === 'test:fail') mapErrorStacks(data?.details?.error);
     if (type === 'test:fail' && proc && !(data.skip !== undefined && data.skip !== false)) this.#failed.set(data.file, proc);
     // A skipped test or suite reports as passed, with `skip` set to its reason (or true).
     if ((type === 'test:pass' || type === 'test:fail') && data.skip !== undefined && data.skip !== false) {

@@ -45,8 +45,8 @@ const sha256 = (...parts) => {
 };
 
 /** Writes `text` to `path` whole or not at all: several test processes may compile the same file at once. */
-function writeAtomic(path, text) {
-  mkdirSync(CACHE, { recursive: true });
+export function writeAtomic(path, text) {
+  mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, text);
   renameSync(tmp, path);
@@ -120,7 +120,7 @@ const fileHash = (path) => (existsSync(path) ? sha256(readFileSync(path)) : unde
  * The cached bundle of the entry `file` while every file in it is unchanged, else undefined.
  * `hashOf` (path -> content hash or undefined) may be shared by calls that check many entries.
  */
-function cachedBundle(file, hashOf = fileHash) {
+export function cachedBundle(file, hashOf = fileHash) {
   try {
     const { inputs, code } = JSON.parse(readFileSync(bundleCacheFile(file), 'utf8'));
     if (Object.entries(inputs).every(([f, h]) => hashOf(f) === h)) return code;

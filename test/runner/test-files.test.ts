@@ -32,9 +32,15 @@ describe('npm test file order', () => {
     assert.ok(files.every((f) => f.endsWith('.test.ts') && !f.startsWith('test/gpu/')));
     assert.ok(files.includes('test/runner/test-files.test.ts'));
   });
-  it('prints the same list, one path a line, when run as a script (what package.json\'s test script uses)', () => {
+  it('prints the same list, one path a line, when run as a script', () => {
     const out = execFileSync(process.execPath, ['test/test-files.mjs'], { cwd: REPO, encoding: 'utf8' });
     assert.deepEqual(out.trimEnd().split('\n'), testFiles());
+  });
+  it('with --bundle (package.json\'s test script) prints instead each file\'s runnable bundle, written beside it (test/loader/runnable.mjs)', () => {
+    const out = execFileSync(process.execPath, ['test/test-files.mjs', '--bundle'], { cwd: REPO, encoding: 'utf8' });
+    const printed = out.trimEnd().split('\n');
+    assert.deepEqual(printed, testFiles().map((f) => f.replace(/\.ts$/, '.bundle.mjs')));
+    for (const f of printed) assert.ok(existsSync(join(REPO, f)), `${f} was not written`);
   });
   it('a file that a group imports exists, runs only through its group, and leaves the process as it found it', () => {
     const grouped = groupedFiles() as string[];

@@ -147,4 +147,38 @@ describe('test/loader (TypeScript for npm test)', () => {
     assert.equal(prebundle(a), 2, 'a shared import changed: both entries built again');
     assert.equal(runIn(a, entries[1]!).stdout, 'two 8\n');
   });
+  it('writeRunnable (npm test, test-files.mjs --bundle) writes each entry\'s bundle beside it, which runs without the loader; only a changed one is written again', () => {
+    const dir = join(work, 'runnable');
+    mkdirSync(join(dir, 'sub'), { recursive: true });
+    writeFileSync(join(dir, 'sub', 'dep.ts'), 'export const k: number = 5;\nexport const where = { file: import.meta.filename, url: import.meta.url };\n');
+    writeFileSync(join(dir, 'a.test.ts'), "import { k, where } from './sub/dep.js';\nconst own: string = import.meta.filename;\nconsole.log(JSON.stringify({ k, where, own, argv: process.argv[1], loader: process.execArgv }));\n");
+    writeFileSync(join(dir, 'broken.test.ts'), 'export const n: number = ;\n');
+    const entries = ['a.test.ts', 'broken.test.ts'].map((f) => join(dir, f));
+    const tmp = mkdtempSync(join(cache, 'runnable-'));
+    const write = (): string[] => {
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const { writeRunnable } = await import(${JSON.stringify(pathToFileURL(join(REPO, 'test', 'loader', 'runnable.mjs')).href)}); console.log(JSON.stringify(await writeRunnable(${JSON.stringify(entries)})));`], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: tmp } });
+      assert.equal(r.status, 0, r.stderr);
+      return JSON.parse(r.stdout) as string[];
+    };
+    const plain = (file: string) => spawnSync(process.execPath, [file], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: tmp } });
+    const paths = write();
+    assert.deepEqual(paths, [join(dir, 'a.test.bundle.mjs'), join(dir, 'broken.test.bundle.mjs')]);
+    const r = plain(paths[0]!);
+    assert.equal(r.status, 0, r.stderr);
+    const o = JSON.parse(r.stdout) as { k: number; where: { file: string; url: string }; own: string; argv: string; loader: string[] };
+    assert.equal(o.k, 5);
+    assert.deepEqual(o.where, { file: join(dir, 'sub', 'dep.ts'), url: pathToFileURL(join(dir, 'sub', 'dep.ts')).href }, 'a bundled module keeps its own import.meta');
+    assert.equal(o.own, join(dir, 'a.test.ts'));
+    assert.deepEqual([o.argv, o.loader], [paths[0], []], 'not run under the loader');
+    const written = statSync(paths[0]!).mtimeMs;
+    write();
+    assert.equal(statSync(paths[0]!).mtimeMs, written, 'unchanged, yet written again');
+    writeFileSync(join(dir, 'sub', 'dep.ts'), 'export const k: number = 6;\nexport const where = {};\n');
+    write();
+    assert.equal((JSON.parse(plain(paths[0]!).stdout) as { k: number }).k, 6, 'a stale bundle after its import changed');
+    // the entry esbuild refuses runs through the loader, which fails naming the error
+    const bad = plain(paths[1]!);
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /broken\.test\.ts:1:\d+: ERROR/);
+  });
 });
