@@ -1,9 +1,9 @@
 // `murphy-native doctor`: what this installation can do on this machine.
 import type { CommandModule } from 'yargs';
-import { describeIsolation, type IsolationReport } from '../exec/index.js';
-import { findCublasLt, type CublasLtReport } from '../gpu/cublaslt.js';
-import { findNccl, type NcclReport } from '../gpu/nccl.js';
-import { binaryInfo, cpuInfo, cuda, type CudaStatus } from '../native.js';
+import type { IsolationReport } from '../exec/index.js';
+import type { CublasLtReport } from '../gpu/cublaslt.js';
+import type { NcclReport } from '../gpu/nccl.js';
+import type { binaryInfo, cpuInfo, cuda, CudaStatus } from '../native.js';
 
 export interface DoctorReport {
   binary: ReturnType<typeof binaryInfo>;
@@ -49,6 +49,10 @@ export function driverTooOld(s: Pick<CudaStatus, 'built' | 'runtimeVersion' | 'd
 }
 
 export async function doctorReport(opts: { python?: string } = {}): Promise<DoctorReport> {
+  // loaded here, not with the command list: the CLI's other commands do not pay for them
+  const [{ describeIsolation }, { findCublasLt }, { findNccl }, { binaryInfo, cpuInfo, cuda }] = await Promise.all([
+    import('../exec/index.js'), import('../gpu/cublaslt.js'), import('../gpu/nccl.js'), import('../native.js'),
+  ]);
   let sandbox: IsolationReport | null = null;
   let sandboxError: string | undefined;
   try {

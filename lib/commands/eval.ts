@@ -4,19 +4,11 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { checkConfig, ConfigError, configKeyOptions, defaultConfig, kebab, validatePartial, type TrainConfig } from '../config/index.js';
-import { loadTrainingProblems } from '../data/check.js';
-import { DATASET_FORMATS, problemPrompt, type Problem } from '../data/index.js';
-import { evaluateIterK, formatIterKTable, type EvalResultsFile } from '../eval/iterk.js';
-import { createExecutor, EXECUTOR_KINDS, type ExecutorKind } from '../exec/create.js';
-import { timeoutLimits, type TimeoutMode } from '../exec/types.js';
-import { ChatPromptBuilder } from '../prompt/chat.js';
-import { loadChatTokenizer } from '../prompt/tokenizer.js';
-import { EmbeddedBackend } from '../rollout/embedded.js';
+import { DATASET_FORMATS, type Problem } from '../data/types.js';
+import type { EvalResultsFile } from '../eval/iterk.js';
+import { EXECUTOR_KINDS, timeoutLimits, type ExecutorKind, type TimeoutMode } from '../exec/types.js';
 import type { RolloutBackend } from '../rollout/types.js';
-import { VllmBackend } from '../rollout/vllm.js';
 import { checkOutputFile, writeFileAtomic } from '../train/rundir.js';
-import { machineProbe, selectDevice } from '../gpu/device.js';
-import { loadRolloutEngine } from './rollout-engine.js';
 
 /** The keys of train's configuration that choose eval's embedded engine (the same flags, choices and checks). */
 export const EVAL_ENGINE_KEYS = ['device', 'storage', 'kvCacheFraction', 'kvCacheBlocks'] as const;
@@ -81,6 +73,11 @@ export async function runEval(a: EvalArgs, log: (s: string) => void = () => unde
   if (!Number.isInteger(a.n) || a.n < 1) throw new ConfigError(`--n must be an integer >= 1, got ${a.n}`);
   const eng = evalEngineKeys(a);
   if (a.out) checkOutputFile(a.out, '--out');
+  // loaded once the arguments are checked: the CLI's other commands, and refused flags, do not pay for them
+  const [{ loadTrainingProblems }, { problemPrompt }, { evaluateIterK }, { createExecutor }, { ChatPromptBuilder }, { loadChatTokenizer }, { EmbeddedBackend }, { VllmBackend }, { machineProbe, selectDevice }, { loadRolloutEngine }] = await Promise.all([
+    import('../data/check.js'), import('../data/index.js'), import('../eval/iterk.js'), import('../exec/create.js'), import('../prompt/chat.js'),
+    import('../prompt/tokenizer.js'), import('../rollout/embedded.js'), import('../rollout/vllm.js'), import('../gpu/device.js'), import('./rollout-engine.js'),
+  ]);
   // Datasets with splits (MBPP) are scored on one split, the test split unless --split says otherwise.
   const problems: Problem[] = await loadTrainingProblems(a.dataset, a.format, a.limit ?? null, { split: a.split, defaultSplit: 'test' });
   const split = [...new Set(problems.map((p) => p.split).filter((x): x is string => x !== undefined))].join(',');
@@ -177,6 +174,7 @@ export const evalCommand: CommandModule<object, EvalArgs> = {
       process.stderr.write(s + '\n');
     };
     const r = await runEval(argv, log);
+    const { formatIterKTable } = await import('../eval/iterk.js');
     process.stdout.write(formatIterKTable(r) + '\n');
     if (argv.out) process.stdout.write(`results: ${resolve(argv.out)}\n`);
   },

@@ -2,7 +2,7 @@
 // Hugging Face directory (config.json, safetensors, tokenizer files) for tests, benchmarks and
 // the demo. A preset gives the sizes; explicit flags override them.
 import type { Argv, CommandModule } from 'yargs';
-import { initModel, type ModelSizes, type PresetName, type WeightDType } from '../model/index.js';
+import type { ModelSizes, PresetName, WeightDType } from '../model/index.js';
 
 interface InitModelArgs {
   out?: string;
@@ -69,6 +69,7 @@ export const initModelCommand: CommandModule<object, InitModelArgs> = {
     if (a.headDim !== undefined) sizes.headDim = a.headDim;
     if (a.maxPositions !== undefined) sizes.maxPositionEmbeddings = a.maxPositions;
     if (a.tied !== undefined) sizes.tieWordEmbeddings = a.tied;
+    const { initModel } = await import('../model/index.js');
     const r = await initModel({
       out: a.out, preset: a.preset, sizes, seed: a.seed, initStd: a.initStd, dtype: a.dtype,
       maxShardBytes: Math.round(a.shardMb * 1024 * 1024), tokenizerDir: a.tokenizer,

@@ -3,9 +3,6 @@
 import type { Argv, CommandModule } from 'yargs';
 import { defaultConfig } from '../config/index.js';
 import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
-import { runModelShape } from '../gpu/device.js';
-import { formatMemoryPlan, memoryPlan, planProblem } from '../gpu/memory-plan.js';
-import { cuda } from '../native.js';
 
 interface MemoryPlanArgs {
   model?: string;
@@ -31,11 +28,15 @@ export const memoryPlanCommand: CommandModule<object, MemoryPlanArgs> = {
       .option('beta', { type: 'number', default: 0, describe: 'KL coefficient (> 0 adds a bf16 reference copy)' })
       .option('device-memory', { type: 'number', describe: 'Free device memory in GiB (default: device 0\'s, when there is one)' })
       .option('json', { type: 'boolean', default: false, describe: 'Print the plan as JSON' }) as unknown as Argv<MemoryPlanArgs>,
-  handler: (a) => {
+  handler: async (a) => {
     try {
       if (!(Number.isInteger(a.microBatchTokens) && a.microBatchTokens > 0)) throw new Error(`--micro-batch-tokens must be a positive integer (got ${a.microBatchTokens})`);
       if (!(a.beta >= 0)) throw new Error(`--beta must be >= 0 (got ${a.beta})`);
       if (a.deviceMemory !== undefined && !(a.deviceMemory > 0)) throw new Error(`--device-memory must be a positive number of GiB (got ${a.deviceMemory})`);
+      // loaded here, not with the CLI's command list
+      const [{ runModelShape }, { formatMemoryPlan, memoryPlan, planProblem }, { cuda }] = await Promise.all([
+        import('../gpu/device.js'), import('../gpu/memory-plan.js'), import('../native.js'),
+      ]);
       const shape = runModelShape({ model: a.model ?? null, modelPreset: 'tiny' });
       const dev = cuda.status().devices[0];
       const free = a.deviceMemory !== undefined ? Math.floor(a.deviceMemory * GiB) : dev?.freeMemory;

@@ -1,6 +1,5 @@
 // `murphy-native report RUN_DIR`: one self-contained HTML file (plots, Iter-k curves, tree viewer).
 import type { Argv, CommandModule } from 'yargs';
-import { writeReport } from '../report/html.js';
 
 interface ReportArgs {
   run: string;
@@ -19,6 +18,7 @@ export const reportCommand: CommandModule<object, ReportArgs> = {
       .option('max-trees', { type: 'number', default: 4000, describe: 'Most rollout trees embedded for the viewer (whole steps, spread over the run)' })
       .option('max-tree-bytes', { type: 'number', default: 2_000_000, describe: 'Most bytes of tree data embedded (keeps the file small; all trees stay in trees.jsonl.gz)' }) as unknown as Argv<ReportArgs>,
   handler: async (argv) => {
+    const { writeReport } = await import('../report/html.js');
     const path = writeReport(argv.run, argv.out, { maxTrees: argv.maxTrees, maxTreeBytes: argv.maxTreeBytes });
     process.stdout.write(`report: ${path}\n`);
   },

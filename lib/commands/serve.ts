@@ -4,11 +4,10 @@ import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import type { PolicyModel } from '../model/index.js';
-import { loadChatTokenizer } from '../prompt/index.js';
-import { SERVE_DEFAULTS, startServer, type RolloutServer } from '../rollout/server.js';
+import type { RolloutServer } from '../rollout/server.js';
+import { SERVE_DEFAULTS } from '../rollout/serve-defaults.js';
 import type { RolloutEngine, TextCodec } from '../rollout/types.js';
-import { KV_CACHE_DEFAULTS } from '../rollout/paged/device-kv.js';
-import { loadRolloutEngine } from './rollout-engine.js';
+import { KV_CACHE_DEFAULTS } from '../rollout/paged/kv-defaults.js';
 
 export interface ServeArgs {
   model: string;
@@ -37,6 +36,7 @@ export const SERVE_DEVICES = ['cpu', 'cuda', 'emulate'] as const;
 async function loadEngine(dir: string, a: ServeArgs, log: (msg: string) => void): Promise<{ engine: RolloutEngine; model: PolicyModel }> {
   const device = a.device ?? 'cpu';
   if (!(SERVE_DEVICES as readonly string[]).includes(device)) throw new Error(`--device must be one of ${SERVE_DEVICES.join(', ')}, got '${String(device)}'`);
+  const { loadRolloutEngine } = await import('./rollout-engine.js');
   return loadRolloutEngine(dir, { device, storage: 'bf16', bf16Generate: a.bf16Generate, releaseHeap: true, kvCacheFraction: a.kvCacheFraction, kvCacheBlocks: a.kvCacheBlocks }, log);
 }
 
@@ -59,6 +59,8 @@ export async function serveModel(a: ServeArgs, log: (msg: string) => void = () =
   if (a.kvCacheFraction !== undefined && !(a.kvCacheFraction > 0 && a.kvCacheFraction <= 1)) throw new Error(`--kv-cache-fraction must be in (0, 1], got ${a.kvCacheFraction}`);
   positiveInt(a.kvCacheBlocks, '--kv-cache-blocks');
   const { engine, model } = await loadEngine(dir, a, log);
+  // the server and the tokenizer load with the engine, not with the CLI's command list
+  const [{ loadChatTokenizer }, { startServer }] = await Promise.all([import('../prompt/index.js'), import('../rollout/server.js')]);
   let tokenizer: TextCodec | undefined;
   if (existsSync(join(dir, 'tokenizer.json')) && existsSync(join(dir, 'tokenizer_config.json'))) {
     tokenizer = loadChatTokenizer(dir);

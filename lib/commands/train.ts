@@ -3,12 +3,8 @@
 // built-in code-repair task). docs/training.md lists every key.
 import type { Argv, CommandModule } from 'yargs';
 import { configOptions, flagsFromArgv, resolveConfig } from '../config/index.js';
-import { StderrProgress } from '../train/progress.js';
+import { silentProgress, StderrProgress } from '../train/progress.js';
 import { exitCodeForSignal } from '../train/signals.js';
-import { checkRanksDevice, resumeConfig, runTraining, serversOfRank } from './run-training.js';
-import { joinJob } from '../dist/backend.js';
-import { launchLocal, nodeLayout } from '../dist/launch.js';
-import { silentProgress } from '../train/progress.js';
 
 /** The command line without --nproc-per-node (what each rank runs). */
 export function withoutLauncherFlags(args: readonly string[]): string[] {
@@ -50,7 +46,12 @@ export const trainCommand: CommandModule<object, TrainArgs> = {
   handler: async (argv) => {
     const flags = flagsFromArgv(argv);
     delete flags.nprocPerNode;
-    const cfg = argv.resume ? resumeConfig(argv.resume, flags) : resolveConfig({ file: argv.config ?? null, flags });
+    // A refused flag or config value fails before the training code (~110 modules) loads.
+    const fresh = argv.resume ? null : resolveConfig({ file: argv.config ?? null, flags });
+    const [{ checkRanksDevice, resumeConfig, runTraining, serversOfRank }, { joinJob }, { launchLocal, nodeLayout }] = await Promise.all([
+      import('./run-training.js'), import('../dist/backend.js'), import('../dist/launch.js'),
+    ]);
+    const cfg = fresh ?? resumeConfig(argv.resume!, flags);
     if (argv.nprocPerNode !== undefined) {
       checkRanksDevice(cfg, argv.nprocPerNode);
       // enough vLLM servers for every rank of the job, before any rank starts

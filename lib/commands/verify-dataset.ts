@@ -2,8 +2,9 @@
 // executor and report how many pass (run it on your data before training on it).
 import { writeFile } from 'node:fs/promises';
 import type { CommandModule } from 'yargs';
-import { DATASET_FORMATS, loadDataset, type DatasetFormat, type LoadOptions, type MbppSplit, type Problem } from '../data/index.js';
-import { PythonExecutor, type ExecutionResult, type IsolationReport } from '../exec/index.js';
+import type { LoadOptions, MbppSplit } from '../data/index.js';
+import { DATASET_FORMATS, type DatasetFormat, type Problem } from '../data/types.js';
+import type { ExecutionResult, IsolationReport } from '../exec/index.js';
 
 export interface VerifyFailure {
   id: string;
@@ -52,6 +53,8 @@ function reasonOf(r: ExecutionResult): string {
 /** Verifies a dataset file; the executor is created and closed here. */
 export async function verifyDataset(path: string, o: VerifyOptions = {}): Promise<VerifyReport> {
   const t0 = performance.now();
+  // loaded here, not with the CLI's command list
+  const [{ loadDataset }, { PythonExecutor }] = await Promise.all([import('../data/index.js'), import('../exec/index.js')]);
   const problems: Problem[] = await loadDataset(path, o);
   const ex = new PythonExecutor({
     python: o.python,

@@ -11,8 +11,8 @@ import type { Problem } from './types.js';
 import { existsSync } from 'node:fs';
 import { basename } from 'node:path';
 
-export type DatasetFormat = 'auto' | 'humaneval' | 'mbpp' | 'kodcode' | 'livecodebench' | 'jsonl';
-export const DATASET_FORMATS: readonly DatasetFormat[] = ['auto', 'humaneval', 'mbpp', 'kodcode', 'livecodebench', 'jsonl'];
+export { DATASET_FORMATS, type DatasetFormat } from './types.js';
+import type { DatasetFormat } from './types.js';
 
 export interface LoadOptions extends LiveCodeBenchOptions {
   format?: DatasetFormat;

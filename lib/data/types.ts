@@ -56,3 +56,7 @@ export interface Problem {
   /** Anything else from the record that may be useful (never required). */
   meta?: Record<string, unknown>;
 }
+
+export type DatasetFormat = 'auto' | 'humaneval' | 'mbpp' | 'kodcode' | 'livecodebench' | 'jsonl';
+/** The --format choices of the dataset commands (auto: detected from the records). */
+export const DATASET_FORMATS: readonly DatasetFormat[] = ['auto', 'humaneval', 'mbpp', 'kodcode', 'livecodebench', 'jsonl'];

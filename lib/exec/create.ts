@@ -3,10 +3,9 @@ import type { Problem } from '../data/types.js';
 import type { Executor } from '../murphy/types.js';
 import { PythonExecutor, type PythonExecutorOptions } from './executor.js';
 import { SandboxFusionExecutor } from './remote.js';
-import type { ExecutionResult } from './types.js';
+import type { ExecutionResult, ExecutorKind } from './types.js';
 
-export const EXECUTOR_KINDS = ['local', 'sandboxfusion'] as const;
-export type ExecutorKind = (typeof EXECUTOR_KINDS)[number];
+export { EXECUTOR_KINDS, type ExecutorKind } from './types.js';
 
 /** What train and eval need of an executor (both classes have it; lib/murphy's Executor). */
 export interface RunningExecutor extends Executor<Problem> {

@@ -136,3 +136,7 @@ export const DEFAULT_FEEDBACK: FeedbackOptions = {
 export function timeoutLimits(mode: TimeoutMode, seconds: number): Partial<ExecLimits> {
   return mode === 'program' ? { timeoutMode: 'program', testTimeout: seconds, programTimeout: seconds } : { timeoutMode: 'test', testTimeout: seconds };
 }
+
+/** Where programs run: on this machine, sandboxed (local), or on a SandboxFusion service. */
+export const EXECUTOR_KINDS = ['local', 'sandboxfusion'] as const;
+export type ExecutorKind = (typeof EXECUTOR_KINDS)[number];

@@ -28,20 +28,12 @@ import { chatLogprobs, completionLogprobs, SampleStream, tokenText, type StreamD
 import type { EngineRequest, RolloutEngine, StreamedToken, TextCodec } from './types.js';
 import { LoopbackWorker } from './weight-sync-serve.js';
 import { RolloutError } from './types.js';
+import { SERVE_DEFAULTS } from './serve-defaults.js';
 
 /** The collective_rpc method that loads a checkpoint directory (same name as the vLLM worker extension's). */
 export const LOAD_WEIGHTS_METHOD = 'murphy_load_weights';
 
-/** Defaults of the serve limits (docs/rollout.md). */
-export const SERVE_DEFAULTS = {
-  maxN: 1024,
-  /** Largest work of one request, in tokens (prompt tokens + n x max_tokens, over its prompts). */
-  maxRequestTokens: 1 << 20,
-  /** Largest total of that over the requests admitted at once (waiting or running). */
-  maxQueuedTokens: 1 << 22,
-  /** Seconds a client is told to wait when the queue is full. */
-  retryAfterSeconds: 1,
-} as const;
+export { SERVE_DEFAULTS };
 
 export interface ServeOptions extends BatcherOptions {
   engine: RolloutEngine;

@@ -11,6 +11,7 @@
 import '../config/docs-table.test.js';
 import '../bench/readme-summary.test.js';
 import '../cli/help-cache.test.js';
+import '../cli/startup-imports.test.js';
 import '../data/loaders.test.js';
 import '../dist/plans.test.js';
 import '../demo/repair.test.js';

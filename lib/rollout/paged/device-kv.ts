@@ -1,8 +1,8 @@
 // How big the paged engine's KV pool is, and taking / giving back its device memory: the pool
 // is allocated before a rollout phase from what the device has free then (the training state
 // already allocated), and released before the training phase, so one device holds both.
-import { SCHEMA } from '../../config/schema.js';
 import { RolloutError } from '../types.js';
+import { KV_CACHE_DEFAULTS } from './kv-defaults.js';
 import { DEFAULT_BLOCK_SIZE } from './kv-pool.js';
 import { blocksFor } from './block-table.js';
 import { kvBlockBytes, kvBlocksForMemory, type KvShape } from './memory.js';
@@ -31,12 +31,7 @@ export interface KvCacheOptions {
   blockSize?: number;
 }
 
-export const KV_CACHE_DEFAULTS = {
-  /** The training config's default (one source: lib/config/schema.ts). */
-  kvCacheFraction: SCHEMA.kvCacheFraction.default as number,
-  /** The budget when the device cannot tell its free memory (the emulated device, on the host). */
-  unknownFreeBytes: 64 * 2 ** 20,
-} as const;
+export { KV_CACHE_DEFAULTS };
 
 /** A pool of a fixed number of blocks with nothing behind it (the reference model in tests). */
 export function fixedKv(blocks: number, blockSize = DEFAULT_BLOCK_SIZE, bytesPerBlock = 0): KvLease {
