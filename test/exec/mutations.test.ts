@@ -76,22 +76,26 @@ describe('HumanEval mutations', () => {
     assert.match(r.feedback, /ValueError: boom/);
     assert.match(r.feedback, /Traceback \(your code\):/);
   });
-  it('infinite loop: timeout, the group killed, feedback says "timed out after 1 s"', async () => {
+  // The endless loop burns a core until its limit: it gets a quarter of a second a test (as
+  // test/exec/hostile.test.ts's do), which stops it the same way.
+  const LOOP_LIMITS = { testTimeout: 0.25 };
+  it('infinite loop: timeout, the group killed, feedback says "timed out after 0.25 s"', async () => {
     const p = byId(he, 'HumanEval/0');
     const t0 = Date.now();
-    const r = await ex.run(p, p.prompt + '    while True:\n        pass\n');
+    const r = await ex.run(p, p.prompt + '    while True:\n        pass\n', { limits: LOOP_LIMITS });
     assert.ok(Date.now() - t0 < 5000);
     assert.equal(r.timedOut, true);
     assert.equal(r.tests[0].status, 'timeout');
     assert.equal(r.reward, 0);
-    assert.match(r.feedback, /timed out after 1 s/);
-    assert.match(r.feedback, /Test 1 timed out after 1 s: assert candidate/);
+    assert.match(r.feedback, /timed out after 0\.25 s/);
+    assert.match(r.feedback, /Test 1 timed out after 0\.25 s: assert candidate/);
     assert.match(r.feedback, /6 more tests did not run because an earlier test timed out/);
   });
   it('infinite loop with continueAfterTimeout: each test gets its own timeout', async () => {
     const p = byId(he, 'HumanEval/0');
     // Loops only on the first assert's input.
     const code = p.prompt + '    if threshold == 0.3 and len(numbers) == 6:\n        while True: pass\n    return ' + '__import__("itertools") and any(abs(a-b) < threshold for i, a in enumerate(numbers) for b in numbers[i+1:])\n';
+    // (the suite's 1 s a test here: the six tests after the loop must pass within the limit on a loaded machine)
     const r = await ex.run(p, code, { continueAfterTimeout: true });
     assert.equal(r.tests[0].status, 'timeout');
     assert.ok(r.tests.slice(1).every((t) => t.passed), JSON.stringify(r.tests.map((t) => t.status)));

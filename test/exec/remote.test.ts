@@ -95,12 +95,13 @@ describe('SandboxFusion backend', () => {
   it('all test kinds, timeouts, and a fake result line printed by the program', async () => {
     // The reference solutions get limits no loaded machine reaches (a LiveCodeBench stdin test
     // took over 1 s on a 2-core VM where starting a process costs ~5 ms of page faults); the
-    // endless loop gets a 1 s test limit, the limit its timeout is checked against. Its program
-    // limit stays long: the local service's run_timeout is programTimeout + 5 s of wall time, and
-    // at load 5 on 2 cores, with every request of this test starting an interpreter at once, the
-    // loop's interpreter start, harness and 1 s test took over 10 s and came back as an error.
+    // endless loop gets a 0.25 s test limit (it burns a core until then), the limit its timeout
+    // is checked against. Its program limit stays long: the local service's run_timeout is
+    // programTimeout + 5 s of wall time, and at load 5 on 2 cores, with every request of this test
+    // starting an interpreter at once, the loop's interpreter start, harness and 1 s test took over
+    // 10 s and came back as an error.
     const ex = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 20, programTimeout: 120 } });
-    const short = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 1, programTimeout: 60 } });
+    const short = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 0.25, programTimeout: 60 } });
     // All at once: each request is a fresh interpreter on the local service.
     const problems = (await Promise.all((['kodcode', 'livecodebench', 'jsonl'] as const).map((name) => loadSample(name)))).flat();
     const [add] = jsonlFromRecords([{ id: 'a', prompt: 'a', asserts: ['assert add(1, 2) == 3'] }]);
