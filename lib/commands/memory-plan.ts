@@ -10,6 +10,7 @@ interface MemoryPlanArgs {
   gradientCheckpointing?: boolean;
   storage: StorageDType;
   beta: number;
+  keepLogitsMb: number;
   deviceMemory?: number;
   json: boolean;
 }
@@ -26,12 +27,14 @@ export const memoryPlanCommand: CommandModule<object, MemoryPlanArgs> = {
       .option('gradient-checkpointing', { type: 'boolean', describe: 'Per-layer activation checkpointing (default: on from 1e9 parameters)' })
       .option('storage', { type: 'string', choices: [...STORAGE_DTYPES], default: STORAGE_DTYPES[0], describe: 'Storage dtype of the compute weights and activations (f32: the precision mode, about 2x their memory)' })
       .option('beta', { type: 'number', default: 0, describe: 'KL coefficient (> 0 adds a bf16 reference copy)' })
+      .option('keep-logits-mb', { type: 'number', default: defaultConfig().keepLogitsMb, describe: 'MiB of lm-head logits the loss keeps between its two passes (train\'s key)' })
       .option('device-memory', { type: 'number', describe: 'Free device memory in GiB (default: device 0\'s, when there is one)' })
       .option('json', { type: 'boolean', default: false, describe: 'Print the plan as JSON' }) as unknown as Argv<MemoryPlanArgs>,
   handler: async (a) => {
     try {
       if (!(Number.isInteger(a.microBatchTokens) && a.microBatchTokens > 0)) throw new Error(`--micro-batch-tokens must be a positive integer (got ${a.microBatchTokens})`);
       if (!(a.beta >= 0)) throw new Error(`--beta must be >= 0 (got ${a.beta})`);
+      if (!(Number.isInteger(a.keepLogitsMb) && a.keepLogitsMb >= 0)) throw new Error(`--keep-logits-mb must be an integer >= 0 (got ${a.keepLogitsMb})`);
       if (a.deviceMemory !== undefined && !(a.deviceMemory > 0)) throw new Error(`--device-memory must be a positive number of GiB (got ${a.deviceMemory})`);
       // loaded here, not with the CLI's command list
       const [{ runModelShape }, { formatMemoryPlan, memoryPlan, planProblem }, { cuda }] = await Promise.all([
@@ -42,7 +45,7 @@ export const memoryPlanCommand: CommandModule<object, MemoryPlanArgs> = {
       const free = a.deviceMemory !== undefined ? Math.floor(a.deviceMemory * GiB) : dev?.freeMemory;
       const total = a.deviceMemory !== undefined ? free : dev?.totalMemory;
       const plan = memoryPlan(shape, {
-        microBatchTokens: a.microBatchTokens, gradientCheckpointing: a.gradientCheckpointing ?? null, beta: a.beta, storage: a.storage,
+        microBatchTokens: a.microBatchTokens, gradientCheckpointing: a.gradientCheckpointing ?? null, beta: a.beta, storage: a.storage, keepLogitsMb: a.keepLogitsMb,
         ...(free !== undefined ? { deviceFreeBytes: free, deviceTotalBytes: total } : {}),
       });
       const problem = planProblem(plan);

@@ -132,7 +132,7 @@ function selectFor(c: TrainConfig, log: (line: string) => void, probe: DevicePro
   const once: DeviceProbe = { ...probe, cublasLt: () => (lt ??= probe.cublasLt()) };
   const wantsPlan = c.device === 'cuda' || (cudaBlocker(once) === null && once.engineImplemented);
   const plan = wantsPlan
-    ? { shape: runModelShape(c), settings: { microBatchTokens: c.microBatchTokens, gradientCheckpointing: c.gradientCheckpointing, beta: c.beta, storage: c.storage } }
+    ? { shape: runModelShape(c), settings: { microBatchTokens: c.microBatchTokens, gradientCheckpointing: c.gradientCheckpointing, beta: c.beta, storage: c.storage, keepLogitsMb: c.keepLogitsMb } }
     : undefined;
   return selectDevice(c.device, once, plan, log);
 }

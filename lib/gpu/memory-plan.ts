@@ -36,9 +36,14 @@
 // Workspace: the cuBLASLt workspace (32 MiB), and one lm-head chunk of LM_HEAD_CHUNK_TOKENS
 // tokens: fp32 logits (the fused log-prob/GRPO kernels read them) and their bf16 gradient
 // (the GEMMs read it) — the full tokens x vocab logits never exist.
+// Kept logits (config keepLogitsMb): the loss keeps the fp32 logits of as many chunks as fit
+// in keepLogitsMb from its first pass to its second, instead of computing them again (the
+// engine's chunks: chunk_rows(256, vocab) rows, at most 64 MiB): at most keepLogitsMb, and
+// at most the micro-batch's tokens x vocab x 4 bytes, rounded up to whole chunks.
 // Headroom: 5% of the device's total memory is left free for allocator fragmentation.
 
-import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
+import { SCHEMA, STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
+import { TRAIN_OPTIONS } from '../native/options.js';
 
 export type ModelFamily = 'qwen3' | 'olmo2';
 
@@ -64,6 +69,8 @@ export interface PlanSettings {
   beta: number;
   /** The device engine's storage dtype (config storage); default bf16. */
   storage?: StorageDType;
+  /** MiB of lm-head logits the loss keeps between its two passes (config keepLogitsMb); default the config's. */
+  keepLogitsMb?: number;
   /** Device memory available to the engine (free memory at start); omit for a plan without a fit. */
   deviceFreeBytes?: number;
   /** The device's total memory (the headroom is a fraction of it); default deviceFreeBytes. */
@@ -71,6 +78,16 @@ export interface PlanSettings {
 }
 
 export const LM_HEAD_CHUNK_TOKENS = 512;
+/** The rows of one chunk of the loss's logits in the engines (native/model/model.cc chunk_rows, with the native chunkTokens default). */
+export function lossChunkRows(vocab: number, chunkTokens = TRAIN_OPTIONS.chunkTokens.default): number {
+  return Math.max(1, Math.min(chunkTokens, Math.max(1, Math.floor((16 * 2 ** 20) / vocab))));
+}
+/** Bytes of fp32 logits the loss keeps for a micro-batch of `tokens`: whole chunks, within keepLogitsMb. */
+export function keptLogitsBytes(vocab: number, tokens: number, keepLogitsMb: number): number {
+  const chunkBytes = lossChunkRows(vocab) * vocab * 4;
+  const chunks = Math.min(Math.ceil(tokens / lossChunkRows(vocab)), Math.floor((keepLogitsMb * 2 ** 20) / chunkBytes));
+  return Math.max(0, chunks) * chunkBytes;
+}
 export const CUBLASLT_WORKSPACE_BYTES = 32 * 2 ** 20;
 export const HEADROOM_FRACTION = 0.05;
 export const BATCH_VECTOR_BYTES_PER_TOKEN = 32;
@@ -156,8 +173,10 @@ export interface MemoryPlan {
     total: number;
   };
   workspace: { cublasLt: number; lmHeadChunk: number; total: number };
+  /** keepLogitsMb, and the fp32 logits it keeps for this micro-batch (keptLogitsBytes). */
+  keptLogits: { keepLogitsMb: number; bytes: number };
   microBatchTokens: number;
-  /** stateTotal + workspace + microBatchTokens * perToken.total */
+  /** stateTotal + workspace + keptLogits.bytes + microBatchTokens * perToken.total */
   totalForMicroBatch: number;
   device?: {
     freeBytes: number;
@@ -202,19 +221,31 @@ export function memoryPlan(s: ModelShape, st: PlanSettings): MemoryPlan {
   // fp32 logits of one chunk and their gradient in the storage dtype
   const lmHeadChunk = LM_HEAD_CHUNK_TOKENS * s.vocab * (4 + sb);
   const workspace = { cublasLt: CUBLASLT_WORKSPACE_BYTES, lmHeadChunk, total: CUBLASLT_WORKSPACE_BYTES + lmHeadChunk };
+  const keepLogitsMb = st.keepLogitsMb ?? (SCHEMA.keepLogitsMb.default as number);
+  const kept = (tokens: number): number => keptLogitsBytes(s.vocab, tokens, keepLogitsMb);
   const plan: MemoryPlan = {
     shape: s, params: P, gradientCheckpointing: checkpointing, storage,
     computeWeights, masterF32, adamMoments, gradientsF32, reference, stateTotal,
     perToken, workspace,
+    keptLogits: { keepLogitsMb, bytes: kept(st.microBatchTokens) },
     microBatchTokens: st.microBatchTokens,
-    totalForMicroBatch: stateTotal + workspace.total + st.microBatchTokens * perToken.total,
+    totalForMicroBatch: stateTotal + workspace.total + kept(st.microBatchTokens) + st.microBatchTokens * perToken.total,
   };
   if (st.deviceFreeBytes !== undefined) {
     const headroom = Math.ceil(HEADROOM_FRACTION * (st.deviceTotalBytes ?? st.deviceFreeBytes));
     const usable = Math.max(0, st.deviceFreeBytes - headroom);
+    // the largest multiple of 16 tokens whose activations and kept logits fit (both grow with the tokens)
     const budget = (perTok: number): number => {
       const left = usable - stateTotal - workspace.total;
-      return left <= 0 ? 0 : Math.floor(left / perTok / 16) * 16;
+      if (left <= 0) return 0;
+      const fits = (t: number): boolean => t * perTok + kept(t) <= left;
+      let lo = 0, hi = Math.floor(left / perTok / 16);  // in units of 16 tokens; kept logits only lower it
+      while (lo < hi) {
+        const mid = Math.ceil((lo + hi) / 2);
+        if (fits(mid * 16)) lo = mid;
+        else hi = mid - 1;
+      }
+      return lo * 16;
     };
     const maxMicroBatchTokens = budget(perToken.total);
     plan.device = {
@@ -239,7 +270,8 @@ export function formatMemoryPlan(p: MemoryPlan): string {
       `fp32 gradients ${gib(p.gradientsF32)}${p.reference ? `, ${p.storage} KL reference ${gib(p.reference)}` : ''}: ${gib(p.stateTotal)}`,
     `  activations ${(p.perToken.total / 1024).toFixed(1)} KiB per token (gradient checkpointing ${p.gradientCheckpointing ? 'on' : 'off'}; ` +
       `one layer ${(p.perToken.layer / 1024).toFixed(1)} KiB), workspace ${gib(p.workspace.total)} ` +
-      `(cuBLASLt ${p.workspace.cublasLt / 2 ** 20} MiB, lm-head chunk of ${LM_HEAD_CHUNK_TOKENS} tokens ${gib(p.workspace.lmHeadChunk)})`,
+      `(cuBLASLt ${p.workspace.cublasLt / 2 ** 20} MiB, lm-head chunk of ${LM_HEAD_CHUNK_TOKENS} tokens ${gib(p.workspace.lmHeadChunk)})` +
+      (p.keptLogits.bytes > 0 ? `, kept logits ${gib(p.keptLogits.bytes)} (--keep-logits-mb ${p.keptLogits.keepLogitsMb})` : ''),
     `  micro-batch of ${p.microBatchTokens} tokens: ${gib(p.totalForMicroBatch)} in all`,
   ];
   if (p.device) {
@@ -261,6 +293,7 @@ export function planProblem(p: MemoryPlan): string | null {
   const other = !p.gradientCheckpointing && d.maxMicroBatchTokensOtherCheckpointing > d.maxMicroBatchTokens
     ? ` or turn on --gradient-checkpointing (then ${d.maxMicroBatchTokensOtherCheckpointing} fit)` : '';
   const bf16 = p.storage === 'f32' ? ' or use --storage bf16 (half the activation bytes)' : '';
+  const keep = p.keptLogits.bytes > 0 ? ` or lower --keep-logits-mb (its kept logits take ${gib(p.keptLogits.bytes)})` : '';
   return `--micro-batch-tokens ${p.microBatchTokens} needs ${gib(p.totalForMicroBatch)} but ${gib(d.usable)} of the device is usable: ` +
-    `lower --micro-batch-tokens to ${d.maxMicroBatchTokens} or less${other}${bf16}`;
+    `lower --micro-batch-tokens to ${d.maxMicroBatchTokens} or less${other}${bf16}${keep}`;
 }

@@ -90,13 +90,14 @@ describe('--device: choosing where the policy trains', () => {
       /^DeviceError: --device cuda: the CUDA policy engine is not implemented yet \(docs\/gpu\.md lists what exists\); use --device cpu$/,
     );
     assert.equal(logged.length, 1);
-    assert.match(logged[0]!, /^memory plan: qwen3, 1\.721B parameters[^]*up to 177152 tokens per micro-batch fit/);
+    // (1 GiB of kept logits at keepLogitsMb's default: 173360 tokens; test/gpu-engine/memory-plan.test.ts)
+    assert.match(logged[0]!, /^memory plan: qwen3, 1\.721B parameters[^]*up to 173360 tokens per micro-batch fit/);
   });
   it('cuda with a plan that does not fit fails naming the knob, before the engine check', () => {
     const logged: string[] = [];
     assert.throws(
       () => selectDevice('cuda', probe(), { shape: qwen17, settings: { microBatchTokens: 32768, gradientCheckpointing: false, beta: 0 } }, (l) => logged.push(l)),
-      /^DeviceError: --device cuda: --micro-batch-tokens 32768 needs .* lower --micro-batch-tokens to 23776 or less or turn on --gradient-checkpointing \(then 177152 fit\)$/,
+      /^DeviceError: --device cuda: --micro-batch-tokens 32768 needs .* lower --micro-batch-tokens to 23264 or less or turn on --gradient-checkpointing \(then 173360 fit\) or lower --keep-logits-mb \(its kept logits take 1\.00 GiB\)$/,
     );
     assert.equal(logged.length, 1);
   });

@@ -50,6 +50,32 @@ describe('device engine (emulate) vs the CPU engine', () => {
 });
 
 describe('device engine (emulate): checkpointing, save / load, resume, errors', () => {
+  // keepLogitsMb, as on the CPU engine (test/model/engine.test.ts): the chunks whose logits fit
+  // in the budget keep them from the loss's first pass to its second; the others share one slot
+  // and are computed again, except the one it still holds. A vocabulary of 4,096 and chunks of
+  // 64 rows make a chunk's logits 1 MiB; 142 loss rows are 3 chunks (64, 64, 14): 1 MiB keeps
+  // chunk 0 (chunk 1 computed again, then chunk 2, which the shared slot no longer holds), 0
+  // keeps none, 64 all. The same product on the same rows each way: the loss and every gradient
+  // must be identical, not just close. The calls run on one model in turn (none, all, some, all
+  // again), its buffers kept and resized between them.
+  it('the kept-logits budget (none, some chunks, all) gives the same loss and gradients, bit for bit; the peak counts the kept logits', async () => {
+    const sizes = { modelType: 'qwen3', vocabSize: 4096, hiddenSize: 48, intermediateSize: 80, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16, maxPositionEmbeddings: 128, tieWordEmbeddings: false } as const;
+    const batch = randomBatch(4096, [50, 50, 48], 11);
+    const m = await PolicyModel.random(sizes, { seed: 11, device: 'emulate', storage: 'bf16' });
+    const runs: { loss: number; grads: Float32Array[]; peak: number }[] = [];
+    for (const keepLogitsMb of [0, 64, 1, 64]) {
+      m.zeroGrad();
+      const st = await m.accumulate(batch, { chunkTokens: 64, keepLogitsMb });
+      runs.push({ loss: st.loss, grads: m.params().map((p) => m.getGrad(p.name)), peak: m.memory().activationsPeak });
+    }
+    for (const r of runs.slice(1)) {
+      assert.equal(r.loss, runs[0]!.loss);
+      m.params().forEach((p, i) => assert.ok(bitsEqual(r.grads[i]!, runs[0]!.grads[i]!), p.name));
+    }
+    // three slots of 1 MiB (all kept) instead of one (none kept, the shared slot)
+    assert.ok(runs[1]!.peak - runs[0]!.peak >= 2 * 2 ** 20, `peaks ${runs[0]!.peak}, ${runs[1]!.peak}`);
+  });
+
   it('gradient checkpointing on and off give identical bits (loss, every gradient, the step)', async () => {
     const batch = randomBatch(512, [10, 7], 7);
     const runs: { st: TrainStats; grads: Float32Array[]; w: Float32Array[] }[] = [];

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
-  formatMemoryPlan, memoryPlan, modelShapeFromHfConfig, parameterCount, planProblem, type ModelShape,
+  formatMemoryPlan, keptLogitsBytes, lossChunkRows, memoryPlan, modelShapeFromHfConfig, parameterCount, planProblem, type ModelShape,
 } from '../../lib/gpu/memory-plan.js';
 import { cli } from '../helpers/cli.js';
 
@@ -92,12 +92,15 @@ describe('memory plan', () => {
     assert.deepEqual(p.perToken, { layer: 71848, stored: 114688, recompute: 71848, backward: 88232, other: 8228, total: 282996 });
     // workspace: 32 MiB + 512 tokens * 151936 * (4 + 2) bytes = 33554432 + 466747392
     assert.equal(p.workspace.total, 500301824);
-    assert.equal(p.totalForMicroBatch, 30970349568 + 500301824 + 16384 * 282996);
+    // kept logits (keepLogitsMb 1024, the default): chunks of 110 rows (64 MiB / (151936 x 4)
+    // bytes), 66851840 bytes each; 1024 MiB holds 16 of the micro-batch's 149
+    assert.deepEqual(p.keptLogits, { keepLogitsMb: 1024, bytes: 16 * 66851840 });
+    assert.equal(p.totalForMicroBatch, 30970349568 + 500301824 + 1069629440 + 16384 * 282996);
     // usable: 80 GiB - 5% = 81604378624; left = 81604378624 - 30970349568 - 500301824 = 50133727232
-    // 50133727232 / 282996 = 177153.9 -> 177152 (multiple of 16); without checkpointing
-    // 50133727232 / (28*71848 + 88232 + 8228 = 2108204) = 23780.1 -> 23776.
+    // (50133727232 - 1069629440) / 282996 = 173374.7 -> 173360 (multiple of 16); without
+    // checkpointing / (28*71848 + 88232 + 8228 = 2108204) = 23273.0 -> 23264.
     assert.deepEqual(p.device, {
-      freeBytes: 80 * GiB, headroom: 4294967296, usable: 81604378624, maxMicroBatchTokens: 177152, maxMicroBatchTokensOtherCheckpointing: 23776, fits: true,
+      freeBytes: 80 * GiB, headroom: 4294967296, usable: 81604378624, maxMicroBatchTokens: 173360, maxMicroBatchTokensOtherCheckpointing: 23264, fits: true,
     });
     assert.equal(planProblem(p), null);
   });
@@ -114,22 +117,23 @@ describe('memory plan', () => {
     assert.deepEqual(p.perToken, { layer: 143528, stored: 229376, recompute: 143528, backward: 159912, other: 16420, total: 549236 });
     // workspace: 32 MiB + 512 tokens * 151936 * (4 + 4) bytes
     assert.equal(p.workspace.total, 655884288);
-    // (81604378624 - 27529199616 - 655884288) / 549236 = 97261.2 -> 97248; without checkpointing / 4195116 -> 12720
-    assert.equal(p.device!.maxMicroBatchTokens, 97248);
-    assert.equal(p.device!.maxMicroBatchTokensOtherCheckpointing, 12720);
+    // (81604378624 - 27529199616 - 655884288 - 1069629440 kept logits) / 549236 = 95313.7 -> 95312;
+    // without checkpointing / 4195116 -> 12464
+    assert.equal(p.device!.maxMicroBatchTokens, 95312);
+    assert.equal(p.device!.maxMicroBatchTokensOtherCheckpointing, 12464);
     // with beta > 0 the reference is fp32 too; bf16 storage is the default
     assert.equal(memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 1, gradientCheckpointing: null, beta: 0.1, storage: 'f32' }).reference, 4 * P);
     assert.equal(memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 1, gradientCheckpointing: null, beta: 0 }).storage, 'bf16');
     assert.match(planProblem(memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 131072, gradientCheckpointing: null, beta: 0, storage: 'f32', deviceFreeBytes: 80 * GiB }))!,
-      /lower --micro-batch-tokens to 97248 or less or use --storage bf16/);
+      /lower --micro-batch-tokens to 95312 or less or use --storage bf16/);
     assert.match(formatMemoryPlan(p), /storage f32: fp32 master = compute weights 6\.41 GiB, fp32 moments 12\.82 GiB, fp32 gradients 6\.41 GiB: 25\.64 GiB/);
   });
 
   it('too many tokens without checkpointing: names --micro-batch-tokens and --gradient-checkpointing', () => {
     const p = memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 32768, gradientCheckpointing: false, beta: 0, deviceFreeBytes: 80 * GiB });
     assert.equal(p.device!.fits, false);
-    assert.equal(p.device!.maxMicroBatchTokens, 23776);
-    assert.equal(planProblem(p), `--micro-batch-tokens 32768 needs ${((30970349568 + 500301824 + 32768 * 2108204) / GiB).toFixed(2)} GiB but 76.00 GiB of the device is usable: lower --micro-batch-tokens to 23776 or less or turn on --gradient-checkpointing (then 177152 fit)`);
+    assert.equal(p.device!.maxMicroBatchTokens, 23264);
+    assert.equal(planProblem(p), `--micro-batch-tokens 32768 needs ${((30970349568 + 500301824 + 1069629440 + 32768 * 2108204) / GiB).toFixed(2)} GiB but 76.00 GiB of the device is usable: lower --micro-batch-tokens to 23264 or less or turn on --gradient-checkpointing (then 173360 fit) or lower --keep-logits-mb (its kept logits take 1.00 GiB)`);
   });
 
   it('Qwen3-8B does not fit one 141 GB device: state 18 bytes per parameter (+2 for the KL reference)', () => {
@@ -158,7 +162,29 @@ describe('memory plan', () => {
     assert.match(text, /^memory plan: qwen3, 1\.721B parameters \(28 layers, hidden 2048, 16\/8 heads x 128, intermediate 6144, vocab 151936, tied\)\n/);
     assert.match(text, /storage bf16: bf16 weights 3\.20 GiB, fp32 master 6\.41 GiB, fp32 moments 12\.82 GiB, fp32 gradients 6\.41 GiB: 28\.84 GiB/);
     assert.match(text, /activations 276\.4 KiB per token \(gradient checkpointing on; one layer 70\.2 KiB\)/);
-    assert.match(text, /up to 177152 tokens per micro-batch fit/);
+    assert.match(text, /, kept logits 1\.00 GiB \(--keep-logits-mb 1024\)\n/);
+    assert.match(text, /up to 173360 tokens per micro-batch fit/);
+  });
+
+  it('kept logits (keepLogitsMb): whole chunks of the engines\' size, within the budget and the micro-batch; 0 keeps none', () => {
+    // the engines' chunk rows: 256 (the native chunkTokens default), at most 64 MiB of logits
+    assert.deepEqual([lossChunkRows(151936), lossChunkRows(4096), lossChunkRows(2 ** 20)], [110, 256, 16]);
+    assert.equal(keptLogitsBytes(151936, 500, 1024), 5 * 66851840); // 500 tokens: 5 chunks of 110 rows
+    assert.equal(keptLogitsBytes(151936, 1e6, 1024), 16 * 66851840); // many tokens: what 1024 MiB holds
+    assert.equal(keptLogitsBytes(151936, 1e6, 63), 0); // less than one chunk
+    assert.equal(keptLogitsBytes(151936, 16384, 0), 0);
+    // keepLogitsMb 0: the plan of before the device engines kept logits (one chunk, in the workspace)
+    const p0 = memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 16384, gradientCheckpointing: null, beta: 0, keepLogitsMb: 0, deviceFreeBytes: 80 * GiB });
+    assert.deepEqual(p0.keptLogits, { keepLogitsMb: 0, bytes: 0 });
+    assert.equal(p0.totalForMicroBatch, 30970349568 + 500301824 + 16384 * 282996);
+    // 50133727232 / 282996 = 177153.9 -> 177152; without checkpointing / 2108204 = 23780.1 -> 23776
+    assert.deepEqual([p0.device!.maxMicroBatchTokens, p0.device!.maxMicroBatchTokensOtherCheckpointing], [177152, 23776]);
+    assert.doesNotMatch(formatMemoryPlan(p0), /kept logits/);
+    // a budget that the micro-batch does not fill: its own tokens' chunks (the largest multiple of 16 that fits counts them)
+    const big = memoryPlan(shape('Qwen3-1.7B'), { microBatchTokens: 512, gradientCheckpointing: null, beta: 0, keepLogitsMb: 2 ** 20, deviceFreeBytes: 80 * GiB });
+    assert.equal(big.keptLogits.bytes, 5 * 66851840);
+    const t = big.device!.maxMicroBatchTokens, left = 50133727232;
+    assert.ok(t * 282996 + keptLogitsBytes(151936, t, 2 ** 20) <= left && (t + 16) * 282996 + keptLogitsBytes(151936, t + 16, 2 ** 20) > left, `${t} tokens`);
   });
 
   it('`murphy-native memory-plan --model DIR` prints the same plan and says what does not fit', () => {
@@ -168,10 +194,13 @@ describe('memory plan', () => {
       const r = spawnSync(process.execPath, cli('memory-plan', '--model', dir, '--micro-batch-tokens', '32768', '--no-gradient-checkpointing', '--device-memory', '80'), { encoding: 'utf8' });
       assert.equal(r.status, 0, r.stderr);
       assert.match(r.stdout, /^memory plan: qwen3, 1\.721B parameters/);
-      assert.match(r.stdout, /up to 23776 tokens per micro-batch fit\n  does not fit: --micro-batch-tokens 32768 needs 93\.65 GiB .* \(then 177152 fit\)\n$/);
+      assert.match(r.stdout, /up to 23264 tokens per micro-batch fit\n  does not fit: --micro-batch-tokens 32768 needs 94\.64 GiB .* \(then 173360 fit\) or lower --keep-logits-mb \(its kept logits take 1\.00 GiB\)\n$/);
+      const none = spawnSync(process.execPath, cli('memory-plan', '--model', dir, '--micro-batch-tokens', '32768', '--no-gradient-checkpointing', '--device-memory', '80', '--keep-logits-mb', '0'), { encoding: 'utf8' });
+      assert.equal(none.status, 0, none.stderr);
+      assert.match(none.stdout, /up to 23776 tokens per micro-batch fit\n  does not fit: --micro-batch-tokens 32768 needs 93\.65 GiB .* \(then 177152 fit\)\n$/);
       const f32 = spawnSync(process.execPath, cli('memory-plan', '--model', dir, '--storage', 'f32', '--device-memory', '80'), { encoding: 'utf8' });
       assert.equal(f32.status, 0, f32.stderr);
-      assert.match(f32.stdout, /\n  storage f32: fp32 master = compute weights .*up to 97248 tokens per micro-batch fit\n$/s);
+      assert.match(f32.stdout, /\n  storage f32: fp32 master = compute weights .*up to 95312 tokens per micro-batch fit\n$/s);
       const bad = spawnSync(process.execPath, cli('memory-plan', '--model', join(dir, 'absent')), { encoding: 'utf8' });
       assert.equal(bad.status, 1);
       assert.match(bad.stderr, /^murphy-native memory-plan: cannot read .*absent\/config\.json: ENOENT[^\n]*\n$/);

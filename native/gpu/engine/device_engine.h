@@ -205,16 +205,35 @@ class DeviceEngine final : public model::PolicyEngine {
     const int64_t n = int64_t(rows.size());
     const S* Wh = wc() + head_param().offset;
     float* Gh = grads_.data() + head_param().offset;
+    // The head's logits are made chunk by chunk (C rows, <= 64 MiB), as on the CPU engine
+    // (native/model/model.cc): pass 1 takes the log-probs, the loss then needs all of them, pass 2
+    // takes each chunk's gradient. The first `kept` chunks keep their logits between the passes
+    // (a slot each, within opt.keep_logits_bytes: keepLogitsMb); the others share one slot and
+    // are computed again in pass 2 (the product X W^T, one of the head's four), except the one
+    // the shared slot still holds. The same product on the same rows either way: the budget moves
+    // memory and time, not the result.
     const int64_t C = model::chunk_rows(opt.chunk_tokens, V);
-    ensure_head(C, n);
-    note_peak(int64_t(C * V) * (8 + int64_t(sizeof(S))) + 2 * C * H * int64_t(sizeof(S)));
+    const int64_t n_chunks = (n + C - 1) / C;
+    const int64_t kept = std::min(n_chunks, std::max<int64_t>(0, opt.keep_logits_bytes) / (C * V * 4));
+    const int64_t slots = std::max<int64_t>(1, kept + (kept < n_chunks ? 1 : 0));
+    const int64_t stride = (C * V + 63) / 64 * 64;  // slots start 256-byte aligned, as the GEMMs' outputs
+    ensure_head(C, n, slots, stride);
+    note_peak(int64_t(slots * stride) * 4 + int64_t(C * V) * (4 + int64_t(sizeof(S))) + 2 * C * H * int64_t(sizeof(S)));
+    // chunk ci's logits: its own slot when kept, else the shared one (slot `kept`)
+    auto chunk_logits = [&](int64_t ci) { return logits_.data() + std::min(ci, kept) * stride; };
+    int64_t shared_holds = -1;  // the chunk whose logits the shared slot holds
+    int64_t gathered = -1;      // the chunk whose rows and targets xc_ and tgt_ hold
     // pass 1: log-probs of the active tokens, chunk by chunk
     Vec logp(static_cast<size_t>(T), 0.0f), lp_c(static_cast<size_t>(C));
     for (int64_t r0 = 0; r0 < n; r0 += C) {
-      const int64_t cn = std::min(C, n - r0);
-      head_logits(rows.data() + r0, cn, Wh);
+      const int64_t cn = std::min(C, n - r0), ci = r0 / C;
+      gather_head(rows.data() + r0, cn);
+      gathered = ci;
+      float* z = chunk_logits(ci);
+      head_forward(cn, Wh, z);
+      if (ci >= kept) shared_holds = ci;
       LogprobForwardArgs fa;
-      fa.logits = logits_.data(), fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt_.data();
+      fa.logits = z, fa.dtype = DType::F32, fa.n_rows = cn, fa.vocab = V, fa.targets = tgt_.data();
       fa.temperature = opt.temperature, fa.logp = lpc_.data(), fa.lse = lse_.data() + r0;
       b_->logprob_forward(fa);
       b_->download(lp_c.data(), lpc_.data(), size_t(cn) * 4);
@@ -244,17 +263,19 @@ class DeviceEngine final : public model::PolicyEngine {
     b_->zero(dxf.data(), size_t(T * H) * sizeof(S));
     Vec g_c(static_cast<size_t>(C));
     for (int64_t r0 = 0; r0 < n; r0 += C) {
-      const int64_t cn = std::min(C, n - r0);
+      const int64_t cn = std::min(C, n - r0), ci = r0 / C;
       bool any = false;
       for (int64_t i = 0; i < cn; ++i) {
         g_c[size_t(i)] = glogp[size_t(rows[size_t(r0 + i)])] * opt.grad_scale;
         any |= g_c[size_t(i)] != 0.0f;
       }
       if (!any) continue;
-      if (n > C) head_logits(rows.data() + r0, cn, Wh);  // a single chunk still holds its logits
+      if (gathered != ci) gather_head(rows.data() + r0, cn), gathered = ci;  // the weight gradient reads the rows
+      float* z = chunk_logits(ci);
+      if (ci >= kept && shared_holds != ci) head_forward(cn, Wh, z), shared_holds = ci;
       b_->upload(gc_.data(), g_c.data(), size_t(cn) * 4);
       LogprobBackwardArgs ba;
-      ba.logits = logits_.data(), ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt_.data();
+      ba.logits = z, ba.dtype = DType::F32, ba.n_rows = cn, ba.vocab = V, ba.targets = tgt_.data();
       ba.temperature = opt.temperature, ba.lse = lse_.data() + r0, ba.grad_logp = gc_.data();
       ba.grad_logits = dlogits_.data();
       b_->logprob_backward(ba);
@@ -607,11 +628,12 @@ class DeviceEngine final : public model::PolicyEngine {
   }
 
   // ---- the chunked lm-head
-  void ensure_head(int64_t C, int64_t n_lse) {
+  // `slots` chunks of logits `stride` floats apart: the kept ones and the shared one (train step), else one
+  void ensure_head(int64_t C, int64_t n_lse, int64_t slots = 1, int64_t stride = 0) {
     const int64_t H = cfg_.hidden, V = cfg_.vocab;
     xc_.ensure(b(), C * H, "the lm-head chunk");
     dxc_.ensure(b(), C * H, "the lm-head chunk");
-    logits_.ensure(b(), C * V, "the lm-head chunk's logits");
+    logits_.ensure(b(), (slots - 1) * stride + C * V, "the lm-head logits (keepLogitsMb: the chunks kept between the loss's two passes)");
     dlogits_.ensure(b(), C * V, "the lm-head chunk's logits");
     idx_.ensure(b(), C, "the lm-head chunk");
     tgt_.ensure(b(), C, "the lm-head chunk");
@@ -619,15 +641,22 @@ class DeviceEngine final : public model::PolicyEngine {
     gc_.ensure(b(), C, "the lm-head chunk");
     lse_.ensure(b(), std::max<int64_t>(n_lse, 1), "the log-sum-exps");
   }
-  // rows[0..cn) are token indices: gathers xf rows t - 1 and targets tokens[t], then logits (fp32)
-  void head_logits(const int32_t* rows, int64_t cn, const S* Wh) {
-    const int64_t H = cfg_.hidden, V = cfg_.vocab;
+  // rows[0..cn) are token indices: gathers xf rows t - 1 into xc_ and targets tokens[t] into tgt_
+  void gather_head(const int32_t* rows, int64_t cn) {
+    const int64_t H = cfg_.hidden;
     std::vector<int32_t> src(static_cast<size_t>(cn)), tg(static_cast<size_t>(cn));
     for (int64_t i = 0; i < cn; ++i) src[size_t(i)] = rows[i] - 1, tg[size_t(i)] = tok_host_[size_t(rows[i])];
     b_->upload(idx_.data(), src.data(), size_t(cn) * 4);
     b_->upload(tgt_.data(), tg.data(), size_t(cn) * 4);
     b_->launch(GatherRows<S>{xf_.data(), idx_.data(), xc_.data(), cn, H});
-    b_->linear(LinearProduct::Forward, xc_.data(), Wh, logits_.data(), true, cn, V, H, false);
+  }
+  // the gathered rows' logits (fp32) into z: X W^T
+  void head_forward(int64_t cn, const S* Wh, float* z) {
+    b_->linear(LinearProduct::Forward, xc_.data(), Wh, z, true, cn, cfg_.vocab, cfg_.hidden, false);
+  }
+  void head_logits(const int32_t* rows, int64_t cn, const S* Wh) {
+    gather_head(rows, cn);
+    head_forward(cn, Wh, logits_.data());
   }
   // ---- activations
   struct LayerBufs {
