@@ -53,6 +53,11 @@ constexpr int CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5;
 constexpr int CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6;
 // cublasLtMatmulPreferenceAttributes_t
 constexpr int CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;
+// uint32_t each; the heuristic assumes 256 when they are not set
+constexpr int CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5;
+constexpr int CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6;
+constexpr int CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7;
+constexpr int CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8;
 
 // ---- the entry points (signatures as in cublasLt.h)
 struct CublasLtApi {

@@ -8,6 +8,9 @@
 namespace murphy {
 namespace gpu {
 
+static_assert(lt_alignment(0) == 256 && lt_alignment(0x7f0000000100) == 256 && lt_alignment(0x7f0000000140) == 64);
+static_assert(lt_alignment(0x7f0000000020) == 32 && lt_alignment(0x7f0000000002) == 2 && lt_alignment(0x7f0000000001) == 1);
+
 LtGemmPlan linear_plan(LinearProduct p, int64_t M, int64_t N, int64_t K, bool accumulate) {
   LtGemmPlan g;
   switch (p) {

@@ -28,6 +28,18 @@ struct LtGemmPlan {
 
 LtGemmPlan linear_plan(LinearProduct p, int64_t M, int64_t N, int64_t K, bool accumulate);
 
+// The alignment of a matrix's start address for cuBLASLt: the largest power of two that divides
+// it, at most 256. cuBLASLt's heuristic picks algorithms for 256-byte aligned matrices unless
+// told otherwise (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES), and an algorithm that needs more
+// than a pointer has fails or faults; the engine's operands start at parameter offsets, which
+// are 64-byte aligned (native/model/weights.cc: 16 values, so 32 bytes in bf16), and at row
+// offsets inside activation buffers.
+constexpr uint32_t lt_alignment(uintptr_t address) {
+  uint32_t a = 1;
+  while (a < 256 && address % (2 * uintptr_t(a)) == 0) a *= 2;
+  return a;
+}
+
 // Column-major reference GEMM with BLAS semantics (alpha = 1), fp32: the meaning of a plan.
 // Throws when the plan would touch an element outside the given lengths.
 void colmajor_gemm_ref(const LtGemmPlan& p, const float* A, int64_t a_len, const float* B, int64_t b_len, float* C,

@@ -1,10 +1,13 @@
 // See lt_gemm.h. One cuBLASLt handle and one workspace per device, created on first use;
-// per (device, shape, transposes, output type): the descriptors and the heuristic's first
-// algorithm, created once and kept for the process (no destruction at exit).
+// per (device, shape, transposes, output type, the operands' alignments): the descriptors and
+// the heuristic's first algorithm, created once and kept for the process (no destruction at
+// exit).
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "../cuda/check.cuh"
 #include "cublaslt.h"
@@ -27,9 +30,10 @@ struct Shape {
   int64_t m, n, k, lda, ldb, ldc;
   int out;
   int in = 0;  // 0: bf16 A and B; 1: fp32 A and B (the device engine's f32 precision mode)
+  uint32_t align_a = 256, align_b = 256, align_c = 256;  // lt_alignment of the pointers (C is D)
   bool operator<(const Shape& o) const {
-    return std::tie(device, ta, tb, m, n, k, lda, ldb, ldc, out, in) <
-           std::tie(o.device, o.ta, o.tb, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.out, o.in);
+    return std::tie(device, ta, tb, m, n, k, lda, ldb, ldc, out, in, align_a, align_b, align_c) <
+           std::tie(o.device, o.ta, o.tb, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.out, o.in, o.align_a, o.align_b, o.align_c);
   }
 };
 
@@ -79,6 +83,12 @@ const Prepared& prepare(const Shape& s, const DeviceLt& d) {  // g_mu held
   int returned = 0;
   try {
     LT_CHECK(L.MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    // algorithms the operands' alignment allows (unset, the heuristic assumes 256 bytes)
+    for (const auto& [attr, bytes] : {std::pair<int, uint32_t>{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, s.align_a},
+                                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, s.align_b},
+                                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, s.align_c},
+                                      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, s.align_c}})
+      LT_CHECK(L.MatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes)));
     LT_CHECK(L.MatmulAlgoGetHeuristic(d.handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &returned));
   } catch (...) {
     (void)L.MatmulPreferenceDestroy(pref);
@@ -104,13 +114,14 @@ void run_lt(LinearProduct which, const void* first, const void* second, void* ou
   const LtGemmPlan p = linear_plan(which, M, N, K, accumulate);
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
-  const Shape s{dev, p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(out_type), in};
+  const void* A = p.a_is == 0 ? first : second;
+  const void* B = p.b_is == 0 ? first : second;
+  const Shape s{dev, p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(out_type), in,
+                lt_alignment(uintptr_t(A)), lt_alignment(uintptr_t(B)), lt_alignment(uintptr_t(out))};
   std::lock_guard<std::mutex> lk(g_mu);
   DeviceLt& d = device_lt(dev);
   const Prepared& pr = prepare(s, d);
   const float alpha = 1.0f, beta = p.beta;
-  const void* A = p.a_is == 0 ? first : second;
-  const void* B = p.b_is == 0 ? first : second;
   LT_CHECK(api().Matmul(d.handle, pr.desc, &alpha, A, pr.a, B, pr.b, &beta, out, pr.c, out, pr.c, &pr.algo, d.workspace,
                         kLtWorkspaceBytes, stream));
 }
