@@ -73,7 +73,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const files = testFiles();
   if (process.argv.includes('--bundle')) {
     // npm test: the runner starts each test process from its file's bundle, without the loader
-    const { writeRunnable } = await import('./loader/runnable.mjs');
+    const { removeOrphans, writeRunnable } = await import('./loader/runnable.mjs');
+    removeOrphans(join(ROOT, 'test'));
     const runnable = await writeRunnable(files.map((f) => join(ROOT, f)));
     process.stdout.write(runnable.map((f) => relative(ROOT, f)).join('\n') + '\n');
   } else {

@@ -5,3 +5,5 @@ export function runnablePath(file: string): string;
 export function entryOf(path: unknown): string | undefined;
 /** Bundles `files` (absolute .ts paths) and writes each one's runnable copy; returns their paths, in order. */
 export function writeRunnable(files: string[]): Promise<string[]>;
+/** Removes the runnable bundles under `dir` whose test file is gone; returns their paths. */
+export function removeOrphans(dir: string): string[];

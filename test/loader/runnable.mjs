@@ -8,7 +8,8 @@
 // each bundled module's import.meta is its own file's (written in by the bundle). Child
 // processes that run TypeScript still use the loader (TS_LOADER, test/helpers/cli.ts).
 // test/skip-summary-reporter.mjs names the .ts file, not its bundle, and maps positions back.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { cachedBundle, prebundle, writeAtomic } from './hooks.mjs';
 
@@ -46,4 +47,18 @@ export async function writeRunnable(files) {
     if (!existsSync(out) || readFileSync(out, 'utf8') !== code) writeAtomic(out, code);
     return out;
   });
+}
+
+/** Removes the runnable bundles under `dir` whose test file is gone (renamed or deleted); returns their paths. */
+export function removeOrphans(dir) {
+  const gone = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) gone.push(...removeOrphans(p));
+    else if (e.isFile() && entryOf(p) !== undefined && !existsSync(entryOf(p))) {
+      rmSync(p, { force: true });
+      gone.push(p);
+    }
+  }
+  return gone;
 }

@@ -1,7 +1,7 @@
 // test/test-files.mjs: the files `npm test` runs, the slowest first, each once, none from test/gpu/.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { REPO } from '../exec/helpers.js';
@@ -41,6 +41,16 @@ describe('npm test file order', () => {
     const printed = out.trimEnd().split('\n');
     assert.deepEqual(printed, testFiles().map((f) => f.replace(/\.ts$/, '.bundle.mjs')));
     for (const f of printed) assert.ok(existsSync(join(REPO, f)), `${f} was not written`);
+  });
+  it('with --bundle, removes a runnable bundle whose test file is gone (renamed or deleted)', () => {
+    const orphan = join(REPO, 'test', 'runner', 'zz-renamed-away.test.bundle.mjs');
+    writeFileSync(orphan, '// a bundle left by a test file that no longer exists\n');
+    try {
+      execFileSync(process.execPath, ['test/test-files.mjs', '--bundle'], { cwd: REPO, encoding: 'utf8' });
+      assert.ok(!existsSync(orphan), 'the orphaned bundle is still there');
+    } finally {
+      rmSync(orphan, { force: true });
+    }
   });
   it('a file that a group imports exists, runs only through its group, and leaves the process as it found it', () => {
     const grouped = groupedFiles() as string[];
