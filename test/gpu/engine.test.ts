@@ -74,6 +74,25 @@ describe(`device engine (${device}): checkpointing, save / load, a demo run`, ()
     grads[0]!.forEach((g, i) => assert.ok(bitsEqual(g, grads[1]![i]!), `gradient ${i} differs with checkpointing`));
   });
 
+  // keepLogitsMb (test/gpu-engine/engine-emulate.test.ts on the CPU harness): the small preset's
+  // 32,768-token vocabulary and chunks of 64 rows make a chunk's logits 8 MiB; 176 loss rows are
+  // 3 chunks: 8 MiB keeps one, 0 none, 64 all. The slots start 256-byte aligned, so cuBLASLt
+  // takes the same algorithm for each and the bits must not move.
+  it('kept logits (none, some chunks, all): identical loss and gradients', gpuOnly, async () => {
+    const batch = randomBatch(32768, [120, 60], 10);
+    const m = await PolicyModel.random('small', { seed: 6, device });
+    const runs: { loss: number; grads: Float32Array[] }[] = [];
+    for (const keepLogitsMb of [0, 64, 8, 64]) {
+      m.zeroGrad();
+      const st = await m.accumulate(batch, { chunkTokens: 64, keepLogitsMb });
+      runs.push({ loss: st.loss, grads: m.params().map((p) => m.getGrad(p.name)) });
+    }
+    for (const [i, r] of runs.entries()) {
+      assert.equal(r.loss, runs[0]!.loss, `run ${i}: loss`);
+      r.grads.forEach((g, j) => assert.ok(bitsEqual(g, runs[0]!.grads[j]!), `run ${i}: gradient ${j} differs`));
+    }
+  });
+
   it('save then load: bit-identical weights and log-probs', gpuOnly, async () => {
     const m = await PolicyModel.random('small', { seed: 12, device });
     await m.accumulate(randomBatch(32768, [50], 2), {});
