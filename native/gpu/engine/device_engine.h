@@ -633,7 +633,7 @@ class DeviceEngine final : public model::PolicyEngine {
     const int64_t H = cfg_.hidden, V = cfg_.vocab;
     xc_.ensure(b(), C * H, "the lm-head chunk");
     dxc_.ensure(b(), C * H, "the lm-head chunk");
-    logits_.ensure(b(), (slots - 1) * stride + C * V, "the lm-head logits (keepLogitsMb: the chunks kept between the loss's two passes)");
+    logits_.ensure(b(), (slots - 1) * stride + C * V, "the lm-head logits kept between the loss's two passes (--keep-logits-mb sets how many)");
     dlogits_.ensure(b(), C * V, "the lm-head chunk's logits");
     idx_.ensure(b(), C, "the lm-head chunk");
     tgt_.ensure(b(), C, "the lm-head chunk");
