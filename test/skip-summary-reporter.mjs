@@ -5,7 +5,7 @@
 // that each process with a failed test drew (test/helpers/random.ts testSeed's "# NAME: seed N"
 // lines), so that a failure that depends on the draw can be replayed from a log cut to its end. Used
 // by the "test" scripts in package.json. npm test runs each test file from its bundle
-// (X.test.bundle.mjs, test/loader/runnable.mjs): the reporter names the .ts file instead, and
+// (node_modules/.cache/murphy-test/, test/loader/runnable.mjs): the reporter names the .ts file instead, and
 // maps a test's location (its file and line, printed with a failure and in the skip list) back
 // through the bundle (a group's test shows its own file, not the group's), as it does when the
 // runner runs the .ts files under test/loader; and so are the stack frames of a failed test's
@@ -23,8 +23,8 @@ const UNDER_LOADER = process.execArgv.some((a, i, all) => (a.startsWith('--impor
 /** The entry (.ts) whose bundle `file` ran, for a runnable bundle or (under the loader) the .ts itself; else undefined. */
 const bundledEntry = (file) => entryOf(file) ?? (UNDER_LOADER && typeof file === 'string' && /\.[cm]?ts$/.test(file) ? file : undefined);
 
-/** A stack frame's position in a bundle (a runnable X.test.bundle.mjs, or an entry's .ts URL under the loader): unmapped. */
-const BUNDLE_FRAME = /(file:\/\/[^\s()]+?(?:\.bundle\.mjs|\.[cm]?ts)):(\d+):(\d+)/g;
+/** A stack frame's position in a module: a bundle's (a runnable bundle, or an entry's .ts URL under the loader) is unmapped. */
+const BUNDLE_FRAME = /(file:\/\/[^\s()]+?\.(?:[cm]?ts|mjs)):(\d+):(\d+)/g;
 
 /** `stack` with each bundle position of a frame replaced by its place in the sources (as Node's source maps print it). */
 export function mapStack(stack) {

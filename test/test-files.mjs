@@ -5,7 +5,8 @@
 // file started at the end would leave a core idle for most of its run. The files a group in
 // test/groups/ imports run in that group's process instead of their own (see the groups).
 // `node test/test-files.mjs` prints one path a line (the GPU suite, test/gpu/, is not among them);
-// with --bundle (npm test), the runnable bundle of each instead (test/loader/runnable.mjs).
+// with --bundle (npm test), the runnable bundle of each instead (test/loader/runnable.mjs:
+// node_modules/.cache/murphy-test/test/X.test.mjs).
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -68,13 +69,13 @@ export function testFiles() {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   // `npm test` runs this once before the runner starts: the day's pruning of the test caches,
   // and with --bundle every test file's bundle built in one esbuild run (test/loader/hooks.mjs)
-  // and written beside it to run from.
+  // and written where the runner starts it from.
   for (const dir of [TS_CACHE, CC_CACHE]) pruneCache(dir);
   const files = testFiles();
   if (process.argv.includes('--bundle')) {
     // npm test: the runner starts each test process from its file's bundle, without the loader
     const { removeOrphans, writeRunnable } = await import('./loader/runnable.mjs');
-    removeOrphans(join(ROOT, 'test'));
+    removeOrphans();
     const runnable = await writeRunnable(files.map((f) => join(ROOT, f)));
     process.stdout.write(runnable.map((f) => relative(ROOT, f)).join('\n') + '\n');
   } else {

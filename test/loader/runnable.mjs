@@ -1,25 +1,36 @@
 // The test processes of `npm test` start from plain modules, without the loader: for each test
-// file X.test.ts, `node test/test-files.mjs --bundle` writes its bundle (test/loader/hooks.mjs:
-// the same code the loader would serve for it) to X.test.bundle.mjs beside it (git ignores
-// them), and the runner is given those. A process under the loader pays for the loader's own
-// thread (Node 20 runs module hooks off the main thread) and a round trip to it for every
-// package it imports: ~55 ms of CPU a test process, ~65 processes a run. The bundle beside its
-// entry resolves packages and any relative path it computes at run time as the entry would;
-// each bundled module's import.meta is its own file's (written in by the bundle). Child
-// processes that run TypeScript still use the loader (TS_LOADER, test/helpers/cli.ts).
+// file test/X.test.ts, `node test/test-files.mjs --bundle` writes its bundle (test/loader/hooks.mjs:
+// the same code the loader would serve for it) to node_modules/.cache/murphy-test/test/X.test.mjs,
+// and the runner is given those. A process under the loader pays for the loader's own thread
+// (Node 20 runs module hooks off the main thread) and a round trip to it for every package it
+// imports: ~55 ms of CPU a test process, ~65 processes a run. Inside the repository the bundle
+// resolves packages as its test file would; every relative import of the file and of what it
+// imports is inside the bundle, and each bundled module's import.meta is its own file's (written
+// in by the bundle), so paths made from import.meta.url name the sources. Child processes that
+// run TypeScript still use the loader (TS_LOADER, test/helpers/cli.ts).
 // test/skip-summary-reporter.mjs names the .ts file, not its bundle, and maps positions back.
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { join, relative, sep } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { cachedBundle, prebundle, writeAtomic } from './hooks.mjs';
 
-const SUFFIX = '.bundle.mjs';
+/** The repository the test files are in. */
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+/** Where the runnable bundles go: a cache folder of the repository's node_modules. */
+export const RUNNABLE_DIR = join(ROOT, 'node_modules', '.cache', 'murphy-test');
 
-/** Where the runnable bundle of the entry `file` (an absolute X.ts) goes. */
-export const runnablePath = (file) => file.replace(/\.ts$/, SUFFIX);
+/** Where the runnable bundle of the entry `file` (an absolute path to a .ts file in the repository) goes. */
+export function runnablePath(file, dir = RUNNABLE_DIR, root = ROOT) {
+  const rel = relative(root, file);
+  if (rel.startsWith('..') || !rel.endsWith('.ts')) throw new Error(`runnablePath: ${file} is not a .ts file under ${root}`);
+  return join(dir, rel.slice(0, -3) + '.mjs');
+}
 
 /** The entry whose runnable bundle is at `path`; undefined for any other file. */
-export const entryOf = (path) => (typeof path === 'string' && path.endsWith(SUFFIX) ? path.slice(0, -SUFFIX.length) + '.ts' : undefined);
+export function entryOf(path, dir = RUNNABLE_DIR, root = ROOT) {
+  if (typeof path !== 'string' || !path.startsWith(dir + sep) || !path.endsWith('.mjs')) return undefined;
+  return join(root, relative(dir, path).slice(0, -4) + '.ts');
+}
 
 /**
  * What runs in place of an entry that did not bundle (esbuild refused it): the entry itself
@@ -35,7 +46,7 @@ function throughLoader(file) {
  * esbuild run, then writes each one's runnable copy where it differs from the one there;
  * returns the runnable paths, in order.
  */
-export async function writeRunnable(files) {
+export async function writeRunnable(files, dir = RUNNABLE_DIR, root = ROOT) {
   try {
     await prebundle(files);
   } catch {
@@ -43,21 +54,22 @@ export async function writeRunnable(files) {
   }
   return files.map((file) => {
     const code = cachedBundle(file) ?? throughLoader(file);
-    const out = runnablePath(file);
+    const out = runnablePath(file, dir, root);
     if (!existsSync(out) || readFileSync(out, 'utf8') !== code) writeAtomic(out, code);
     return out;
   });
 }
 
-/** Removes the runnable bundles under `dir` whose test file is gone (renamed or deleted); returns their paths. */
-export function removeOrphans(dir) {
+/** Removes the runnable bundles in `dir` whose test file is gone (renamed or deleted); returns their paths. */
+export function removeOrphans(dir = RUNNABLE_DIR, root = ROOT, at = dir) {
   const gone = [];
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) gone.push(...removeOrphans(p));
-    else if (e.isFile() && entryOf(p) !== undefined && !existsSync(entryOf(p))) {
-      rmSync(p, { force: true });
-      gone.push(p);
+  if (!existsSync(at)) return gone;
+  for (const e of readdirSync(at, { withFileTypes: true })) {
+    const p = join(at, e.name);
+    if (e.isDirectory()) gone.push(...removeOrphans(dir, root, p));
+    else if (e.isFile()) {
+      const entry = entryOf(p, dir, root); // (a writer's temporary file is not a bundle: left alone)
+      if (entry !== undefined && !existsSync(entry)) rmSync(p, { force: true }), gone.push(p);
     }
   }
   return gone;

@@ -147,7 +147,7 @@ describe('test/loader (TypeScript for npm test)', () => {
     assert.equal(prebundle(a), 2, 'a shared import changed: both entries built again');
     assert.equal(runIn(a, entries[1]!).stdout, 'two 8\n');
   });
-  it('writeRunnable (npm test, test-files.mjs --bundle) writes each entry\'s bundle beside it, which runs without the loader; only a changed one is written again', () => {
+  it('writeRunnable (npm test, test-files.mjs --bundle) writes each entry\'s bundle to run without the loader; only a changed one is written again; an orphan is removed', () => {
     const dir = join(work, 'runnable');
     mkdirSync(join(dir, 'sub'), { recursive: true });
     writeFileSync(join(dir, 'sub', 'dep.ts'), 'export const k: number = 5;\nexport const where = { file: import.meta.filename, url: import.meta.url };\n');
@@ -155,14 +155,16 @@ describe('test/loader (TypeScript for npm test)', () => {
     writeFileSync(join(dir, 'broken.test.ts'), 'export const n: number = ;\n');
     const entries = ['a.test.ts', 'broken.test.ts'].map((f) => join(dir, f));
     const tmp = mkdtempSync(join(cache, 'runnable-'));
+    const out = join(dir, 'cache'); // as node_modules/.cache/murphy-test is for the repository
+    const runnable = pathToFileURL(join(REPO, 'test', 'loader', 'runnable.mjs')).href;
     const write = (): string[] => {
-      const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const { writeRunnable } = await import(${JSON.stringify(pathToFileURL(join(REPO, 'test', 'loader', 'runnable.mjs')).href)}); console.log(JSON.stringify(await writeRunnable(${JSON.stringify(entries)})));`], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: tmp } });
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', `const { writeRunnable } = await import(${JSON.stringify(runnable)}); console.log(JSON.stringify(await writeRunnable(${JSON.stringify(entries)}, ${JSON.stringify(out)}, ${JSON.stringify(dir)})));`], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: tmp } });
       assert.equal(r.status, 0, r.stderr);
       return JSON.parse(r.stdout) as string[];
     };
     const plain = (file: string) => spawnSync(process.execPath, [file], { cwd: REPO, encoding: 'utf8', env: { ...process.env, TMPDIR: tmp } });
     const paths = write();
-    assert.deepEqual(paths, [join(dir, 'a.test.bundle.mjs'), join(dir, 'broken.test.bundle.mjs')]);
+    assert.deepEqual(paths, [join(out, 'a.test.mjs'), join(out, 'broken.test.mjs')]);
     const r = plain(paths[0]!);
     assert.equal(r.status, 0, r.stderr);
     const o = JSON.parse(r.stdout) as { k: number; where: { file: string; url: string }; own: string; argv: string; loader: string[] };
@@ -180,5 +182,12 @@ describe('test/loader (TypeScript for npm test)', () => {
     const bad = plain(paths[1]!);
     assert.notEqual(bad.status, 0);
     assert.match(bad.stderr, /broken\.test\.ts:1:\d+: ERROR/);
+    // a bundle whose test file is gone is removed (and nothing else)
+    rmSync(join(dir, 'broken.test.ts'));
+    writeFileSync(join(out, 'note.txt'), 'not a bundle\n');
+    const removed = spawnSync(process.execPath, ['--input-type=module', '-e', `const { removeOrphans } = await import(${JSON.stringify(runnable)}); console.log(JSON.stringify(removeOrphans(${JSON.stringify(out)}, ${JSON.stringify(dir)})));`], { cwd: REPO, encoding: 'utf8' });
+    assert.equal(removed.status, 0, removed.stderr);
+    assert.deepEqual(JSON.parse(removed.stdout), [paths[1]]);
+    assert.deepEqual(readdirSync(out).sort(), ['a.test.mjs', 'note.txt']);
   });
 });
