@@ -14,6 +14,14 @@ import { EmbeddedBackend, NativeEngine, startServer, VllmBackend, type RolloutSe
 import { Rng, testSeed } from '../helpers/random.js';
 import { writeTinyModel } from '../helpers/tiny-model.js';
 
+// The plain reference GEMM for this process (read at the first product, after these lines): a
+// row's logits then have the same bits whatever else is in the engine call. On the SIMD paths the
+// row count of a call picks the summation order (one row, up to 32, more: docs/rollout.md, "Seeds
+// and the company a request keeps"), so a seeded request alone and the same request batched with
+// others can differ in the last bit of a logit, and at a near-tie in a sampled token (seed
+// 220285555 did, on the AVX2 path). The company test below is about the batcher and the seeds.
+process.env.MURPHY_GEMM_PATH = 'reference';
+
 const seed = testSeed('rollout/serve');
 const rng = new Rng(seed);
 const work = mkdtempSync(join(tmpdir(), 'murphy-serve-'));
