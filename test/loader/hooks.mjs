@@ -116,6 +116,15 @@ const bundleCacheFile = (file) => join(CACHE, sha256('bundle', file) + '.json');
 /** The content hash of the file at `path`; undefined when there is none. */
 const fileHash = (path) => (existsSync(path) ? sha256(readFileSync(path)) : undefined);
 
+/** fileHash, each file read and hashed once per returned function: entries share lib/, so checks of many share it. */
+export function memoHashes() {
+  const seen = new Map();
+  return (f) => {
+    if (!seen.has(f)) seen.set(f, fileHash(f));
+    return seen.get(f);
+  };
+}
+
 /**
  * The cached bundle of the entry `file` while every file in it is unchanged, else undefined.
  * `hashOf` (path -> content hash or undefined) may be shared by calls that check many entries.
@@ -183,13 +192,9 @@ async function bundled(file) {
  * caches each as bundled() would (the same options, so the same code); returns how many it
  * built. `npm test` runs it once before the runner starts its ~65 processes (test/test-files.mjs
  * --bundle): on a fresh clone each would otherwise start esbuild and parse lib/ for itself.
+ * `hashOf` (memoHashes) may be shared with later checks of the same entries.
  */
-export async function prebundle(files) {
-  const seen = new Map(); // the entries share lib/: each file is read and hashed once
-  const hashOf = (f) => {
-    if (!seen.has(f)) seen.set(f, fileHash(f));
-    return seen.get(f);
-  };
+export async function prebundle(files, hashOf = memoHashes()) {
   const todo = files.map((f) => resolvePath(f)).filter((f) => cachedBundle(f, hashOf) === undefined);
   if (todo.length === 0) return 0;
   esbuild ??= requireFromTsx('esbuild');

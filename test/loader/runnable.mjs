@@ -12,7 +12,7 @@
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { cachedBundle, prebundle, writeAtomic } from './hooks.mjs';
+import { cachedBundle, memoHashes, prebundle, writeAtomic } from './hooks.mjs';
 
 /** The repository the test files are in. */
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -47,13 +47,15 @@ function throughLoader(file) {
  * returns the runnable paths, in order.
  */
 export async function writeRunnable(files, dir = RUNNABLE_DIR, root = ROOT) {
+  // one read and hash of each source for both checks (the sources do not change in between)
+  const hashOf = memoHashes();
   try {
-    await prebundle(files);
+    await prebundle(files, hashOf);
   } catch {
     // an entry esbuild cannot build: it runs through the loader (throughLoader), which reports it
   }
   return files.map((file) => {
-    const code = cachedBundle(file) ?? throughLoader(file);
+    const code = cachedBundle(file, hashOf) ?? throughLoader(file);
     const out = runnablePath(file, dir, root);
     if (!existsSync(out) || readFileSync(out, 'utf8') !== code) writeAtomic(out, code);
     return out;
