@@ -1,7 +1,7 @@
 // `murphy-native memory-plan --model DIR`: the GPU engine's device memory plan for a model
 // (docs/gpu.md) — the same plan `train --device cuda` prints at start — without a GPU.
 import type { Argv, CommandModule } from 'yargs';
-import { defaultConfig } from '../config/index.js';
+import { defaultConfig, validatePartial } from '../config/index.js';
 import { STORAGE_DTYPES, type StorageDType } from '../config/schema.js';
 
 interface MemoryPlanArgs {
@@ -34,7 +34,7 @@ export const memoryPlanCommand: CommandModule<object, MemoryPlanArgs> = {
     try {
       if (!(Number.isInteger(a.microBatchTokens) && a.microBatchTokens > 0)) throw new Error(`--micro-batch-tokens must be a positive integer (got ${a.microBatchTokens})`);
       if (!(a.beta >= 0)) throw new Error(`--beta must be >= 0 (got ${a.beta})`);
-      if (!(Number.isInteger(a.keepLogitsMb) && a.keepLogitsMb >= 0)) throw new Error(`--keep-logits-mb must be an integer >= 0 (got ${a.keepLogitsMb})`);
+      validatePartial({ keepLogitsMb: a.keepLogitsMb }, 'memory-plan\'s flags'); // train's key: its range, one source
       if (a.deviceMemory !== undefined && !(a.deviceMemory > 0)) throw new Error(`--device-memory must be a positive number of GiB (got ${a.deviceMemory})`);
       // loaded here, not with the CLI's command list
       const [{ runModelShape }, { formatMemoryPlan, memoryPlan, planProblem }, { cuda }] = await Promise.all([

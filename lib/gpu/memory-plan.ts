@@ -84,8 +84,8 @@ export function lossChunkRows(vocab: number, chunkTokens = TRAIN_OPTIONS.chunkTo
 }
 /** Bytes of fp32 logits the loss keeps for a micro-batch of `tokens`: whole chunks, within keepLogitsMb. */
 export function keptLogitsBytes(vocab: number, tokens: number, keepLogitsMb: number): number {
-  const chunkBytes = lossChunkRows(vocab) * vocab * 4;
-  const chunks = Math.min(Math.ceil(tokens / lossChunkRows(vocab)), Math.floor((keepLogitsMb * 2 ** 20) / chunkBytes));
+  const rows = lossChunkRows(vocab), chunkBytes = rows * vocab * 4;
+  const chunks = Math.min(Math.ceil(tokens / rows), Math.floor((keepLogitsMb * 2 ** 20) / chunkBytes));
   return Math.max(0, chunks) * chunkBytes;
 }
 export const CUBLASLT_WORKSPACE_BYTES = 32 * 2 ** 20;
@@ -223,13 +223,13 @@ export function memoryPlan(s: ModelShape, st: PlanSettings): MemoryPlan {
   const workspace = { cublasLt: CUBLASLT_WORKSPACE_BYTES, lmHeadChunk, total: CUBLASLT_WORKSPACE_BYTES + lmHeadChunk };
   const keepLogitsMb = st.keepLogitsMb ?? (SCHEMA.keepLogitsMb.default as number);
   const kept = (tokens: number): number => keptLogitsBytes(s.vocab, tokens, keepLogitsMb);
+  const keptLogits = { keepLogitsMb, bytes: kept(st.microBatchTokens) };
   const plan: MemoryPlan = {
     shape: s, params: P, gradientCheckpointing: checkpointing, storage,
     computeWeights, masterF32, adamMoments, gradientsF32, reference, stateTotal,
-    perToken, workspace,
-    keptLogits: { keepLogitsMb, bytes: kept(st.microBatchTokens) },
+    perToken, workspace, keptLogits,
     microBatchTokens: st.microBatchTokens,
-    totalForMicroBatch: stateTotal + workspace.total + kept(st.microBatchTokens) + st.microBatchTokens * perToken.total,
+    totalForMicroBatch: stateTotal + workspace.total + keptLogits.bytes + st.microBatchTokens * perToken.total,
   };
   if (st.deviceFreeBytes !== undefined) {
     const headroom = Math.ceil(HEADROOM_FRACTION * (st.deviceTotalBytes ?? st.deviceFreeBytes));

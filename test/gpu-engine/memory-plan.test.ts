@@ -201,6 +201,9 @@ describe('memory plan', () => {
       const f32 = spawnSync(process.execPath, cli('memory-plan', '--model', dir, '--storage', 'f32', '--device-memory', '80'), { encoding: 'utf8' });
       assert.equal(f32.status, 0, f32.stderr);
       assert.match(f32.stdout, /\n  storage f32: fp32 master = compute weights .*up to 95312 tokens per micro-batch fit\n$/s);
+      const badKeep = spawnSync(process.execPath, cli('memory-plan', '--model', dir, '--keep-logits-mb', '-1'), { encoding: 'utf8' });
+      assert.equal(badKeep.status, 1);
+      assert.match(badKeep.stderr, /^murphy-native memory-plan: config key "keepLogitsMb" \(--keep-logits-mb\) in memory-plan's flags: must be an integer >= 0 and <= 1073741824; got -1\n$/);
       const bad = spawnSync(process.execPath, cli('memory-plan', '--model', join(dir, 'absent')), { encoding: 'utf8' });
       assert.equal(bad.status, 1);
       assert.match(bad.stderr, /^murphy-native memory-plan: cannot read .*absent\/config\.json: ENOENT[^\n]*\n$/);
