@@ -189,3 +189,23 @@ export function fixtureCase(name: string): { dir: string; batch: TrainBatch; los
 }
 
 export const bitsEqual = (a: Float32Array, b: Float32Array) => Buffer.compare(Buffer.from(a.buffer, a.byteOffset, a.byteLength), Buffer.from(b.buffer, b.byteOffset, b.byteLength)) === 0;
+
+/**
+ * The kept-logits budgets on one model, in turn (its buffers kept and resized between the calls):
+ * accumulate `batch` once per keepLogitsMb in `budgets`, asserts that every call gives the first
+ * one's loss and gradients bit for bit, and returns each call's activations peak.
+ */
+export async function assertKeptLogitsBitsEqual(m: PolicyModel, batch: TrainBatch, chunkTokens: number, budgets: number[]): Promise<number[]> {
+  const runs: { loss: number; grads: Float32Array[]; peak: number }[] = [];
+  for (const keepLogitsMb of budgets) {
+    m.zeroGrad();
+    const st = await m.accumulate(batch, { chunkTokens, keepLogitsMb });
+    runs.push({ loss: st.loss, grads: m.params().map((p) => m.getGrad(p.name)), peak: m.memory().activationsPeak });
+  }
+  const names = m.params().map((p) => p.name);
+  for (const [i, r] of runs.entries()) {
+    assert.equal(r.loss, runs[0]!.loss, `keepLogitsMb ${budgets[i]}: loss`);
+    r.grads.forEach((g, j) => assert.ok(bitsEqual(g, runs[0]!.grads[j]!), `keepLogitsMb ${budgets[i]}: gradient of ${names[j]} differs`));
+  }
+  return runs.map((r) => r.peak);
+}

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { PolicyModel, type LossOptions, type TrainStats } from '../../lib/model/index.js';
 import { NativePolicy } from '../../lib/train/policy.js';
-import { ADAM, BF16_FIXTURE_TOL, BF16_TOL, bitsEqual, compareEngines, F32_TOL, fixtureCase, fixtures, randomBatch } from './engine-compare.js';
+import { ADAM, assertKeptLogitsBitsEqual, BF16_FIXTURE_TOL, BF16_TOL, bitsEqual, compareEngines, F32_TOL, fixtureCase, fixtures, randomBatch } from './engine-compare.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'engine-emulate-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
@@ -62,18 +62,9 @@ describe('device engine (emulate): checkpointing, save / load, resume, errors', 
     const sizes = { modelType: 'qwen3', vocabSize: 4096, hiddenSize: 48, intermediateSize: 80, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16, maxPositionEmbeddings: 128, tieWordEmbeddings: false } as const;
     const batch = randomBatch(4096, [50, 50, 48], 11);
     const m = await PolicyModel.random(sizes, { seed: 11, device: 'emulate', storage: 'bf16' });
-    const runs: { loss: number; grads: Float32Array[]; peak: number }[] = [];
-    for (const keepLogitsMb of [0, 64, 1, 64]) {
-      m.zeroGrad();
-      const st = await m.accumulate(batch, { chunkTokens: 64, keepLogitsMb });
-      runs.push({ loss: st.loss, grads: m.params().map((p) => m.getGrad(p.name)), peak: m.memory().activationsPeak });
-    }
-    for (const r of runs.slice(1)) {
-      assert.equal(r.loss, runs[0]!.loss);
-      m.params().forEach((p, i) => assert.ok(bitsEqual(r.grads[i]!, runs[0]!.grads[i]!), p.name));
-    }
+    const peaks = await assertKeptLogitsBitsEqual(m, batch, 64, [0, 64, 1, 64]);
     // three slots of 1 MiB (all kept) instead of one (none kept, the shared slot)
-    assert.ok(runs[1]!.peak - runs[0]!.peak >= 2 * 2 ** 20, `peaks ${runs[0]!.peak}, ${runs[1]!.peak}`);
+    assert.ok(peaks[1]! - peaks[0]! >= 2 * 2 ** 20, `peaks ${peaks[0]}, ${peaks[1]}`);
   });
 
   it('gradient checkpointing on and off give identical bits (loss, every gradient, the step)', async () => {

@@ -22,7 +22,7 @@ import { runTraining } from '../../lib/commands/run-training.js';
 import { defaultConfig, type TrainConfig } from '../../lib/config/index.js';
 import { initModel, PolicyModel, type EngineOptions, type LossOptions } from '../../lib/model/index.js';
 import { readSafetensorsF32, relError } from '../model/helpers.js';
-import { ADAM, BF16_FIXTURE_TOL, BF16_TOL, bitsEqual, compareEngines, cosine, F32_TOL, fixtureCase, fixtures, randomBatch } from '../gpu-engine/engine-compare.js';
+import { ADAM, assertKeptLogitsBitsEqual, BF16_FIXTURE_TOL, BF16_TOL, bitsEqual, compareEngines, cosine, F32_TOL, fixtureCase, fixtures, randomBatch } from '../gpu-engine/engine-compare.js';
 import { announce, dryRun, gpuOnly } from './common.js';
 
 announce('gpu/engine');
@@ -81,16 +81,7 @@ describe(`device engine (${device}): checkpointing, save / load, a demo run`, ()
   it('kept logits (none, some chunks, all): identical loss and gradients', gpuOnly, async () => {
     const batch = randomBatch(32768, [120, 60], 10);
     const m = await PolicyModel.random('small', { seed: 6, device });
-    const runs: { loss: number; grads: Float32Array[] }[] = [];
-    for (const keepLogitsMb of [0, 64, 8, 64]) {
-      m.zeroGrad();
-      const st = await m.accumulate(batch, { chunkTokens: 64, keepLogitsMb });
-      runs.push({ loss: st.loss, grads: m.params().map((p) => m.getGrad(p.name)) });
-    }
-    for (const [i, r] of runs.entries()) {
-      assert.equal(r.loss, runs[0]!.loss, `run ${i}: loss`);
-      r.grads.forEach((g, j) => assert.ok(bitsEqual(g, runs[0]!.grads[j]!), `run ${i}: gradient ${j} differs`));
-    }
+    await assertKeptLogitsBitsEqual(m, batch, 64, [0, 64, 8, 64]);
   });
 
   it('save then load: bit-identical weights and log-probs', gpuOnly, async () => {
