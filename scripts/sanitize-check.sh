@@ -7,8 +7,11 @@
 # Any report (a heap overflow, a use after free, undefined behaviour) fails the run with its
 # stack. Leak checking is off (node's own allocations at exit are not ours), and a failed
 # allocation returns null (the engine's out-of-memory test asks for an impossible size).
+# Then, with no sanitizer preloaded, the thread pool's stress program built with ThreadSanitizer
+# (test/sanitize/thread_pool.tsan.ts).
 #   --no-build   reuse build-asan/
-#   FILES...     run these test files instead of the default list
+#   FILES...     run these test files (under ASan) instead of the default list, and skip the
+#                ThreadSanitizer part
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +33,9 @@ asan="$(${CXX:-g++} -print-file-name=libasan.so)"
 [ -f "$asan" ] || { echo "sanitize-check: no libasan.so for ${CXX:-g++} ($asan); install the compiler's libasan" >&2; exit 1; }
 
 files=("$@")
+tsan=0
 if [ "${#files[@]}" = 0 ]; then
+  tsan=1
   files=(
     test/kernels/logprob.test.ts test/kernels/logprob-stream.test.ts test/kernels/logprob-exp.test.ts
     test/kernels/grpo_loss.test.ts test/kernels/adamw.test.ts test/kernels/convert.test.ts
@@ -47,3 +52,8 @@ ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:allocator_may_return_null=1:abort_o
 UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
 MURPHY_NATIVE_BINARY="$binary" \
   node --import ./test/loader/register.mjs --test --test-reporter=./test/skip-summary-reporter.mjs "${files[@]}"
+
+if [ "$tsan" = 1 ]; then
+  echo "== ThreadSanitizer: the thread pool's stress program (test/sanitize/thread_pool.tsan.ts)"
+  node --import ./test/loader/register.mjs --test --test-reporter=./test/skip-summary-reporter.mjs test/sanitize/thread_pool.tsan.ts
+fi
