@@ -283,15 +283,7 @@ describe('generation', () => {
     assert.equal(g1.length, 9);
     assert.deepEqual(g1.map((g) => Array.from(g.tokens)), g2.map((g) => Array.from(g.tokens)));
     assert.deepEqual(g1.map((g) => Array.from(g.logprobs)), g2.map((g) => Array.from(g.logprobs)));
-    // batching does not change a prompt's samples
-    const solo = await m.generate([prompts[1]], { ...opts, seed: opts.seed + 1 });
-    assert.deepEqual(solo.map((g) => Array.from(g.tokens)), g1.slice(3, 6).map((g) => Array.from(g.tokens)));
-    // per-prompt seeds: prompt p with seeds[p] samples as it would alone with that seed
-    const own = [opts.seed + 7, opts.seed + 1, opts.seed + 99];
-    const mixed = await m.generate(prompts, { ...opts, seed: undefined, seeds: own });
-    assert.deepEqual(mixed.slice(3, 6).map((g) => Array.from(g.tokens)), solo.map((g) => Array.from(g.tokens)));
-    const alone0 = await m.generate([prompts[0]], { ...opts, seed: own[0] });
-    assert.deepEqual(mixed.slice(0, 3).map((g) => Array.from(g.tokens)), alone0.map((g) => Array.from(g.tokens)));
+    // (batching and per-prompt seeds: test/model/generate-seeds.test.ts, on the reference GEMM)
     await assert.rejects(m.generate(prompts, { ...opts, seeds: [1, 2] }), /'seeds' has 2 entries but there are 3 prompts/);
     // the samples of one prompt differ from each other (vocab 300, 10 tokens)
     assert.notDeepEqual(Array.from(g1[0].tokens), Array.from(g1[1].tokens));
