@@ -11,7 +11,9 @@ of each reference solution, and prints one JSON line per program:
 each, with a wall-clock limit; a program that hits it is left out (timeouts are compared by
 other tests, and a verdict that depends on the machine's speed cannot be compared here).
 
-usage: official_protocol.py DATA_DIR SEED N_PER_DATASET MUTANTS_PER_PROBLEM  (DATA_DIR: test/datasets, with HumanEval.jsonl.gz and mbpp.jsonl.gz)
+usage: official_protocol.py DATA_DIR SEED N_PER_DATASET MUTANTS_PER_PROBLEM [TIMEOUT]
+  DATA_DIR: test/datasets, with HumanEval.jsonl.gz and mbpp.jsonl.gz; TIMEOUT: the wall-clock
+  limit of one program in seconds (default 1)
 """
 
 import gzip
@@ -88,6 +90,7 @@ def official(program, timeout=1.0):
 
 def main():
     data, seed, n, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    limit = float(sys.argv[5]) if len(sys.argv) > 5 else 1.0
     rng = random.Random(seed)
     he = [json.loads(l) for l in gzip.open(os.path.join(data, "HumanEval.jsonl.gz"), "rt")]
     mbpp = [json.loads(l) for l in gzip.open(os.path.join(data, "mbpp.jsonl.gz"), "rt")]
@@ -95,13 +98,13 @@ def main():
         body = r["canonical_solution"]
         for sol in [body] + mutants(body, rng, k):
             code = r["prompt"] + sol
-            verdict = official(code + "\n" + r["test"] + "\n" + "check(%s)\n" % r["entry_point"])
+            verdict = official(code + "\n" + r["test"] + "\n" + "check(%s)\n" % r["entry_point"], limit)
             if verdict is not None:
                 print(json.dumps({"id": r["task_id"], "code": code, "pass": verdict}), flush=True)
     for r in rng.sample(mbpp, min(n, len(mbpp))):
         for sol in [r["code"]] + mutants(r["code"], rng, k):
             program = sol + "\n" + r.get("test_setup_code", "") + "\n" + "\n".join(r["test_list"]) + "\n"
-            verdict = official(program)
+            verdict = official(program, limit)
             if verdict is not None:
                 print(json.dumps({"id": "mbpp/%d" % r["task_id"], "code": sol, "pass": verdict}), flush=True)
 
