@@ -13,7 +13,7 @@
 //   FILES...      only these test files (test/x/y.test.ts or a group), in this order
 import { spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -27,6 +27,10 @@ if (jsonAt >= 0 && !jsonFile) {
 }
 const only = args.filter((_, i) => jsonAt < 0 || (i !== jsonAt && i !== jsonAt + 1));
 
+if (!existsSync('/proc/stat')) {
+  console.error('test-costs: needs Linux\'s /proc/stat (the whole machine\'s CPU time); run it on Linux');
+  process.exit(2);
+}
 const HZ = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100; // /proc/stat's unit
 /** Busy CPU time of the whole machine so far, in ms (user + nice + system + irq + softirq). */
 function busyMs() {
