@@ -16,6 +16,7 @@ import { cpus } from 'node:os';
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { entryOf } from '../test/loader/runnable.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const args = process.argv.slice(2);
@@ -48,7 +49,7 @@ if (listed.status !== 0) {
 }
 const bundles = listed.stdout.trim().split('\n');
 // a bundle's test file: node_modules/.cache/murphy-test/test/x.test.mjs -> test/x.test.ts
-const sourceOf = (b) => relative(join('node_modules', '.cache', 'murphy-test'), b).replace(/\.mjs$/, '.ts');
+const sourceOf = (b) => relative(ROOT, entryOf(join(ROOT, b)));
 const unknown = only.filter((f) => !bundles.some((b) => sourceOf(b) === f));
 if (unknown.length) {
   console.error(`test-costs: not among npm test's files: ${unknown.join(', ')} (a grouped file runs in its group: test/groups/)`);
