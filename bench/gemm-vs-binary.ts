@@ -30,6 +30,16 @@ if (!theirs.linearProduct) {
 }
 const rounds = Number(opt('--rounds') ?? 12);
 const path = (opt('--path') ?? 'auto') as GemmPathName;
+// Binaries before 2026-12-07 take linearProduct's arguments as one object (their gemmInfo has no
+// `call`); later ones positionally. Either way the products timed here (32 rows and more) take far
+// longer than the call (~2 us for the object, ~0.5 us positional).
+type Sizes = { m: number; n: number; k: number };
+const theirLinear = theirs.linearProduct as unknown as (...args: unknown[]) => string;
+const theirCall = theirs.gemmInfo?.().call === 'positional'
+  ? (kind: LinearProductKind, a: Float32Array, b: Float32Array, out: Float32Array, L: Sizes, accumulate: boolean) =>
+    theirLinear(kind, a, b, out, L.m, L.n, L.k, accumulate, path, 1)
+  : (kind: LinearProductKind, a: Float32Array, b: Float32Array, out: Float32Array, L: Sizes, accumulate: boolean) =>
+    theirLinear({ product: kind, a, b, out, ...L, accumulate, path });
 const loadavg = () => readFileSync('/proc/loadavg', 'utf8').trim();
 // operands on 64-byte boundaries, as the model's weights and gemm.bench.ts's are
 const fill = (n: number) => {
@@ -54,7 +64,7 @@ for (const c of modelCases(false)) {
     const out = alignedArray(Float32Array, kind === 'forward' ? L.m * L.n : kind === 'backwardInput' ? L.m * L.k : L.n * L.k);
     const accumulate = kind === 'backwardWeight';
     const sides = {
-      other: () => theirs.linearProduct!({ product: kind, a, b, out, ...L, accumulate, path }),
+      other: () => theirCall(kind, a, b, out, L, accumulate),
       this: () => linearProduct(kind, a, b, out, L, { accumulate, path }),
     };
     const best = { other: { wall: Infinity, cpu: Infinity }, this: { wall: Infinity, cpu: Infinity } };

@@ -20,7 +20,7 @@ import {
   resolveTrainOptions,
 } from './native/options.js';
 import type {
-  DType, ElemKind, GrpoLossStats, HostArray, KernelCase, KernelRun, KernelTensors, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawNcclComm, RawPlanArrays, RawTensor, SavedFile,
+  DType, ElemKind, GrpoLossStats, HostArray, KernelCase, KernelRun, KernelTensors, RawAddon, RawBatch, RawCublasLtLoader, RawDeviceBuffer, RawEngine, RawEngineChoice, RawKvInfo, RawNcclComm, RawPlanArrays, RawTensor, SavedFile,
   RawOverlapTrace, RawZeroPlan, RawZeroShard,
 } from './native/raw.js';
 
@@ -459,11 +459,20 @@ export type LinearProductKind = 'forward' | 'backwardInput' | 'backwardWeight';
 /** Which implementation of the CPU matrix product runs (docs/kernels.md, "CPU GEMM"). */
 export type GemmPathName = 'auto' | 'avx512-bf16' | 'avx512' | 'avx2' | 'baseline' | 'generic' | 'reference';
 
-function gemmAddon() {
+type GemmAddon = { linearProduct: NonNullable<RawAddon['linearProduct']>; gemmInfo: NonNullable<RawAddon['gemmInfo']> };
+let gemmFns: GemmAddon | undefined;
+function gemmAddon(): GemmAddon {
+  if (gemmFns) return gemmFns;
   const a = addon();
   if (!a.linearProduct || !a.gemmInfo) throw new MurphyNativeError('this native binary predates linearProduct: rebuild it (npm run build:native)', 'ENOLIB');
-  return { linearProduct: a.linearProduct, gemmInfo: a.gemmInfo };
+  if (a.gemmInfo().call !== 'positional') throw new MurphyNativeError('this native binary takes linearProduct\'s arguments as one object (before 2026-12-07): rebuild it (npm run build:native)', 'ENOLIB');
+  return (gemmFns = { linearProduct: a.linearProduct, gemmInfo: a.gemmInfo });
 }
+
+const LINEAR_PRODUCTS: ReadonlySet<string> = new Set<LinearProductKind>(['forward', 'backwardInput', 'backwardWeight']);
+const GEMM_PATHS: ReadonlySet<string> = new Set<GemmPathName>(['auto', 'avx512-bf16', 'avx512', 'avx2', 'baseline', 'generic', 'reference']);
+const MAX_DIM = 2 ** 31;  // (the addon's kMaxDim, native/addon/gemm.cc)
+const MAX_REPEAT = 1_000_000;  // (the addon's kMaxRepeat)
 
 /**
  * One product of the model's CPU matrix multiply, on host arrays (for tests and benchmarks):
@@ -472,14 +481,23 @@ function gemmAddon() {
  * out[n,k] += a[m,n]^T b[m,k] (always accumulates). `path` forces an implementation for this
  * call ('auto' = the CPU's best). `repeat` (default 1) runs the product that many times back to
  * back in native code, the arguments checked once: benchmarks time the product as the model
- * calls it (from C++), without this call's own cost (~1.7 us here). Returns the path that ran.
+ * calls it (from C++), without this call's own cost (~0.5 us here; docs/kernels.md). Returns the
+ * path that ran. The options are checked here, the arrays' types and lengths in the addon.
  */
-const MAX_REPEAT = 1_000_000;  // (the addon's kMaxRepeat, native/addon/gemm.cc)
 export function linearProduct(product: LinearProductKind, a: Float32Array, b: Float32Array | Uint16Array, out: Float32Array,
   sizes: { m: number; n: number; k: number }, opts: { accumulate?: boolean; path?: GemmPathName; repeat?: number } = {}): string {
+  if (!LINEAR_PRODUCTS.has(product)) throw new MurphyNativeError(`linearProduct: 'product' must be 'forward', 'backwardInput' or 'backwardWeight'; got ${JSON.stringify(product)}`, 'EINVAL');
+  const { m, n, k } = sizes;
+  checkCount('m', m, 0, MAX_DIM);
+  checkCount('n', n, 0, MAX_DIM);
+  checkCount('k', k, 0, MAX_DIM);
+  const accumulate = opts.accumulate ?? product === 'backwardWeight';
+  if (typeof accumulate !== 'boolean') throw new MurphyNativeError(`linearProduct: 'accumulate' must be true or false; got ${JSON.stringify(accumulate)}`, 'EINVAL');
+  const path = opts.path ?? 'auto';
+  if (!GEMM_PATHS.has(path)) throw new MurphyNativeError(`linearProduct: 'path' must be one of ${[...GEMM_PATHS].map((p) => `'${p}'`).join(', ')}; got ${JSON.stringify(path)}`, 'EINVAL');
   const repeat = opts.repeat ?? 1;
   checkCount('repeat', repeat, 1, MAX_REPEAT);
-  return gemmAddon().linearProduct({ product, a, b, out, ...sizes, accumulate: opts.accumulate ?? product === 'backwardWeight', path: opts.path ?? 'auto', repeat });
+  return gemmAddon().linearProduct(product, a, b, out, m, n, k, accumulate, path, repeat);
 }
 
 /** The GEMM path 'auto' takes on this CPU and the paths this CPU can run. */

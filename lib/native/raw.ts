@@ -316,12 +316,13 @@ export interface RawAddon {
   /** Process exit: running generations stop at their next step, delivery fences stop waiting. */
   markExiting(): void;
   deviceGemmTflops?(m: number, n: number, k: number, iters: number): number;
-  /** The CPU matrix product (native/addon/gemm.cc); absent from binaries that predate it. */
-  linearProduct?: (args: {
-    product: string; a: Float32Array; b: Float32Array | Uint16Array; out: Float32Array; m: number; n: number; k: number;
-    accumulate: boolean; path: string; /** runs of the product in one call (default 1; binaries before 2026-12-02 ignore it) */ repeat?: number;
-  }) => string;
-  gemmInfo?: () => { best: string; paths: string[] };
+  /**
+   * The CPU matrix product (native/addon/gemm.cc), positional; absent from binaries that predate
+   * it. Binaries before 2026-12-07 took one options object instead (their gemmInfo has no `call`).
+   */
+  linearProduct?: (product: string, a: Float32Array, b: Float32Array | Uint16Array, out: Float32Array, m: number, n: number, k: number,
+    accumulate: boolean, path: string, repeat: number) => string;
+  gemmInfo?: () => { best: string; paths: string[]; call?: 'positional' };
   addressMod64?: (view: ArrayBufferView) => number;
   /** The checkpoint integrity hash (native/addon/hash.cc); absent from binaries that predate it. */
   xxh64File?: (path: string) => Promise<{ bytes: number; xxh64: string }>;

@@ -19,6 +19,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { addressMod64, alignedArray, cpuInfo, gemmInfo, linearProduct, setNumThreads, type GemmPathName, type LinearProductKind } from '../../lib/native.js';
 import { PolicyModel, presets } from '../../lib/model/index.js';
+import { nativeAddon } from '../../lib/native/loader.js';
 import { compileCached, cxxCompiler } from '../helpers/compile-cache.js';
 import { Rng, testSeed } from '../helpers/random.js';
 import { TS_LOADER } from '../helpers/cli.js';
@@ -409,6 +410,43 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     for (const repeat of [0, 1.5, -1, 1e6 + 1, Number.NaN]) {
       assert.throws(() => linearProduct('forward', z, z, z, { m: 2, n: 3, k: 2 }, { repeat }), /'repeat' must be an integer in \[1, 1000000\]/);
     }
+    assert.throws(() => linearProduct('sideways' as LinearProductKind, z, z, z, { m: 2, n: 3, k: 2 }), /'product' must be 'forward', 'backwardInput' or 'backwardWeight'; got "sideways"/);
+    for (const m of [-1, 2.5, Number.NaN, 2 ** 31 + 1]) {
+      assert.throws(() => linearProduct('forward', z, z, z, { m, n: 3, k: 2 }), /'m' must be an integer in \[0, 2147483648\]/);
+    }
+    assert.throws(() => linearProduct('forward', z, z, z, { m: 2, n: 3, k: 2 }, { accumulate: 1 as unknown as boolean }), /'accumulate' must be true or false; got 1/);
+  });
+
+  it('the addon checks its positional arguments itself (a caller that skips lib/native.ts gets an error, not a bad read or write)', () => {
+    const raw = nativeAddon().linearProduct!;
+    const z = new Float32Array(6);
+    const call = (...args: unknown[]) => () => (raw as unknown as (...a: unknown[]) => string)(...args);
+    assert.equal(call('forward', z, z, new Float32Array(4), 2, 2, 3, false, 'auto', 1)(), nativeAddon().gemmInfo!().best);
+    const refusals: [unknown[], RegExp][] = [
+      [['forward', z, z, new Float32Array(5), 2, 2, 3, false, 'auto', 1], /'out' has 5 elements but 4 are needed/],
+      [['forward', z, new Float32Array(5), z, 3, 2, 2, false, 'auto', 1], /'b' has 5 elements but 4 are needed/],
+      [['forward', [1, 2, 3, 4, 5, 6], z, z, 2, 3, 2, false, 'auto', 1], /'a' must be a Float32Array/],
+      [['forward', new Int32Array(6), z, z, 2, 3, 2, false, 'auto', 1], /'a' must be a Float32Array/],
+      [['forward', z, z, z, 2, 3, 2, 0, 'auto', 1], /'accumulate' must be true or false/],
+      [['forward', z, z, z, 2, 3, 2, false, 7, 1], /'path' must be a string/],
+      [['forward', z, z, z, 2, 3, 2, false, 'fast', 1], /'path' must be 'auto'/],
+      [['forward', z, z, z, 2, 3, 2, false, 'auto', 0], /'repeat' must be an integer in \[1, 1000000\]/],
+      [['forward', z, z, z, 2, 3, 2, false, 'auto'], /'repeat' must be a number/],
+      [['forward', z, z, z, -2, 3, 2, false, 'auto', 1], /'m' must be an integer/],
+      [[{ product: 'forward', a: z, b: z, out: z, m: 2, n: 3, k: 2, accumulate: false, path: 'auto' }], /'product' must be 'forward'.*got ''/],
+      [['backwardWeight', z, z, z, 1, 6, 1, false, 'auto', 1], /always accumulates/],
+    ];
+    for (const [args, re] of refusals) assert.throws(call(...args), re, JSON.stringify(args.map((a) => (ArrayBuffer.isView(a) ? a.constructor.name : a))));
+    // A typed array whose buffer was transferred away (detached) is refused by name.
+    const gone = new Float32Array(6);
+    structuredClone(gone.buffer, { transfer: [gone.buffer] });
+    assert.throws(call('forward', gone, z, z, 2, 3, 2, false, 'auto', 1), /'a' is a detached buffer/);
+    // A view at an offset into a larger buffer reads from its own first element.
+    const big = new Float32Array(16).fill(0), view = big.subarray(5, 11);
+    view.set([1, 2, 3, 4, 5, 6]);
+    const one = new Float32Array(3).fill(1), out = new Float32Array(2);
+    call('forward', view, one, out, 2, 1, 3, false, 'reference', 1)();
+    assert.deepEqual(Array.from(out), [6, 15]);
   });
 
   it('repeat runs the product that many times (an accumulating product adds it that many times)', () => {
