@@ -1,4 +1,4 @@
-// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N] [--only TEXT] [--cpu-time] [--path NAME]`
+// CPU GEMM benchmark: `node --import tsx bench/gemm.bench.ts [--json FILE] [--quick] [--no-torch] [--rounds N] [--only TEXT] [--cpu-time] [--path NAME] [--4k-pages]`
 // (also `npm run bench -- --gemm ...`).
 //
 // Each matrix product of the model benchmark's configs (bench/model-shapes.ts: the projections'
@@ -15,8 +15,8 @@
 // one or two products 10-35% under their other runs' figures, and an 8-round run none).
 // Two native figures per product: one JS call per product (`native_f32_ms`), as the peer makes one
 // Python call per product, and `inner` products in one call (linearProduct's `repeat`:
-// `native_f32_loop_ms`, `native_bf16_ms`), as the model calls them from C++, without the ~1.7 us
-// of a JS call (a fifth of a 1 x 256 x 768 product).
+// `native_f32_loop_ms`, `native_bf16_ms`), as the model calls them from C++, without the ~0.9 us
+// of a JS call (docs/kernels.md, "What a JS call of a product costs").
 // Ratios: native fp32 per call / the faster of torch and numpy per call (the OpenBLAS peer, each
 // side paying its language's call); bf16 / native fp32, both in the native loop.
 // The 1-minute load average is recorded per shape (the highest after any of its rounds): on a
@@ -36,8 +36,13 @@ import { alignedArray, cpuInfo, gemmInfo, linearProduct, setNumThreads, type Gem
 import { cliArgs, machineInfo, writeJsonAtomic } from './common.js';
 import { gemmShapes, modelCases, type ModelCase, type ShapeProduct } from './model-shapes.js';
 import { describePeer, peerEnv, peerEnvDropped, type TorchPeer } from './peer.js';
+import { kernelPages, reexecWithHugePages } from './huge-pages.js';
 
-const { flag, opt } = cliArgs();
+const { argv, flag, opt } = cliArgs();
+// The operands on 2 MiB pages, as the model's weights and the peer's tensors are (bench/huge-pages.ts;
+// --4k-pages keeps 4 KiB pages). Before 2026-12-07 only the peer's were: `npm run bench -- --gemm`
+// started this script before bench/run.ts re-executed itself with the tunable.
+reexecWithHugePages(argv, flag('--4k-pages'));
 const quick = flag('--quick');
 const rounds = Number(opt('--rounds') ?? (quick ? 1 : 8));
 const cpuTime = flag('--cpu-time');
@@ -50,7 +55,7 @@ const load1 = () => Math.round(os.loadavg()[0] * 100) / 100;
 // ---- the peer: one Python process, asked shape by shape
 interface PeerProc {
   info: TorchPeer;
-  time(m: number, k: number, n: number, reps: number, layout: string, inner: number): Promise<{ torch_best_ms: number; numpy_best_ms: number }>;
+  time(m: number, k: number, n: number, reps: number, layout: string, inner: number, warmMs: number): Promise<{ torch_best_ms: number; numpy_best_ms: number }>;
   /** Resolves once the peer's threads use no CPU (its BLAS workers stopped spinning); ms waited. */
   quiet(): Promise<number>;
   close(): void;
@@ -104,8 +109,8 @@ async function startPeer(): Promise<PeerProc | null> {
     const info = (await next()) as TorchPeer;
     return {
       info,
-      time: async (m, k, n, reps, layout, inner) => {
-        p.stdin.write(`${JSON.stringify({ m, k, n, reps, layout, inner })}\n`);
+      time: async (m, k, n, reps, layout, inner, warmMs) => {
+        p.stdin.write(`${JSON.stringify({ m, k, n, reps, layout, inner, warm_ms: warmMs })}\n`);
         return next();
       },
       quiet: () => waitIdle(p.pid!),
@@ -143,6 +148,21 @@ function toBf16Bits(a: Float32Array): Uint16Array {
  * --cpu-time this process's CPU time (user + system)), so that a product of microseconds is not
  * measured against the clock's own cost; the peer does the same (serve_gemm's "inner").
  */
+/**
+ * Each side's turn on a shape starts with untimed products for WARM_MS ms (the peer's too:
+ * serve_gemm's warm_ms). A side's turn follows a wait (the native side's for the peer's threads to
+ * go idle, ~150 ms; the peer's for its next request), and on the 2-vCPU KVM VM the first
+ * milliseconds of products after such a sleep ran slow: 1 x 1,024 x 3,072 best of 80 timed reps
+ * 139-164 us after a 150 ms sleep, 98-106 us with 20 ms of products first, 93-99 us with no sleep
+ * (2026-12-07; docs/kernels.md, "What a JS call of a product costs"). Before this, the native
+ * side's per-call figures of the smallest products paid it and the peer's did not.
+ */
+const WARM_MS = 20;
+function warm(fn: () => void, ms: number): void {
+  const until = performance.now() + ms;
+  do fn(); while (performance.now() < until);
+}
+
 function bestMs(fn: () => void, reps: number, inner = 1): number {
   let best = Infinity;
   for (let r = 0; r < reps; r++) {
@@ -227,11 +247,12 @@ for (const c of modelCases(quick)) {
 for (let r = 0; r < rounds; r++) {
   if (rounds > 1) log(`  round ${r + 1}/${rounds}`);
   for (const s of runs) {
+    warm(s.f32, WARM_MS);
     s.nf = Math.min(s.nf, bestMs(s.f32, s.reps, s.inner));
     s.nl = Math.min(s.nl, bestMs(s.f32Loop, s.reps) / s.inner);
     if (s.bf16Loop) s.nb = Math.min(s.nb, bestMs(s.bf16Loop, s.reps) / s.inner);
     if (peer) {
-      const p = await peer.time(s.m, s.k, s.n, s.reps, peerLayout[s.product], s.inner);
+      const p = await peer.time(s.m, s.k, s.n, s.reps, peerLayout[s.product], s.inner, WARM_MS);
       s.tt = Math.min(s.tt, p.torch_best_ms);
       s.tn = Math.min(s.tn, p.numpy_best_ms);
       if (!cpuTime) quietMs.push(await peer.quiet());
@@ -267,7 +288,7 @@ const jsonPath = opt('--json');
 if (jsonPath) {
   writeJsonAtomic(jsonPath, {
     date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
-    threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, torch_peer: peer?.info ?? null, peer_env_dropped: peerEnvDropped(),
+    threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, kernel_pages: kernelPages(), torch_peer: peer?.info ?? null, peer_env_dropped: peerEnvDropped(),
     note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer taking turns on each shape, a round being one pass over all shapes (rounds spread over the run); GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native_f32_ms (one call per product on each side); bf16_vs_f32 = native_f32_loop_ms / native_bf16_ms (products in one native call, linearProduct repeat: no JS call cost); wall-time runs wait after each peer turn until the peer process uses no CPU (its OpenBLAS threads spin after a call): peer_quiet_ms',
     peer_quiet_ms: quietMs.length ? { median: quietMs.sort((x, y) => x - y)[quietMs.length >> 1], max: quietMs[quietMs.length - 1], turns: quietMs.length } : null,
     rows,

@@ -12,11 +12,11 @@
 // (baseline_ratio) and over PyTorch CPU on the same shapes (torch_ratio, when Debian's
 // python3-torch is installed).
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import { cliArgs, machineInfo, medianOf, writeJsonAtomic, type KernelRow } from './common.js';
 import { l2CacheBytes, measureStreamFloor, mergeFloors, type Access } from './stream.js';
 import { describePeer, peerEnv, peerEnvDropped, type TorchPeer } from './peer.js';
+import { kernelPages, reexecWithHugePages } from './huge-pages.js';
 import {
   adamw, copyBuffer, cpuInfo, grpoLoss, logprobBackward, logprobForward, setNumThreads, toBf16, type AdamWTensor,
 } from '../lib/native.js';
@@ -62,32 +62,8 @@ if (flag('--gpu')) {
   process.exit((r.status ?? 1) || (m.status ?? 1) || (g.status ?? 1));
 }
 
-// The kernels' arrays on 2 MiB pages, as the bandwidth probe's (bench/stream.cc): glibc gives
-// Node's large ArrayBuffers (and the PyTorch peer's tensors) fresh mmap'd memory on 4 KiB pages
-// unless transparent huge pages are "always" or malloc asks for them (glibc >= 2.35:
-// GLIBC_TUNABLES=glibc.malloc.hugetlb=1). On the 2-vCPU KVM VM 4 KiB pages cost the log-prob
-// backward 1.4x and the forward 1.15x per core (docs/kernels.md). So the run re-executes
-// itself with the tunable; --4k-pages keeps the default. The JSON records which, and how much
-// memory the kernels' process held on huge pages at the end (AnonHugePages).
-const HUGE_TUNABLE = 'glibc.malloc.hugetlb=1';
-if (process.platform === 'linux' && !flag('--4k-pages') && !(process.env.GLIBC_TUNABLES ?? '').includes('glibc.malloc.hugetlb')) {
-  const env = { ...process.env, GLIBC_TUNABLES: [process.env.GLIBC_TUNABLES, HUGE_TUNABLE].filter(Boolean).join(':') };
-  const r = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!, ...argv], { stdio: 'inherit', env });
-  process.exit(r.status ?? 1);
-}
-
-/** The kernels' page size as configured, and the process's memory on huge pages now (MiB). */
-function kernelPages(): { tunable: string | null; transparent_hugepage: string | null; anon_huge_pages_mib: number | null } {
-  const read = (f: string) => { try { return readFileSync(f, 'utf8'); } catch { return null; } };
-  const thp = read('/sys/kernel/mm/transparent_hugepage/enabled');
-  const rollup = read('/proc/self/smaps_rollup');
-  const kb = rollup ? /AnonHugePages:\s+(\d+) kB/.exec(rollup)?.[1] : undefined;
-  return {
-    tunable: (process.env.GLIBC_TUNABLES ?? '').includes(HUGE_TUNABLE) ? HUGE_TUNABLE : null,
-    transparent_hugepage: thp ? (/\[(\w+)\]/.exec(thp)?.[1] ?? null) : null,
-    anon_huge_pages_mib: kb === undefined ? null : Math.round(Number(kb) / 1024),
-  };
-}
+// The kernels' arrays on 2 MiB pages (bench/huge-pages.ts; --4k-pages keeps 4 KiB pages).
+reexecWithHugePages(argv, flag('--4k-pages'));
 
 const quick = flag('--quick');
 const SIZES = quick
