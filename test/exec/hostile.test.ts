@@ -80,15 +80,16 @@ const HOSTILE: Record<string, string> = {
 };
 
 /**
- * The programs that are stopped by the time limit and by nothing else: they run with a quarter of
- * the suite's limits (0.25 s a test, 1 s a program), which stops them the same way in a quarter of
- * the time (each one burns a core until it is killed). The memory bomb gets a memory limit of its
+ * The programs that are stopped by the time limit and by nothing else: they run with a tenth of
+ * the suite's limits (0.1 s a test, 0.4 s a program), which stops them the same way in a tenth of
+ * the time (each one burns a core until it is killed: 12 such runs a file, 3.4 s of CPU with a
+ * quarter of the limits). The memory bomb gets a memory limit of its
  * own, 256 MiB instead of the suite's 1 GiB: it reaches it the same way, after zero-filling a
  * quarter of the pages. The others keep the suite's limits: the memory bomb must reach the memory
  * limit before the time limit, and the daemon must have started before its run is killed.
  */
 const TIME_BOUND = new Set(['infinite loop (module level)', 'infinite loop (in the tested function)', 'fork bomb', 'huge output', 'huge output during a test', 'catching the timeout']);
-const SHORT_LIMITS = { testTimeout: 0.25, programTimeout: 1 };
+const SHORT_LIMITS = { testTimeout: 0.1, programTimeout: 0.4 };
 const OWN_LIMITS: Record<string, RunOptions['limits']> = { 'memory bomb': { memoryBytes: 256 * 1024 ** 2 } };
 
 /** f() until it returns an empty list or `ms` have passed (checked every 5 ms); its last value. */
