@@ -1,12 +1,15 @@
 """Runs MurphyWorkerExtension.murphy_load_weights against a fake vLLM worker.
 
 Usage: python3 worker_extension_check.py CHECKPOINT_DIR MODE [CHECKPOINT_DIR MODE ...]
+(the worker-extension tests of test/rollout/worker-extension.test.ts, in one process)
   MODE plain:     the runner exposes .model only, no vllm_config
        v1:        the runner has get_model() (its .model is a decoy) and a vllm_config with
                   data_parallel_rank 1, tensor_parallel_size 2, pipeline_parallel_size 3
        layerwise: as v1, plus a fake vllm.model_executor.model_loader.reload module whose
                   initialize/finalize calls are recorded around load_weights (removed again
                   after that job, so that the jobs do not see each other's modules)
+       nccl:      CHECKPOINT_DIR is instead a JOB.json of worker_extension_nccl.py: the
+                  murphy_nccl_* methods against a fake vLLM NCCL wrapper
 Prints one JSON line per job, in order: the extension's return value, the calls seen, and,
 per tensor, dtype, shape, sum and first values as the fake model's load_weights received them
 (in the order received). One process runs every job: importing torch is most of the cost.
@@ -92,6 +95,9 @@ def run_one(path, mode):
             sys.modules.pop(n, None)
 
 
+from worker_extension_nccl import run_nccl  # noqa: E402
+
 args = sys.argv[1:]
 for i in range(0, len(args), 2):
-    print(json.dumps(run_one(args[i], args[i + 1] if i + 1 < len(args) else "plain")))
+    mode = args[i + 1] if i + 1 < len(args) else "plain"
+    print(json.dumps(run_nccl(args[i]) if mode == "nccl" else run_one(args[i], mode)))
