@@ -10,6 +10,8 @@
 namespace murphy {
 namespace gpu {
 
+static_assert(kSampleBlock <= SampleRows<float>::kBlockLimit, "the sampler's launch bounds must admit its block");
+
 #define MURPHY_DECODE_LAUNCHERS(T)                                                                                 \
   void kv_append_cuda(const T* k, const T* v, const int64_t* slot, T* k_pool, T* v_pool, int64_t n_new,          \
                       int64_t row, cudaStream_t s) {                                                               \
@@ -35,7 +37,7 @@ namespace gpu {
                    const int32_t* top_k, const uint64_t* stream, const int64_t* step, int32_t* token, float* logp, \
                    int64_t rows, int64_t V, cudaStream_t s) {                                                      \
     launch_phased(SampleRows<T>{logits, temperature, top_p, min_p, top_k, stream, step, token, logp, rows, V,     \
-                                id_bisection_steps(V)},                                                            \
+                                id_search_steps(V)},                                                            \
                   kSampleBlock, s);                                                                                \
   }
 

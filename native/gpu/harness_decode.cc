@@ -138,7 +138,7 @@ HarnessOut run_typed(const HarnessCase& c) {
     std::vector<float> lp(size_t(a.rows));
     const SampleRows<T> k{z.data(), a.temperature.data(), a.top_p.data(), a.min_p.data(), a.top_k.data(), a.stream.data(),
                           a.step.data(), tok.data(), lp.data(), a.rows, a.V,
-                          id_bisection_steps(a.V) - (fault(c) == 1 ? 1 : 0)};  // fault 1: one id step too few
+                          id_search_steps(a.V) - (fault(c) == 1 ? 1 : 0)};  // fault 1: one id step too few
     run_on_host(k, k.grid(), B, c.order);
     o.kernel["token"] = std::vector<float>(tok.begin(), tok.end());
     o.kernel["logp"] = lp;

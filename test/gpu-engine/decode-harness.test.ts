@@ -311,14 +311,21 @@ describe('device decode kernels through the CPU harness, against their CPU spec'
     }
   });
 
-  it('deliberately broken variants are caught (a reduce that skips partitions; a bisection one step short)', () => {
+  it('deliberately broken variants are caught (a reduce that skips partitions; an id search one step short)', () => {
     const c = pagedCase({ ctx: [150, 97], qlen: [2, 1], bs: 8, G: 2, rep: 2, D: 32, partition: 16 });
     const broken = harness({ ...c, params: { ...(c.params as object), fault: 1 } });
     assert.ok(worstRatio(broken.kernel.out!, broken.reference.out!, 1e-5, 1e-4).ratio > 1, 'the broken reduce was not caught');
     const V = 100, rows = 300;
     const s = sampleCase(rng.normals(rows * V, 1), V, (r) => ({ T: 1, topK: r % 2 ? 20 : 0, topP: 1, minP: 0 }), freshSeeds);
     const b2 = harness({ ...s, params: { vocab: V, fault: 1 } });
-    assert.notDeepEqual(b2.kernel.token, b2.reference.token, 'the short bisection was not caught');
+    assert.notDeepEqual(b2.kernel.token, b2.reference.token, 'the short id search was not caught');
+  });
+
+  it('the sampler refuses a block larger than its launch bounds (512 threads: its fp64 partials need the registers)', () => {
+    const V = 40;
+    const s = sampleCase(rng.normals(2 * V, 1), V, () => ({ T: 1, topK: 0, topP: 1, minP: 0 }), freshSeeds);
+    assert.throws(() => harness({ ...s, block: 1024 }), /harness: block size 1024 outside 1\.\.512/);
+    assert.equal(harness({ ...s, block: 512 }).kernel.token!.length, 2);
   });
 
   it('bad cases are one clear error', () => {

@@ -219,7 +219,7 @@ struct HostBackend {
               const int32_t* top_k, const uint64_t* stream, const int64_t* step, int32_t* token, float* logp,
               int64_t rows, int64_t V) {
     const SampleRows<float> k{logits, temperature, top_p, min_p, top_k, stream, step, token, logp, rows, V,
-                              id_bisection_steps(V)};
+                              id_search_steps(V)};
     run_on_host(k, k.grid(), kSampleBlock, order_);
   }
 

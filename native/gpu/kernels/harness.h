@@ -83,10 +83,22 @@ MURPHY_HD int kernel_phases(const K& k, int64_t block) {
   else return K::kPhases;
 }
 
+// The largest block a kernel runs with: kMaxBlock, or its own `static constexpr int
+// kBlockLimit` (smaller), which the CUDA launcher passes to __launch_bounds__. At kMaxBlock
+// threads ptxas may give a thread at most 64 registers; a kernel that needs more (its fp64
+// partials: the sampler's multi-way search) declares the block size it is launched with.
+template <class K, class = void>
+struct BlockLimit : std::integral_constant<int, kMaxBlock> {};
+template <class K>
+struct BlockLimit<K, std::void_t<decltype(K::kBlockLimit)>> : std::integral_constant<int, K::kBlockLimit> {};
+
 // Runs kernel k over `grid` blocks of `block` threads on the host (see the rules above).
 template <class K>
 void run_on_host(const K& k, int64_t grid, int block, Order order = Order::Forward) {
-  if (block <= 0 || block > kMaxBlock) throw Error("harness: block size " + std::to_string(block) + " outside 1..1024");
+  constexpr int limit = BlockLimit<K>::value;
+  static_assert(limit > 0 && limit <= kMaxBlock, "a kernel's kBlockLimit is in 1..kMaxBlock");
+  if (block <= 0 || block > limit)
+    throw Error("harness: block size " + std::to_string(block) + " outside 1.." + std::to_string(limit));
   std::vector<float> shared(k.shared_floats(block));  // static, or a member when it depends on the arguments
   for (int64_t bi = 0; bi < grid; ++bi) {
     const int64_t b = order == Order::Forward ? bi : grid - 1 - bi;

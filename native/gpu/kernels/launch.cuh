@@ -10,7 +10,7 @@ namespace murphy {
 namespace gpu {
 
 template <class K>
-__global__ void __launch_bounds__(kMaxBlock) phased_kernel(K k) {
+__global__ void __launch_bounds__(BlockLimit<K>::value) phased_kernel(K k) {
   extern __shared__ float sh[];
   const Thread t{int64_t(blockIdx.x), int(threadIdx.x), int(blockDim.x), int64_t(gridDim.x)};
   if constexpr (HasBlockPhases<K>::value || HasRuntimePhases<K>::value) {
@@ -32,8 +32,9 @@ template <class K>
 void launch_phased(const K& k, int block, cudaStream_t stream) {
   const int64_t grid = k.grid();
   if (grid == 0) return;
-  if (block <= 0 || block > kMaxBlock || block % 32 != 0)
-    throw Error("launch: block size " + std::to_string(block) + " must be a multiple of 32 in 32..1024");
+  constexpr int limit = BlockLimit<K>::value;
+  if (block <= 0 || block > limit || block % 32 != 0)
+    throw Error("launch: block size " + std::to_string(block) + " must be a multiple of 32 in 32.." + std::to_string(limit));
   if (grid > int64_t(INT_MAX)) throw Error("launch: grid of " + std::to_string(grid) + " blocks exceeds 2^31 - 1");
   const size_t shared = k.shared_floats(block) * sizeof(float);
   if (shared > 48 * 1024)  // above it a kernel would need cudaFuncAttributeMaxDynamicSharedMemorySize (no kernel does)

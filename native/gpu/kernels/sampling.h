@@ -15,14 +15,20 @@
 //   descending order above.  logp = log(p_token / S).
 //
 // Each "first element of an order at which a running count or mass reaches a target" is found
-// by bisection with block reductions, in a fixed number of steps: over the 32-bit order key of
-// the logit value (the largest key K whose elements with key >= K reach the target), then over
-// the id among the elements whose key is K (ties: lowest id first), ceil(log2 V) steps. Counts
-// and masses are summed in fp64 in a fixed order (each thread its strided elements in order,
-// then each 32-thread group's first thread, then thread 0), so a set always sums to the same
-// bits; the CPU sums in its own order (vector lanes in blocks of 512, the blocks in order) and
-// with its own fp64 exp (within 2 ulp of glibc's), which can move a draw only when u S lies within ~1e-16 of
-// a boundary. Every step reads the row again: at most 3 (32 + ceil(log2 V)) + 4 passes over it.
+// by an 8-way search with block reductions, in a fixed number of steps: each step evaluates the
+// count or mass at 7 thresholds that split the current interval into 8 in one read of the row
+// (each thread summing, per threshold, its strided elements that the threshold admits), and
+// keeps the part where the target is crossed. First over the 32-bit order key of the logit value
+// (the largest key K whose elements with key >= K reach the target: 11 steps), then over the id
+// among the elements whose key is K (ties: lowest id first; ceil(log8 V) steps, 6 for V =
+// 151,936). A bisection finds the same K and id (the count or mass of a set, summed in the same
+// fixed order, is monotone in the threshold), in 32 + ceil(log2 V) steps: 50 against 17 for
+// that vocabulary. Counts and masses are summed in fp64 in a fixed order (each thread its strided
+// elements in order, then each 32-thread group's first thread, then thread 0), so a set always
+// sums to the same bits; the CPU sums in its own order (vector lanes in blocks of 512, the
+// blocks in order) and with its own fp64 exp (within 2 ulp of glibc's), which can move a draw
+// only when u S lies within ~1e-16 of a boundary. Every step reads the row again: at most
+// 3 (11 + ceil(log8 V)) + 4 passes over it (55 for V = 151,936; 154 with bisections).
 #pragma once
 #include <cstring>
 
@@ -49,12 +55,22 @@ MURPHY_HD double sh_get(const float* sh, int i) {
 }
 MURPHY_HD void sh_put(float* sh, int i, double v) { memcpy(sh + 2 * i, &v, 8); }
 
-// Steps of a bisection over ids [0, V): 2^bits >= V.
-inline int id_bisection_steps(int64_t V) {
-  int b = 0;
-  while ((int64_t(1) << b) < V) ++b;
-  return b;
+// The searches split an interval [lo, hi) of keys or ids into kSampleWays parts a step, at the
+// thresholds t_j = lo + floor(j (hi - lo) / kSampleWays), j = 1 .. kSampleWays - 1 (exact in
+// fp64: hi - lo <= 2^32). Each part is at most ceil((hi - lo) / kSampleWays) long.
+constexpr int kSampleWays = 8;
+MURPHY_HD double search_threshold(double lo, double hi, int j) { return lo + floor(double(j) * (hi - lo) / kSampleWays); }
+
+// Steps of a search that narrows an interval of n values to one.
+constexpr int search_steps(int64_t n) {
+  int steps = 0;
+  while (n > 1) n = (n + kSampleWays - 1) / kSampleWays, ++steps;
+  return steps;
 }
+constexpr int kKeySearchSteps = search_steps(int64_t(1) << 32);  // 11
+
+// Steps of the search over ids [0, V) (the interval (-1, V - 1]: V values).
+inline int id_search_steps(int64_t V) { return search_steps(V); }
 
 template <typename T>
 struct SampleRows {
@@ -68,26 +84,35 @@ struct SampleRows {
   int32_t* token;            // [rows] out; -1 when the row's largest logit is -inf or NaN
   float* logp;               // [rows] out
   int64_t rows, V;
-  int id_steps;              // id_bisection_steps(V)
+  int id_steps;              // id_search_steps(V)
+
+  // Launched with 512 threads (kSampleBlock, decode_shape.h): at most that many, so that ptxas
+  // may give each thread up to 128 registers. The kParts fp64 partials of a search step need
+  // more than the 64 that 1,024-thread launch bounds allow (the bisection used all 64).
+  static constexpr int kBlockLimit = 512;
 
   // Stages of three phases (partials; 32-thread groups; thread 0 totals and decides), then
   // one phase that writes the outputs.
   enum Stage { kArgmax, kAgg, kSearch };
-  MURPHY_HD int search_len() const { return 32 + id_steps; }
+  MURPHY_HD int search_len() const { return kKeySearchSteps + id_steps; }
   MURPHY_HD int stages() const { return 4 + 3 * search_len(); }
   MURPHY_HD int phases() const { return 3 * stages() + 1; }
   int64_t grid() const { return rows; }
 
-  // Shared memory in fp64 slots: per-thread partials (count, mass) [0, 2B); group sums
-  // [2B, 2B + 64); the row's state after them.
+  // Shared memory in fp64 slots: kParts per-thread partials [0, kParts B) (the argmax's value
+  // and id, an aggregate's count and mass, a search step's total at each threshold); the same
+  // per 32-thread group after them (at most 32 groups); the row's state after those.
   enum Slot {
     M, AM, TEMP, LMIN, MINP_ON, DONE, TOKEN, LOGP, FILTER, SUM,     // row
     ACT, MASS, TARGET, LO, HI, KSTAR, IDORDER,                      // the current search
     C1ON, C1K, C1T, C2ON, C2K, C2T,                                 // top-k and top-p cuts
     kSlots
   };
-  static size_t shared_floats(int block) { return size_t(2 * (2 * block + 64 + kSlots)); }
-  MURPHY_HD static int state(int block, int s) { return 2 * block + 64 + s; }
+  static constexpr int kParts = kSampleWays - 1;
+  static size_t shared_floats(int block) { return size_t(2 * (kParts * block + 32 * kParts + kSlots)); }
+  MURPHY_HD static int part(int thread, int j) { return thread * kParts + j; }
+  MURPHY_HD static int group(int block, int g, int j) { return kParts * block + g * kParts + j; }
+  MURPHY_HD static int state(int block, int s) { return kParts * block + 32 * kParts + s; }
 
   // What stage `st` is: its kind, and for searches which one (0 top-k, 1 top-p, 2 the draw) and
   // the step within it.
@@ -135,22 +160,22 @@ struct SampleRows {
           const float v = ld(z, i);
           if (v > best) best = v, id = i;
         }
-        sh_put(sh, 2 * t.thread, double(best));
-        sh_put(sh, 2 * t.thread + 1, double(id));
+        sh_put(sh, part(t.thread, 0), double(best));
+        sh_put(sh, part(t.thread, 1), double(id));
       } else if (sub == 1) {
         if (t.thread % 32 != 0) return;
         double best = -INFINITY, id = double(V);
         const int end = t.thread + 32 < B ? t.thread + 32 : B;
         for (int k = t.thread; k < end; ++k) {
-          const double v = sh_get(sh, 2 * k), j = sh_get(sh, 2 * k + 1);
+          const double v = sh_get(sh, part(k, 0)), j = sh_get(sh, part(k, 1));
           if (v > best || (v == best && j < id)) best = v, id = j;
         }
-        sh_put(sh, 2 * B + 2 * (t.thread / 32), best);
-        sh_put(sh, 2 * B + 2 * (t.thread / 32) + 1, id);
+        sh_put(sh, group(B, t.thread / 32, 0), best);
+        sh_put(sh, group(B, t.thread / 32, 1), id);
       } else if (t.thread == 0) {
         double best = -INFINITY, id = double(V);
         for (int g = 0; g < (B + 31) / 32; ++g) {
-          const double v = sh_get(sh, 2 * B + 2 * g), j = sh_get(sh, 2 * B + 2 * g + 1);
+          const double v = sh_get(sh, group(B, g, 0)), j = sh_get(sh, group(B, g, 1));
           if (v > best || (v == best && j < id)) best = v, id = j;
         }
         decide_start(best, id, r, sh, B);
@@ -158,48 +183,74 @@ struct SampleRows {
       return;
     }
 
-    // kAgg or a search step: the count and mass of the kept elements that the step's predicate admits
+    // kAgg: the count and mass of the kept elements. A search step: the count or the mass of
+    // the kept elements that each of its kParts thresholds admits.
     const double m = S(M), T_ = S(TEMP), lmin = S(LMIN);
     const bool minp = S(MINP_ON) != 0.0;
     const bool c1 = S(C1ON) != 0.0, c2 = S(C2ON) != 0.0;
     const double c1k = S(C1K), c1t = S(C1T), c2k = S(C2K), c2t = S(C2T);
-    const bool key_step = kind == kSearch && it < 32 && S(IDORDER) == 0.0;
-    const bool id_step = kind == kSearch && !key_step;
+    const bool key_step = kind == kSearch && it < kKeySearchSteps && S(IDORDER) == 0.0;
     const double lo = S(LO), hi = S(HI), kstar = S(KSTAR);
-    // A converged search (id bisections shorter than the step count; an id-order draw, which
+    // A converged search (id searches shorter than the step count; an id-order draw, which
     // has no key steps) reads nothing; thread 0 still ends it at its last step.
     const bool converged = kind == kSearch && hi - lo <= 1.0;
-    const double mid = kind == kSearch ? floor((lo + hi) * 0.5) : 0.0;
     if (converged && sub < 2) return;
+    const int n = kind == kSearch ? kParts : 2;  // values per thread and group
     if (sub == 0) {
-      const bool want_mass = kind == kAgg || S(MASS) != 0.0;
       const bool idorder = S(IDORDER) != 0.0;
-      double c = 0.0, w = 0.0;
-      for (int64_t i = t.thread; i < V; i += B) {
-        const float v = ld(z, i);
-        const uint32_t key = logit_key(v);
-        if (minp && !((double(v) - m) / T_ >= lmin)) continue;
-        if (c1 && !in_cut(key, i, c1k, c1t)) continue;
-        if (c2 && !in_cut(key, i, c2k, c2t)) continue;
-        if (key_step && !(double(key) >= mid)) continue;
-        if (id_step && !(idorder ? double(i) <= mid : in_cut(key, i, kstar, mid))) continue;
-        c += 1.0;
-        if (want_mass) w += exp((double(v) - m) / T_);
+      double acc[kParts];
+      for (int j = 0; j < kParts; ++j) acc[j] = 0.0;
+      if (kind == kAgg) {
+        for (int64_t i = t.thread; i < V; i += B) {
+          const float v = ld(z, i);
+          const uint32_t key = logit_key(v);
+          if (minp && !((double(v) - m) / T_ >= lmin)) continue;
+          if (c1 && !in_cut(key, i, c1k, c1t)) continue;
+          if (c2 && !in_cut(key, i, c2k, c2t)) continue;
+          acc[0] += 1.0;
+          acc[1] += exp((double(v) - m) / T_);
+        }
+      } else {
+        const bool mass = S(MASS) != 0.0;
+        double th[kParts];
+        for (int j = 0; j < kParts; ++j) th[j] = search_threshold(lo, hi, j + 1);
+        // keys: admitted by t when key >= t (the lowest threshold admits most); ids: when
+        // id <= t, or key > K* or (key == K* and id <= t) (the highest admits most)
+        auto admits = [&](uint32_t key, int64_t i, double tj) {
+          if (key_step) return double(key) >= tj;
+          return idorder ? double(i) <= tj : in_cut(key, i, kstar, tj);
+        };
+        const double widest = key_step ? th[0] : th[kParts - 1];
+        for (int64_t i = t.thread; i < V; i += B) {
+          const float v = ld(z, i);
+          const uint32_t key = logit_key(v);
+          if (minp && !((double(v) - m) / T_ >= lmin)) continue;
+          if (c1 && !in_cut(key, i, c1k, c1t)) continue;
+          if (c2 && !in_cut(key, i, c2k, c2t)) continue;
+          if (!admits(key, i, widest)) continue;
+          const double x = mass ? exp((double(v) - m) / T_) : 1.0;
+          for (int j = 0; j < kParts; ++j)
+            if (admits(key, i, th[j])) acc[j] += x;
+        }
       }
-      sh_put(sh, 2 * t.thread, c);
-      sh_put(sh, 2 * t.thread + 1, w);
+      for (int j = 0; j < n; ++j) sh_put(sh, part(t.thread, j), acc[j]);
     } else if (sub == 1) {
       if (t.thread % 32 != 0) return;
-      double c = 0.0, w = 0.0;
       const int end = t.thread + 32 < B ? t.thread + 32 : B;
-      for (int k = t.thread; k < end; ++k) c += sh_get(sh, 2 * k), w += sh_get(sh, 2 * k + 1);
-      sh_put(sh, 2 * B + 2 * (t.thread / 32), c);
-      sh_put(sh, 2 * B + 2 * (t.thread / 32) + 1, w);
+      for (int j = 0; j < n; ++j) {
+        double a = 0.0;
+        for (int k = t.thread; k < end; ++k) a += sh_get(sh, part(k, j));
+        sh_put(sh, group(B, t.thread / 32, j), a);
+      }
     } else if (t.thread == 0) {
-      double c = 0.0, w = 0.0;
-      for (int g = 0; g < (B + 31) / 32; ++g) c += sh_get(sh, 2 * B + 2 * g), w += sh_get(sh, 2 * B + 2 * g + 1);
-      if (kind == kAgg) decide_agg(st == 1 ? 0 : st == 2 + search_len() ? 1 : 2, c, w, r, sh, B);
-      else decide_step(search, it, key_step, converged, mid, S(MASS) != 0.0 ? w : c, z, sh, B);
+      double tot[kParts];
+      for (int j = 0; j < n; ++j) {
+        double a = 0.0;
+        for (int g = 0; g < (B + 31) / 32; ++g) a += sh_get(sh, group(B, g, j));
+        tot[j] = a;
+      }
+      if (kind == kAgg) decide_agg(st == 1 ? 0 : st == 2 + search_len() ? 1 : 2, tot[0], tot[1], r, sh, B);
+      else decide_step(search, it, key_step, converged, tot, z, sh, B);
     }
   }
 
@@ -252,17 +303,29 @@ struct SampleRows {
     else put(LO, 0.0), put(HI, 4294967296.0);  // keys: G(lo) >= target > G(hi)
   }
 
-  // One bisection step: `total` is the count or mass admitted by the step's predicate at `mid`.
-  MURPHY_HD void decide_step(int search, int it, bool key_step, bool converged, double mid, double total, const T* z,
+  // One search step: tot[j] is the count or mass admitted at threshold j + 1 of [LO, HI).
+  // Keys: G(t) (key >= t) falls as t rises, and the search keeps G(LO) >= target > G(HI); ids:
+  // H(t) rises with t, and it keeps H(LO) < target <= H(HI). The new interval is the part
+  // between the last threshold on LO's side and the first on HI's.
+  MURPHY_HD void decide_step(int search, int it, bool key_step, bool converged, const double* tot, const T* z,
                              float* sh, int B) const {
     auto S = [&](int s) { return sh_get(sh, state(B, s)); };
     auto put = [&](int s, double v) { sh_put(sh, state(B, s), v); };
     if (!converged) {
-      const bool reached = total >= S(TARGET);
-      if (key_step == reached) put(LO, mid);  // keys: G(mid) >= target; ids: H(mid) < target
-      else put(HI, mid);
+      const double lo = S(LO), hi = S(HI), target = S(TARGET);
+      double nlo = lo, nhi = hi;
+      for (int j = 0; j < kParts; ++j) {
+        const double tj = search_threshold(lo, hi, j + 1);
+        if (key_step == (tot[j] >= target)) {
+          nlo = tj;
+        } else {
+          nhi = tj;
+          break;
+        }
+      }
+      put(LO, nlo), put(HI, nhi);
     }
-    if (key_step && it == 31) {  // the key K of the cut: now the id among the elements with key K
+    if (key_step && it == kKeySearchSteps - 1) {  // the key K of the cut: now the id among the elements with key K
       put(KSTAR, S(LO)), put(LO, -1.0), put(HI, double(V - 1));
     }
     if (it != search_len() - 1) return;
