@@ -481,7 +481,7 @@ const MAX_REPEAT = 1_000_000;  // (the addon's kMaxRepeat)
  * out[n,k] += a[m,n]^T b[m,k] (always accumulates). `path` forces an implementation for this
  * call ('auto' = the CPU's best). `repeat` (default 1) runs the product that many times back to
  * back in native code, the arguments checked once: benchmarks time the product as the model
- * calls it (from C++), without this call's own cost (~0.5 us here; docs/kernels.md). Returns the
+ * calls it (from C++), without this call's own cost (~0.8 us here; docs/kernels.md). Returns the
  * path that ran. The options are checked here, the arrays' types and lengths in the addon.
  */
 export function linearProduct(product: LinearProductKind, a: Float32Array, b: Float32Array | Uint16Array, out: Float32Array,
