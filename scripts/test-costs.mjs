@@ -42,6 +42,9 @@ function busyMs() {
 // npm test's environment (package.json's test script)
 const env = { ...process.env, NODE_EXTRA_CA_CERTS: '', MURPHY_TEST_SOURCE_MAPS: 'reporter' };
 delete env.NODE_TEST_CONTEXT;
+// npm test's PATH too: python3 without its pyenv shim (test/python-path.mjs)
+const pathed = spawnSync(process.execPath, ['test/python-path.mjs'], { cwd: ROOT, env, encoding: 'utf8' });
+if (pathed.status === 0 && pathed.stdout) env.PATH = pathed.stdout;
 const listed = spawnSync(process.execPath, ['test/test-files.mjs', '--bundle'], { cwd: ROOT, env, encoding: 'utf8' });
 if (listed.status !== 0) {
   console.error(`test-costs: test/test-files.mjs --bundle failed:\n${listed.stderr}`);

@@ -1,7 +1,8 @@
 // test/test-files.mjs: the files `npm test` runs, the slowest first, each once, none from test/gpu/.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { REPO } from '../exec/helpers.js';
@@ -75,6 +76,34 @@ describe('npm test file order', () => {
         const checks = g === f ? changes : changes.map((re) => (re.source.startsWith('process\\.(on|once') ? /process\.(on|once|addListener|prependListener)\((?!\s*'exit')/ : re));
         for (const re of checks) assert.doesNotMatch(src, re, `${f} changes the process${via} (${re}): run it on its own (remove it from its group)`);
       }
+    }
+  });
+});
+
+describe("npm test's PATH (test/python-path.mjs)", () => {
+  const py = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : null;
+  const run = (path: string, linkDir: string) =>
+    execFileSync(process.execPath, ['test/python-path.mjs'], { cwd: REPO, encoding: 'utf8', env: { ...process.env, PATH: path, MURPHY_PYTHON_LINK_DIR: linkDir } });
+  it('puts a link to the interpreter a pyenv shim picks first; leaves PATH alone without a shim or a python3', { skip: py ? false : 'no /usr/bin/python3' }, () => {
+    const work = mkdtempSync(join(tmpdir(), 'murphy-pypath-'));
+    try {
+      const shims = join(work, 'shims'), plain = join(work, 'plain'), none = join(work, 'none'), links = join(work, 'links');
+      for (const d of [shims, plain, none]) mkdirSync(d);
+      // a stand-in for pyenv's shim: a script that names pyenv and execs the interpreter
+      writeFileSync(join(shims, 'python3'), `#!/bin/sh\n# pyenv shim (stand-in)\nexec ${py} "$@"\n`, { mode: 0o755 });
+      symlinkSync(py!, join(plain, 'python3'));
+      const real = realpathSync(py!);
+      const viaShim = run(`${shims}:/usr/bin:/bin`, links);
+      assert.equal(viaShim, `${links}:${shims}:/usr/bin:/bin`);
+      assert.equal(readlinkSync(join(links, 'python3')), real);
+      // the link runs the same interpreter, with its own prefix
+      assert.equal(execFileSync(join(links, 'python3'), ['-c', 'import os, sys; print(os.path.realpath(sys.executable), sys.prefix)'], { encoding: 'utf8' }).trim(),
+        execFileSync(py!, ['-c', 'import os, sys; print(os.path.realpath(sys.executable), sys.prefix)'], { encoding: 'utf8' }).trim());
+      assert.equal(run(`${plain}:${shims}:/bin`, join(work, 'links2')), `${plain}:${shims}:/bin`, 'python3 found before the shim: unchanged');
+      assert.equal(run(none, join(work, 'links3')), none, 'no python3: unchanged');
+      assert.equal(existsSync(join(work, 'links2')) || existsSync(join(work, 'links3')), false);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
     }
   });
 });
