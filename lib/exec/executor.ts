@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import type { Problem } from '../data/types.js';
 import { formatFeedback } from './feedback.js';
 import { buildRequest } from './program.js';
+import { compileHarness } from './bytecode.js';
 import { checkBubblewrap, probePython, sweepStaleWorkDirs, workerLaunch, type IsolationReport, type PythonInfo } from './sandbox.js';
 import {
   DEFAULT_FEEDBACK,
@@ -94,6 +95,7 @@ export class PythonExecutor {
   private async doStart(): Promise<void> {
     const py = await probePython(this.opts.python ?? process.env.MURPHY_PYTHON ?? 'python3');
     this.python = py;
+    await compileHarness(py);  // the harness's bytecode for this interpreter (lib/exec/bytecode.ts)
     let useBwrap = false;
     let bwrapPath: string | null = null;
     if (this.opts.useBubblewrap !== false) {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { Problem } from '../data/types.js';
 import { toResult } from './executor.js';
 import { buildRequest } from './program.js';
-import { harnessDir } from './sandbox.js';
+import { HARNESS_MODULES, harnessDir } from './sandbox.js';
 import { DEFAULT_FEEDBACK, DEFAULT_LIMITS, type ExecutionResult, type RunOptions } from './types.js';
 import type { HarnessResponse } from './worker.js';
 
@@ -46,8 +46,7 @@ export interface SandboxFusionOptions extends RunOptions {
   httpSlackMs?: number;
 }
 
-/** The harness's modules, shipped to the remote sandbox as files beside the driver. */
-export const HARNESS_MODULES = ['server.py', 'child.py', 'checks.py', 'planning.py', 'compare.py', 'common.py', 'messages.py', 'pytest_shim.py'];
+export { HARNESS_MODULES };
 
 let harnessFiles: Record<string, string> | null = null;
 

@@ -24,6 +24,8 @@ export interface PythonInfo {
   basePrefix: string;
   /** sys.path entries (with -I) that exist. */
   paths: string[];
+  /** sys.implementation.cache_tag (e.g. "cpython-311"): the name part of its .pyc files; null where it has none. */
+  cacheTag: string | null;
 }
 
 const pythonCache = new Map<string, Promise<PythonInfo>>();
@@ -35,7 +37,8 @@ export function probePython(command = 'python3'): Promise<PythonInfo> {
     p = (async () => {
       const script =
         'import sys, os, json; print(json.dumps({"executable": os.path.realpath(sys.executable), "version": sys.version.split()[0], ' +
-        '"prefix": sys.prefix, "basePrefix": sys.base_prefix, "paths": [p for p in sys.path if p and os.path.isdir(p)]}))';
+        '"prefix": sys.prefix, "basePrefix": sys.base_prefix, "paths": [p for p in sys.path if p and os.path.isdir(p)], ' +
+        '"cacheTag": sys.implementation.cache_tag}))';
       let stdout: string;
       try {
         ({ stdout } = await execFileP(command, ['-I', '-c', script], { timeout: 30000 }));
@@ -51,6 +54,9 @@ export function probePython(command = 'python3'): Promise<PythonInfo> {
   }
   return p;
 }
+
+/** The harness's modules (the remote executor ships them as files beside its driver; bytecode.ts compiles them). */
+export const HARNESS_MODULES = ['server.py', 'child.py', 'checks.py', 'planning.py', 'compare.py', 'common.py', 'messages.py', 'pytest_shim.py'];
 
 /** The folder holding server.py and the pytest shim. */
 export function harnessDir(): string {

@@ -1,13 +1,18 @@
 // The server compiles a problem's tests once and keeps them for the next programs of that
 // problem (python/murphy_exec/server.py prepare_tests): each program still gets its own verdict,
 // and the kept tests are reused, bounded and evicted. Runs the harness in-process (no sandbox:
-// what is checked here is the bookkeeping, not the isolation).
+// what is checked here is the bookkeeping, not the isolation). Also the harness's bytecode,
+// which an executor compiles before its servers start (lib/exec/bytecode.ts).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { cpSync, utimesSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { jsonlFromRecords, loadSample } from '../../lib/data/index.js';
 import { harnessDir, probePython } from '../../lib/exec/index.js';
+import { compileHarness, staleBytecode } from '../../lib/exec/bytecode.js';
+import { HARNESS_MODULES } from '../../lib/exec/sandbox.js';
 import { buildRequest } from '../../lib/exec/program.js';
 import { DEFAULT_LIMITS } from '../../lib/exec/types.js';
 import { tempDir } from './helpers.js';
@@ -124,5 +129,23 @@ print("ok", len(SOURCES))
     const py = await probePython(process.env.MURPHY_PYTHON ?? 'python3');
     const { stdout } = await run(py.executable, ['-I', '-B', '-c', script, harnessDir()]);
     assert.equal(stdout.trim(), 'ok 8');
+  });
+});
+
+describe('the harness bytecode (lib/exec/bytecode.ts)', () => {
+  it('an executor start compiles the harness modules once for its interpreter; the server then imports them from the .pyc; a newer source is stale again', async () => {
+    const py = await probePython(process.env.MURPHY_PYTHON ?? 'python3');
+    if (!py.cacheTag) return;
+    const dir = join(tempDir('bytecode-'), 'murphy_exec');
+    cpSync(harnessDir(), dir, { recursive: true, filter: (p) => !p.includes('__pycache__') });
+    assert.equal(staleBytecode(py.cacheTag, dir).length, HARNESS_MODULES.length - 1, 'every imported module is stale before');
+    await compileHarness(py, dir);
+    assert.deepEqual(staleBytecode(py.cacheTag, dir), []);
+    // -v: the import system says where each module's code came from
+    const { stderr } = await run(py.executable, ['-I', '-B', '-v', '-c', 'import sys; sys.path.insert(0, sys.argv[1]); import checks, child, pytest_shim', dir]);
+    for (const m of ['checks', 'child', 'pytest_shim']) assert.ok(stderr.includes(`code object from '${join(dir, '__pycache__', `${m}.${py.cacheTag}.pyc`)}'`), `${m} was compiled from source:\n${stderr.slice(-3000)}`);
+    const later = new Date(Date.now() + 10_000);
+    utimesSync(join(dir, 'checks.py'), later, later);
+    assert.deepEqual(staleBytecode(py.cacheTag, dir), [join(dir, '__pycache__', `checks.${py.cacheTag}.pyc`)]);
   });
 });
