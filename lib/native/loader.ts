@@ -10,7 +10,8 @@
 //      `npm install` compiling from source);
 //   5. prebuilds/<platform>-<arch>/: the binary shipped in the package (node-gyp-build).
 // binaryInfo() says which one was taken and why, and notes a newer local build that was
-// passed over (e.g. build/ rebuilt after build-cuda/), so `doctor` can say so.
+// passed over (e.g. build/ rebuilt after build-cuda/), so `doctor` can say so; loading the
+// binary says it on stderr too.
 import { existsSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -94,6 +95,15 @@ export function chooseBinary(root = packageRoot, env: NodeJS.ProcessEnv = proces
   }
 }
 
+/**
+ * Says on stderr, once per process, what the choice's notes say: a newer local build passed over
+ * by the order means the code that runs is not the code last built (a developer who rebuilt
+ * build/ after a CUDA build would otherwise test the older build-cuda/ binary without knowing).
+ */
+export function warnChoice(choice: BinaryChoice, write: (s: string) => void = (s) => process.stderr.write(s)): void {
+  for (const n of choice.notes) write(`murphy-native: ${n}\n`);
+}
+
 /** The addon of this environment (main thread or worker), loaded on first use. */
 export function nativeAddon(): RawAddon {
   if (loaded === undefined) {
@@ -105,6 +115,7 @@ export function nativeAddon(): RawAddon {
       throw new MurphyNativeError(`cannot load the native addon ${choice.path} (${choice.reason}): ${(err as Error).message}`, 'ENOLIB');
     }
     addon.setErrorClass(MurphyNativeError);
+    if (isMainThread) warnChoice(choice);
     // process.exit() waits for the addon's worker threads: a generation running then must stop
     // and not wait for this (no longer running) thread (native/addon/model.cc, g_exiting).
     // Main thread only: the flag is the process's, and a worker's exit is not the process's.

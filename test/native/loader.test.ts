@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { binaryInfo } from '../../lib/native.js';
-import { chooseBinary } from '../../lib/native/loader.js';
+import { chooseBinary, warnChoice } from '../../lib/native/loader.js';
 import { TS_LOADER } from '../helpers/cli.js';
 
 const work = mkdtempSync(join(tmpdir(), 'murphy-loader-'));
@@ -70,6 +70,12 @@ describe('loading the native binary', () => {
     assert.match(c.reason, /local CUDA build/);
     assert.equal(c.notes.length, 1);
     assert.match(c.notes[0]!, /build\/Release\/murphy_native\.node is newer than build-cuda\/Release\/murphy_native\.node/);
+    // loading such a choice says so on stderr, one line a note
+    const said: string[] = [];
+    warnChoice(c, (s) => said.push(s));
+    assert.deepEqual(said, [`murphy-native: ${c.notes[0]}\n`]);
+    warnChoice(chooseBinary(root, { MURPHY_NATIVE_BINARY: cpu }, undefined), (s) => said.push(s));
+    assert.equal(said.length, 1, 'nothing to say without notes');
     const env = chooseBinary(root, { MURPHY_NATIVE_BINARY: cpu }, undefined);
     assert.equal(env.source, 'env');
     assert.equal(chooseBinary(root, { MURPHY_NATIVE_BINARY: cpu }, gpu).source, 'option');
