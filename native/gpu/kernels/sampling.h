@@ -200,13 +200,14 @@ struct SampleRows {
       const bool idorder = S(IDORDER) != 0.0;
       double acc[kParts];
       for (int j = 0; j < kParts; ++j) acc[j] = 0.0;
+      // the kept set: min-p, then the top-k cut, then the top-p cut, each where it is on
+      auto kept = [&](float v, uint32_t key, int64_t i) {
+        return (!minp || (double(v) - m) / T_ >= lmin) && (!c1 || in_cut(key, i, c1k, c1t)) && (!c2 || in_cut(key, i, c2k, c2t));
+      };
       if (kind == kAgg) {
         for (int64_t i = t.thread; i < V; i += B) {
           const float v = ld(z, i);
-          const uint32_t key = logit_key(v);
-          if (minp && !((double(v) - m) / T_ >= lmin)) continue;
-          if (c1 && !in_cut(key, i, c1k, c1t)) continue;
-          if (c2 && !in_cut(key, i, c2k, c2t)) continue;
+          if (!kept(v, logit_key(v), i)) continue;
           acc[0] += 1.0;
           acc[1] += exp((double(v) - m) / T_);
         }
@@ -224,10 +225,7 @@ struct SampleRows {
         for (int64_t i = t.thread; i < V; i += B) {
           const float v = ld(z, i);
           const uint32_t key = logit_key(v);
-          if (minp && !((double(v) - m) / T_ >= lmin)) continue;
-          if (c1 && !in_cut(key, i, c1k, c1t)) continue;
-          if (c2 && !in_cut(key, i, c2k, c2t)) continue;
-          if (!admits(key, i, widest)) continue;
+          if (!kept(v, key, i) || !admits(key, i, widest)) continue;
           const double x = mass ? exp((double(v) - m) / T_) : 1.0;
           for (int j = 0; j < kParts; ++j)
             if (admits(key, i, th[j])) acc[j] += x;
