@@ -153,7 +153,7 @@ function toBf16Bits(a: Float32Array): Uint16Array {
  * serve_gemm's warm_ms). A side's turn follows a wait (the native side's for the peer's threads to
  * go idle, ~150 ms; the peer's for its next request), and on the 2-vCPU KVM VM the first
  * milliseconds of products after such a sleep ran slow: 1 x 1,024 x 3,072 best of 80 timed reps
- * 139-164 us after a 150 ms sleep, 98-106 us with 20 ms of products first, 93-99 us with no sleep
+ * 139-164 us after a 150 ms sleep, 98-106 us with 20 ms of products first, 119-131 us with neither
  * (2026-12-07; docs/kernels.md, "What a JS call of a product costs"). Before this, the native
  * side's per-call figures of the smallest products paid it and the peer's did not.
  */
@@ -289,7 +289,7 @@ if (jsonPath) {
   writeJsonAtomic(jsonPath, {
     date: new Date().toISOString(), machine: machineInfo(), load_average_at_start: loadStart.map((x) => Math.round(x * 100) / 100),
     threads, clock: cpuTime ? 'process CPU time, 1 thread each side' : 'wall time', native_path: path === 'auto' ? gemm.best : path, rounds, quick, kernel_pages: kernelPages(), torch_peer: peer?.info ?? null, peer_env_dropped: peerEnvDropped(),
-    note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer taking turns on each shape, a round being one pass over all shapes (rounds spread over the run); GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native_f32_ms (one call per product on each side); bf16_vs_f32 = native_f32_loop_ms / native_bf16_ms (products in one native call, linearProduct repeat: no JS call cost); wall-time runs wait after each peer turn until the peer process uses no CPU (its OpenBLAS threads spin after a call): peer_quiet_ms',
+    note: 'float32 GEMM (and bf16-weight forward); peer on the model layouts (forward x @ W^T, input grad dY @ W, weight grad dY^T @ X, transposed views); each figure the best over rounds of a best-of-reps, native and peer taking turns on each shape, a round being one pass over all shapes (rounds spread over the run); GFLOP/s = 2mkn / best; f32_vs_openblas = min(torch, numpy) ms / native_f32_ms (one call per product on each side); bf16_vs_f32 = native_f32_loop_ms / native_bf16_ms (products in one native call, linearProduct repeat: no JS call cost); wall-time runs wait after each peer turn until the peer process uses no CPU (its OpenBLAS threads spin after a call): peer_quiet_ms; each side\'s turn on a shape starts with 20 ms of untimed products (a sleep slows the first ones); both sides\' operands on 2 MiB pages unless --4k-pages (kernel_pages)',
     peer_quiet_ms: quietMs.length ? { median: quietMs.sort((x, y) => x - y)[quietMs.length >> 1], max: quietMs[quietMs.length - 1], turns: quietMs.length } : null,
     rows,
   });
