@@ -454,10 +454,13 @@ export function cpuInfo(): CpuInfo {
   return addon().cpuInfo();
 }
 
+// The names linearProduct accepts: the types below and the call's checks come from these.
+const LINEAR_PRODUCTS = ['forward', 'backwardInput', 'backwardWeight'] as const;
+const GEMM_PATHS = ['auto', 'avx512-bf16', 'avx512', 'avx2', 'baseline', 'generic', 'reference'] as const;
 /** The products of a linear layer y = x W^T (W [n, k], nn.Linear's layout). */
-export type LinearProductKind = 'forward' | 'backwardInput' | 'backwardWeight';
+export type LinearProductKind = (typeof LINEAR_PRODUCTS)[number];
 /** Which implementation of the CPU matrix product runs (docs/kernels.md, "CPU GEMM"). */
-export type GemmPathName = 'auto' | 'avx512-bf16' | 'avx512' | 'avx2' | 'baseline' | 'generic' | 'reference';
+export type GemmPathName = (typeof GEMM_PATHS)[number];
 
 type GemmAddon = { linearProduct: NonNullable<RawAddon['linearProduct']>; gemmInfo: NonNullable<RawAddon['gemmInfo']> };
 let gemmFns: GemmAddon | undefined;
@@ -469,8 +472,6 @@ function gemmAddon(): GemmAddon {
   return (gemmFns = { linearProduct: a.linearProduct, gemmInfo: a.gemmInfo });
 }
 
-const LINEAR_PRODUCTS: ReadonlySet<string> = new Set<LinearProductKind>(['forward', 'backwardInput', 'backwardWeight']);
-const GEMM_PATHS: ReadonlySet<string> = new Set<GemmPathName>(['auto', 'avx512-bf16', 'avx512', 'avx2', 'baseline', 'generic', 'reference']);
 const MAX_DIM = 2 ** 31;  // (the addon's kMaxDim, native/addon/gemm.cc)
 const MAX_REPEAT = 1_000_000;  // (the addon's kMaxRepeat)
 
@@ -486,7 +487,7 @@ const MAX_REPEAT = 1_000_000;  // (the addon's kMaxRepeat)
  */
 export function linearProduct(product: LinearProductKind, a: Float32Array, b: Float32Array | Uint16Array, out: Float32Array,
   sizes: { m: number; n: number; k: number }, opts: { accumulate?: boolean; path?: GemmPathName; repeat?: number } = {}): string {
-  if (!LINEAR_PRODUCTS.has(product)) throw new MurphyNativeError(`linearProduct: 'product' must be 'forward', 'backwardInput' or 'backwardWeight'; got ${JSON.stringify(product)}`, 'EINVAL');
+  if (!(LINEAR_PRODUCTS as readonly string[]).includes(product)) throw new MurphyNativeError(`linearProduct: 'product' must be 'forward', 'backwardInput' or 'backwardWeight'; got ${JSON.stringify(product)}`, 'EINVAL');
   const { m, n, k } = sizes;
   checkCount('m', m, 0, MAX_DIM);
   checkCount('n', n, 0, MAX_DIM);
@@ -494,7 +495,7 @@ export function linearProduct(product: LinearProductKind, a: Float32Array, b: Fl
   const accumulate = opts.accumulate ?? product === 'backwardWeight';
   if (typeof accumulate !== 'boolean') throw new MurphyNativeError(`linearProduct: 'accumulate' must be true or false; got ${JSON.stringify(accumulate)}`, 'EINVAL');
   const path = opts.path ?? 'auto';
-  if (!GEMM_PATHS.has(path)) throw new MurphyNativeError(`linearProduct: 'path' must be one of ${[...GEMM_PATHS].map((p) => `'${p}'`).join(', ')}; got ${JSON.stringify(path)}`, 'EINVAL');
+  if (!(GEMM_PATHS as readonly string[]).includes(path)) throw new MurphyNativeError(`linearProduct: 'path' must be one of ${GEMM_PATHS.map((p) => `'${p}'`).join(', ')}; got ${JSON.stringify(path)}`, 'EINVAL');
   const repeat = opts.repeat ?? 1;
   checkCount('repeat', repeat, 1, MAX_REPEAT);
   return gemmAddon().linearProduct(product, a, b, out, m, n, k, accumulate, path, repeat);

@@ -46,8 +46,6 @@ export interface SandboxFusionOptions extends RunOptions {
   httpSlackMs?: number;
 }
 
-export { HARNESS_MODULES };
-
 let harnessFiles: Record<string, string> | null = null;
 
 /** The `files` of every run_code request: the harness modules, base64. */

@@ -78,7 +78,7 @@ before(async () => {
   // The NCCL job: worker 7 of an engine with TP 2 x PP 3, data-parallel rank 1 of 2, its server's
   // offset 5: rank 5 + 6 + 1.
   const rng = new Rng(ncclSeed);
-  const nm = await PolicyModel.random({ modelType: 'qwen3', vocabSize: 64, hiddenSize: 32, intermediateSize: 48, numLayers: 2, numHeads: 2, numKvHeads: 1, headDim: 16, maxPositionEmbeddings: 64, tieWordEmbeddings: true, dtype: 'float32' }, { seed: ncclSeed, initStd: 0.5 });
+  const nm = await PolicyModel.random({ ...TINY, tieWordEmbeddings: true, dtype: 'float32' }, { seed: ncclSeed, initStd: 0.5 });
   const plan = bucketPlan(nm.params(), 8192 + 2 * rng.int(4096));
   const bytes = Buffer.concat(plan.map((b) => packBucket(nm, b)));
   writeFileSync(join(work, 'buckets.bin'), bytes);
