@@ -355,7 +355,7 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     try {
       const exe = join(dir, 'call-buf-check');
       compileCached({ compiler: cxx, flags: ['-O2', '-std=c++17', '-pthread', `-I${join(root, 'native/cpu')}`, `-I${join(root, 'native/model')}`, `-I${join(root, 'native/include')}`],
-        sources: [join(root, 'test/native/call_buf_check.cc'), join(root, 'native/model/gemm_driver.cc'), join(root, 'native/cpu/threads.cc'), join(root, 'native/cpu/heap.cc')], out: exe });
+        sources: [join(root, 'test/native/call_buf_check.cc'), join(root, 'native/model/gemm_driver.cc'), join(root, 'native/cpu/threads.cc'), join(root, 'native/cpu/heap.cc')], out: exe, oneUnit: true });
       const r = spawnSync(exe, [String(seed)], { encoding: 'utf8', timeout: 120_000 });
       assert.equal(r.signal, null, 'timed out or killed');
       assert.equal(r.status, 0, r.stdout + r.stderr);

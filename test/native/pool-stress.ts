@@ -31,7 +31,7 @@ export function runPoolStress(o: PoolStressRun): void {
   const dir = mkdtempSync(join(tmpdir(), 'murphy-pool-'));
   try {
     const exe = join(dir, 'stress');
-    compileCached({ compiler: o.cxx, flags: [...o.flags, `-I${join(root, 'native/cpu')}`], sources: [join(root, 'test/native/thread_pool_stress.cc'), join(root, 'native/cpu/threads.cc')], out: exe });
+    compileCached({ compiler: o.cxx, flags: [...o.flags, `-I${join(root, 'native/cpu')}`], sources: [join(root, 'test/native/thread_pool_stress.cc'), join(root, 'native/cpu/threads.cc')], out: exe, oneUnit: true });
     for (const [threads, spin] of o.runs) {
       const r = spawnSync(exe, [], { encoding: 'utf8', timeout: o.timeoutMs, env: { ...process.env, MURPHY_NUM_THREADS: threads, MURPHY_POOL_SPIN_US: spin, ...o.env } });
       assert.equal(r.signal, null, `timed out or killed with ${threads} threads, spin ${spin} us (deadlock?)`);

@@ -37,6 +37,18 @@ describe('compiled test helpers are cached by content', { skip: haveCc ? false :
     assert.equal(spawnSync(compileCached({ ...o, out: join(work, 'c', 'prog') }), { encoding: 'utf8' }).stdout, 'changed\n');
     assert.deepEqual(readdirSync(join(work, 'c')), ['prog']);
   });
+  it('oneUnit: the sources are one translation unit (what one defines, the next sees), with their own key; errors name the source', () => {
+    const lib = join(work, 'unit-lib.c'), main = join(work, 'unit-main.c');
+    writeFileSync(lib, `#include <stdio.h>\n#define FROM_LIB ${process.pid % 1000}\n`);
+    writeFileSync(main, 'int main(void) { printf("%d\\n", FROM_LIB + 1); return 0; }\n');
+    const o = { compiler: 'cc', flags: [], sources: [lib, main] };
+    assert.throws(() => compileCached({ ...o, out: join(work, 'u0', 'prog') }), /FROM_LIB/, 'apart, main does not see the macro');
+    assert.notEqual(compileKey({ ...o, oneUnit: true }), compileKey(o));
+    assert.equal(spawnSync(compileCached({ ...o, oneUnit: true, out: join(work, 'u1', 'prog') }), { encoding: 'utf8' }).stdout, `${(process.pid % 1000) + 1}\n`);
+    assert.deepEqual(readdirSync(join(CC_CACHE, compileKey({ ...o, oneUnit: true }))), ['prog'], 'the generated unit is removed');
+    writeFileSync(main, 'int main(void) { return undeclared_in_unit; }\n');
+    assert.throws(() => compileCached({ ...o, oneUnit: true, out: join(work, 'u2', 'prog') }), /unit-main\.c:1:[\s\S]*undeclared_in_unit/);
+  });
   it('a compile error throws with the compiler\'s message and caches nothing', () => {
     const src = join(work, 'bad.c');
     writeFileSync(src, 'int main(void) { return undeclared_name; }\n');
