@@ -20,6 +20,17 @@ function testImports(file: string, seen = new Set<string>()): string[] {
   return [...seen];
 }
 
+/**
+ * Imports of node:child_process that could leave a child running after the test that started it:
+ * an asynchronous function (spawn, exec, execFile, fork), the whole module, or a dynamic import
+ * or require. The synchronous ones (spawnSync, execFileSync, execSync) are allowed in a group.
+ */
+const CHILD_PROCESS_CHANGES = [
+  /import\s*\{[^}]*\b(spawn|exec|execFile|fork)\b[^}]*\}\s*from\s*'node:child_process'/,
+  /import\s+(\*|\w)[^;]*from\s*'node:child_process'/,
+  /(import|require)\(\s*'node:child_process'/,
+];
+
 describe('npm test file order', () => {
   it('every file named slowest exists (a renamed file must be renamed there too)', () => {
     for (const f of SLOWEST as string[]) assert.ok(existsSync(join(REPO, f)), `${f} is listed in test/test-files.mjs but does not exist`);
@@ -31,7 +42,7 @@ describe('npm test file order', () => {
     const rest = files.slice(SLOWEST.length);
     assert.deepEqual(rest, [...rest].sort());
     assert.ok(files.every((f) => f.endsWith('.test.ts') && !f.startsWith('test/gpu/')));
-    assert.ok(files.includes('test/runner/test-files.test.ts'));
+    assert.ok(files.includes('test/runner/test-files.test.ts') || (groupedFiles() as string[]).includes('test/runner/test-files.test.ts'), 'this file runs, alone or in its group');
   });
   it('prints the same list, one path a line, when run as a script', () => {
     const out = execFileSync(process.execPath, ['test/test-files.mjs'], { cwd: REPO, encoding: 'utf8' });
@@ -54,17 +65,28 @@ describe('npm test file order', () => {
       rmSync(orphan, { force: true });
     }
   });
+  it('a grouped file may run children synchronously, not start ones that outlive the call', () => {
+    const refused = (src: string) => CHILD_PROCESS_CHANGES.some((re) => re.test(src));
+    const cp = "'node:child_process'"; // (not written out here: this file runs in a group, and is checked too)
+    for (const ok of [`import { spawnSync } from ${cp};`, `import { execFileSync, spawnSync, type SpawnSyncReturns } from ${cp};`, `import { execSync } from ${cp};`])
+      assert.equal(refused(ok), false, ok);
+    for (const bad of [`import { spawn } from ${cp};`, `import { spawnSync, execFile } from ${cp};`, `import {\n  fork,\n  spawnSync,\n} from ${cp};`,
+      `import { exec as run } from ${cp};`, `import * as cp from ${cp};`, `import cp from ${cp};`, `const cp = await import(${cp});`, `const cp = require(${cp});`])
+      assert.equal(refused(bad), true, bad);
+  });
   it('a file that a group imports exists, runs only through its group, and leaves the process as it found it', () => {
     const grouped = groupedFiles() as string[];
     const files = testFiles() as string[];
     assert.ok(grouped.length > 0 && files.includes('test/groups/core.test.ts'));
     assert.equal(new Set(grouped).size, grouped.length, 'a file in two groups');
     // what would change the process for the files after it: environment, native thread count,
-    // working directory, exit code, process listeners and signals, child processes and workers,
-    // the fake NCCL
+    // working directory, exit code, process listeners and signals, child processes that can
+    // outlive the call that started them (spawn, exec, execFile, fork, or the whole module:
+    // spawnSync, execFileSync and execSync return when the child is gone), workers, the fake NCCL
     const changes = [
       /process\.env(\.\w+|\[[^\]]+\])\s*(=(?!=)|\?\?=|\|\|=)/, /delete\s+process\.env/, /\bsetNumThreads\(/, /process\.chdir\(/, /process\.exitCode/, /process\.exit\(/,
-      /process\.(on|once|addListener|prependListener)\(/, /node:child_process/, /new Worker\(/, /\buseFakeNccl\(/, /\bmock\./, /globalThis\.\w+\s*=(?!=)/, /process\.kill\(/,
+      /process\.(on|once|addListener|prependListener)\(/, /new Worker\(/, /\buseFakeNccl\(/, /\bmock\./, /globalThis\.\w+\s*=(?!=)/, /process\.kill\(/,
+      ...CHILD_PROCESS_CHANGES,
     ];
     for (const f of grouped) {
       assert.ok(existsSync(join(REPO, f)), `${f} is imported by a group in test/groups/ but does not exist`);
