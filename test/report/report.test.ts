@@ -145,11 +145,15 @@ describe('report', () => {
 
   const chromium = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
   const noChromium = chromium ? false : 'chromium not installed (apt-get install chromium): browser check NOT run';
-  /** The page's DOM after its scripts ran, and Chromium's stderr. */
+  /**
+   * The page's DOM after its scripts ran, and Chromium's stderr. One process (--single-process:
+   * the renderer in the browser's process; console messages and uncaught errors still reach
+   * stderr): ~0.7 s of CPU a page instead of ~0.95 with its helper processes.
+   */
   function dumpDom(url: string): { dom: string; stderr: string } {
     const profile = mkdtempSync(join(work, 'chrome-'));
     const r = spawnSync(chromium!, [
-      '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--headless', '--single-process', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
       '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', `--user-data-dir=${profile}`,
       '--enable-logging=stderr', '--v=0', '--virtual-time-budget=3000', '--dump-dom', url,
     ], { encoding: 'utf8', timeout: 60_000 });
