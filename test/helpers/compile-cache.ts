@@ -22,9 +22,9 @@ export interface CompileOptions {
   out: string;
   /**
    * Compile the sources as one translation unit (a file with the first source's extension that
-   * #includes each, in order), so that the standard headers they share are parsed once. Parsing is most of these small
-   * programs' compile: the GEMM cache check's four sources took 2.6 s of CPU as four units and
-   * 1.6 s as one. The sources must not define the same internal name twice.
+   * #includes each, in order), so that the standard headers they share are parsed once. Parsing
+   * is most of these small programs' compile: the GEMM cache check's four sources took 2.6 s of
+   * CPU as four units and 1.6 s as one. The sources must not define the same internal name twice.
    */
   oneUnit?: boolean;
 }
