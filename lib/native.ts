@@ -487,7 +487,10 @@ const MAX_REPEAT = 1_000_000;  // (the addon's kMaxRepeat)
  */
 export function linearProduct(product: LinearProductKind, a: Float32Array, b: Float32Array | Uint16Array, out: Float32Array,
   sizes: { m: number; n: number; k: number }, opts: { accumulate?: boolean; path?: GemmPathName; repeat?: number } = {}): string {
-  if (!(LINEAR_PRODUCTS as readonly string[]).includes(product)) throw new MurphyNativeError(`linearProduct: 'product' must be 'forward', 'backwardInput' or 'backwardWeight'; got ${JSON.stringify(product)}`, 'EINVAL');
+  if (!(LINEAR_PRODUCTS as readonly string[]).includes(product)) {
+    const names = LINEAR_PRODUCTS.map((p) => `'${p}'`);
+    throw new MurphyNativeError(`linearProduct: 'product' must be ${names.slice(0, -1).join(', ')} or ${names.at(-1)}; got ${JSON.stringify(product)}`, 'EINVAL');
+  }
   const { m, n, k } = sizes;
   checkCount('m', m, 0, MAX_DIM);
   checkCount('n', n, 0, MAX_DIM);
