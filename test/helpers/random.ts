@@ -31,7 +31,8 @@ export class Rng {
   /**
    * Standard normal, by Marsaglia's polar method: a point uniform in the unit disc gives two
    * independent normals (one returned, one kept for the next call). Half the cost of Box-Muller
-   * with one output (no cos; one log and sqrt per pair): ~23 instead of ~45 ns a draw.
+   * with one output (no cos; one log and sqrt per pair): ~27 instead of ~45 ns a draw (4 M
+   * draws on the 2-vCPU Zen 3 VM, 2026-12-07).
    */
   normal(): number {
     if (!Number.isNaN(this.spare)) {
