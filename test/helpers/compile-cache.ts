@@ -7,8 +7,9 @@
 // renamed into place, so concurrent test files never see half a binary.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
+import { findOnPath } from '../../lib/exec/sandbox.js';
 import { CC_CACHE as CACHE } from '../loader/cache-dirs.mjs';
 
 export interface CompileOptions {
@@ -44,11 +45,9 @@ export function cxxCompiler(): { cxx: string; have: boolean } {
 
 function resolveCommand(cmd: string): string {
   if (cmd.includes('/')) return realpathSync(cmd);
-  for (const d of (process.env.PATH ?? '/usr/bin:/bin').split(':')) {
-    const p = d && join(d, cmd);
-    if (p && existsSync(p)) return realpathSync(p);
-  }
-  throw new Error(`compiler ${cmd} is not on PATH`);
+  const p = findOnPath(cmd);
+  if (p === null) throw new Error(`compiler ${cmd} is not on PATH`);
+  return realpathSync(p);
 }
 
 /** The cache key of a build: compiler identity, flags, sources' and headers' contents. */
