@@ -39,15 +39,21 @@ export function distIsFresh(lib = LIB, dist = DIST): boolean {
 
 let chosen: string[] | undefined;
 
-/** Node's arguments that start the CLI (before the command's own): dist/cli.js, or lib/cli.ts under test/loader (or tsx). */
-export function cliArgs(): string[] {
-  if (chosen) return chosen;
-  const force = process.env.MURPHY_TEST_CLI;
+/**
+ * Node's arguments that start the CLI for a MURPHY_TEST_CLI value (`force`; undefined: dist/cli.js
+ * when `fresh()`, else the sources under test/loader); throws on a value it does not know.
+ */
+export function cliArgsFor(force: string | undefined, fresh: () => boolean = distIsFresh): string[] {
   if (force !== undefined && !['dist', 'sources', 'tsx'].includes(force)) throw new Error(`MURPHY_TEST_CLI must be "dist", "sources" or "tsx", got ${JSON.stringify(force)}`);
-  const dist = force === 'dist' || (force === undefined && distIsFresh());
+  const dist = force === 'dist' || (force === undefined && fresh());
   if (dist && !existsSync(join(DIST, 'cli.js'))) throw new Error('MURPHY_TEST_CLI=dist but dist/cli.js is missing: run `npm run build:ts`');
-  if (dist) chosen = [join(DIST, 'cli.js')];
-  else chosen = [...(force === 'tsx' ? ['--import', 'tsx'] : TS_LOADER), join(LIB, 'cli.ts')];
+  if (dist) return [join(DIST, 'cli.js')];
+  return [...(force === 'tsx' ? ['--import', 'tsx'] : TS_LOADER), join(LIB, 'cli.ts')];
+}
+
+/** Node's arguments that start the CLI (before the command's own): dist/cli.js, or lib/cli.ts under test/loader (or tsx); chosen once a process. */
+export function cliArgs(): string[] {
+  chosen ??= cliArgsFor(process.env.MURPHY_TEST_CLI);
   return chosen;
 }
 

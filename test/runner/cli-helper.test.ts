@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { cli, distIsFresh, REPO } from '../helpers/cli.js';
+import { cli, cliArgsFor, distIsFresh, REPO } from '../helpers/cli.js';
 
 const work = mkdtempSync(join(tmpdir(), 'murphy-cli-helper-'));
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -41,16 +41,13 @@ describe('tests run dist/cli.js only when it is fresh', () => {
     assert.match(r.stdout, /murphy-native/);
   });
   it('the sources run under the tests\' loader (not tsx) unless MURPHY_TEST_CLI=tsx; a wrong value is named', () => {
-    const argsWith = (force: string) => spawnSync(process.execPath, ['--import', join(REPO, 'test/loader/register.mjs'), '--input-type=module', '-e',
-      `const { cliArgs } = await import(${JSON.stringify(join(REPO, 'test/helpers/cli.ts'))}); console.log(JSON.stringify(cliArgs()));`], { encoding: 'utf8', env: { ...process.env, MURPHY_TEST_CLI: force } });
-    const sources = argsWith('sources');
-    assert.equal(sources.status, 0, sources.stderr);
-    const args = JSON.parse(sources.stdout) as string[];
+    const args = cliArgsFor('sources', () => true);
     assert.deepEqual(args, ['--import', join(REPO, 'test/loader/register.mjs'), join(REPO, 'lib/cli.ts')]);
     const r = spawnSync(process.execPath, [...args, '--help'], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /murphy-native/);
-    assert.deepEqual(JSON.parse(argsWith('tsx').stdout), ['--import', 'tsx', join(REPO, 'lib/cli.ts')]);
-    assert.match(argsWith('ts-node').stderr, /MURPHY_TEST_CLI must be "dist", "sources" or "tsx", got "ts-node"/);
+    assert.deepEqual(cliArgsFor('tsx', () => true), ['--import', 'tsx', join(REPO, 'lib/cli.ts')]);
+    assert.deepEqual(cliArgsFor(undefined, () => false), args, 'a stale dist/: the sources');
+    assert.throws(() => cliArgsFor('ts-node'), /MURPHY_TEST_CLI must be "dist", "sources" or "tsx", got "ts-node"/);
   });
 });
