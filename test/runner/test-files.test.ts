@@ -48,18 +48,15 @@ describe('npm test file order', () => {
     const out = execFileSync(process.execPath, ['test/test-files.mjs'], { cwd: REPO, encoding: 'utf8' });
     assert.deepEqual(out.trimEnd().split('\n'), testFiles());
   });
-  it('with --bundle (package.json\'s test script) prints instead each file\'s runnable bundle, written to node_modules/.cache/murphy-test (test/loader/runnable.mjs)', () => {
-    const out = execFileSync(process.execPath, ['test/test-files.mjs', '--bundle'], { cwd: REPO, encoding: 'utf8' });
-    const printed = out.trimEnd().split('\n');
-    assert.deepEqual(printed, testFiles().map((f) => join('node_modules', '.cache', 'murphy-test', f.replace(/\.ts$/, '.mjs'))));
-    for (const f of printed) assert.ok(existsSync(join(REPO, f)), `${f} was not written`);
-  });
-  it('with --bundle, removes a runnable bundle whose test file is gone (renamed or deleted)', () => {
+  it('with --bundle (package.json\'s test script) prints instead each file\'s runnable bundle, written to node_modules/.cache/murphy-test (test/loader/runnable.mjs), and removes one whose test file is gone (renamed or deleted)', () => {
     const orphan = join(REPO, 'node_modules', '.cache', 'murphy-test', 'test', 'runner', 'zz-renamed-away.test.mjs');
     mkdirSync(dirname(orphan), { recursive: true });
     writeFileSync(orphan, '// a bundle left by a test file that no longer exists\n');
     try {
-      execFileSync(process.execPath, ['test/test-files.mjs', '--bundle'], { cwd: REPO, encoding: 'utf8' });
+      const out = execFileSync(process.execPath, ['test/test-files.mjs', '--bundle'], { cwd: REPO, encoding: 'utf8' });
+      const printed = out.trimEnd().split('\n');
+      assert.deepEqual(printed, testFiles().map((f) => join('node_modules', '.cache', 'murphy-test', f.replace(/\.ts$/, '.mjs'))));
+      for (const f of printed) assert.ok(existsSync(join(REPO, f)), `${f} was not written`);
       assert.ok(!existsSync(orphan), 'the orphaned bundle is still there');
     } finally {
       rmSync(orphan, { force: true });
