@@ -1,5 +1,8 @@
 // The SandboxFusion backend against a small local server that checks the request shape
 // and runs the script (unsandboxed: test only) the way run_code does.
+// Each reference solution the service runs is a fresh interpreter (~0.1 s of CPU): `npm test`
+// sends one random sample problem of each dataset and test kind (7 of the 13; the seed is
+// printed), MURPHY_BENCHMARKS=all (`npm run test:benchmarks`, in CI after `npm test`) every one.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,9 +11,24 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import type { Problem } from '../../lib/data/types.js';
 import { jsonlFromRecords, loadSample } from '../../lib/data/index.js';
 import { resolveConfig } from '../../lib/config/index.js';
 import { createExecutor, probePython, PythonExecutor, SandboxFusionExecutor, type RunCodeRequest } from '../../lib/exec/index.js';
+import { Rng, testSeed } from '../helpers/random.js';
+
+const ALL = process.env.MURPHY_BENCHMARKS === 'all';
+
+/** Every problem (MURPHY_BENCHMARKS=all), else one drawn at random from each group of the same dataset and test kind, in their order. */
+function onePerKind(problems: { dataset: string; problems: Problem[] }[], rng: Rng | null): Problem[] {
+  if (rng === null) return problems.flatMap((d) => d.problems);
+  const groups = new Map<string, Problem[]>();
+  for (const d of problems) for (const p of d.problems) {
+    const key = `${d.dataset} ${p.tests.kind}`;
+    groups.set(key, [...(groups.get(key) ?? []), p]);
+  }
+  return [...groups.values()].map((g) => g[rng.int(g.length)]!);
+}
 
 let server: Server;
 let url: string;
@@ -103,7 +121,9 @@ describe('SandboxFusion backend', () => {
     const ex = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 20, programTimeout: 120 } });
     const short = new SandboxFusionExecutor({ endpoint: url + '/', limits: { testTimeout: 0.25, programTimeout: 60 } });
     // All at once: each request is a fresh interpreter on the local service.
-    const problems = (await Promise.all((['kodcode', 'livecodebench', 'jsonl'] as const).map((name) => loadSample(name)))).flat();
+    const datasets = await Promise.all((['kodcode', 'livecodebench', 'jsonl'] as const).map(async (dataset) => ({ dataset, problems: await loadSample(dataset) })));
+    const problems = onePerKind(datasets, ALL ? null : new Rng(testSeed('remote.test.ts (a sample problem of each dataset and test kind; MURPHY_BENCHMARKS=all: all)')));
+    if (!ALL) assert.equal(new Set(problems.map((p) => p.tests.kind)).size, 4, 'pytest, stdio, functional and assert tests are all sent');
     const [add] = jsonlFromRecords([{ id: 'a', prompt: 'a', asserts: ['assert add(1, 2) == 3'] }]);
     const [results, loop, fake] = await Promise.all([
       Promise.all(problems.map((p) => ex.run(p, p.referenceSolution as string))),
