@@ -11,8 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Problem } from '../../lib/data/types.js';
-import { jsonlFromRecords, loadSample } from '../../lib/data/index.js';
+import { jsonlFromRecords, loadSample, type Problem } from '../../lib/data/index.js';
 import { resolveConfig } from '../../lib/config/index.js';
 import { createExecutor, probePython, PythonExecutor, SandboxFusionExecutor, type RunCodeRequest } from '../../lib/exec/index.js';
 import { Rng, testSeed } from '../helpers/random.js';
@@ -25,7 +24,9 @@ function onePerKind(problems: { dataset: string; problems: Problem[] }[], rng: R
   const groups = new Map<string, Problem[]>();
   for (const d of problems) for (const p of d.problems) {
     const key = `${d.dataset} ${p.tests.kind}`;
-    groups.set(key, [...(groups.get(key) ?? []), p]);
+    const group = groups.get(key);
+    if (group) group.push(p);
+    else groups.set(key, [p]);
   }
   return [...groups.values()].map((g) => g[rng.int(g.length)]!);
 }
