@@ -427,6 +427,8 @@ export interface CpuInfo {
   /** The SIMD level the kernels dispatch to: 'avx512', 'avx2' or 'baseline'. */
   simd: string;
   avx512bf16: boolean;
+  /** AMX bf16 tiles usable by this process (the CPU has them and the OS grants them): the bf16 matrix products of more than 32 rows run on them. */
+  amxBf16: boolean;
 }
 
 export interface CudaDevice {
@@ -456,7 +458,7 @@ export function cpuInfo(): CpuInfo {
 
 // The names linearProduct accepts: the types below and the call's checks come from these.
 const LINEAR_PRODUCTS = ['forward', 'backwardInput', 'backwardWeight'] as const;
-const GEMM_PATHS = ['auto', 'avx512-bf16', 'avx512', 'avx2', 'baseline', 'generic', 'reference'] as const;
+const GEMM_PATHS = ['auto', 'amx-bf16', 'avx512-bf16', 'avx512', 'avx2', 'baseline', 'generic', 'reference'] as const;
 /** The products of a linear layer y = x W^T (W [n, k], nn.Linear's layout). */
 export type LinearProductKind = (typeof LINEAR_PRODUCTS)[number];
 /** Which implementation of the CPU matrix product runs (docs/kernels.md, "CPU GEMM"). */

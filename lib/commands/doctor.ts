@@ -70,6 +70,12 @@ export async function doctorReport(opts: { python?: string } = {}): Promise<Doct
 
 const GiB = 1024 ** 3;
 
+/** The CPU's extensions the kernels use beyond its SIMD level: ' (+avx512_bf16, +amx_bf16)'. */
+function simdExtras(cpu: DoctorReport['cpu']): string {
+  const x = [cpu.avx512bf16 ? '+avx512_bf16' : '', cpu.amxBf16 ? '+amx_bf16' : ''].filter(Boolean);
+  return x.length ? ` (${x.join(', ')})` : '';
+}
+
 export function formatDoctor(r: DoctorReport): string {
   const lines: string[] = [];
   const kind = r.binary.cuda ? 'CUDA-enabled' : 'CPU-only';
@@ -79,7 +85,7 @@ export function formatDoctor(r: DoctorReport): string {
   for (const n of r.binary.notes) lines.push(`               note: ${n}`);
   lines.push(`               N-API ${r.binary.napiVersion}${r.binary.compiler ? `, built with gcc ${r.binary.compiler}` : ''}`);
   lines.push(`node           ${r.node} on ${r.platform}`);
-  lines.push(`cpu            ${r.cpu.threads} kernel threads (of ${r.cpu.hardwareConcurrency} hardware threads; MURPHY_NUM_THREADS sets it), SIMD: ${r.cpu.simd}${r.cpu.avx512bf16 ? ' (+avx512_bf16)' : ''}`);
+  lines.push(`cpu            ${r.cpu.threads} kernel threads (of ${r.cpu.hardwareConcurrency} hardware threads; MURPHY_NUM_THREADS sets it), SIMD: ${r.cpu.simd}${simdExtras(r.cpu)}`);
   if (r.driverTooOld) {
     lines.push(`cuda           ${r.driverTooOld}`);
   } else if (r.cuda.built && !r.cuda.available && r.cuda.driverVersion === 0 && r.cuda.runtimeVersion > 0) {

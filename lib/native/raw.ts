@@ -219,6 +219,7 @@ export interface RawCpuInfo {
   hardwareConcurrency: number;
   simd: string;
   avx512bf16: boolean;
+  amxBf16: boolean;
 }
 
 export interface RawCudaStatus {

@@ -34,6 +34,7 @@ Napi::Value CpuInfo(const Napi::CallbackInfo& info) {
   o.Set("hardwareConcurrency", double(std::thread::hardware_concurrency()));
   o.Set("simd", cpu_simd_level());
   o.Set("avx512bf16", cpu_has_avx512_bf16());
+  o.Set("amxBf16", cpu_has_amx_bf16());
   return o;
 }
 

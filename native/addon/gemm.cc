@@ -105,7 +105,7 @@ Napi::Value GemmInfo(const Napi::CallbackInfo& info) {
   r.Set("best", model::gemm_path_name(best));
   Napi::Array paths = Napi::Array::New(env);
   uint32_t n = 0;
-  for (model::GemmPath p : {model::GemmPath::Avx512Bf16, model::GemmPath::Avx512, model::GemmPath::Avx2, model::GemmPath::Baseline})
+  for (model::GemmPath p : {model::GemmPath::AmxBf16, model::GemmPath::Avx512Bf16, model::GemmPath::Avx512, model::GemmPath::Avx2, model::GemmPath::Baseline})
     if (model::gemm_path_available(p)) paths.Set(n++, Napi::String::New(env, model::gemm_path_name(p)));
   r.Set("paths", paths);
   r.Set("call", "positional");

@@ -3,6 +3,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace murphy {
 
 const char* cpu_simd_level() {
@@ -41,6 +49,25 @@ bool cpu_has_avx512_bf16() {
     const char* want = std::getenv("MURPHY_SIMD");
     if (simd_level_index() < 2 || (want && std::strcmp(want, "avx512") == 0)) return false;
     return bool(__builtin_cpu_supports("avx512bf16"));
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_amx_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+  static const bool has = [] {
+    if (!cpu_has_avx512_bf16()) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!(d & (1u << 22)) || !(d & (1u << 24))) return false;  // CPUID.(7,0):EDX AMX-BF16, AMX-TILE
+    unsigned lo = 0, hi = 0;  // (OSXSAVE is implied: AVX-512 was found usable)
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0x60000u) != 0x60000u) return false;  // XCR0 bits 17, 18: XTILECFG, XTILEDATA
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // (asm/prctl.h, Linux 5.16+)
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
   return has;
 #else

@@ -462,8 +462,22 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
   drive(kTile, M, N, Kp, X, K, K, v4::pack_a_pairs, pb, v4bf::strip_bf16, Y, N, beta);
 }
 
+void pair_rows_bf16(const float* X, int64_t K, int64_t r0, int64_t r1, uint32_t* Xp, int64_t ldx) {
+  for (int64_t r = r0; r < r1; ++r) v4::pair_row_bf16(X + r * K, Xp + r * ldx, K, ldx);
+}
+
+void pack_pair_panel(const uint32_t* P, int64_t ld, int64_t Kp, int64_t j0, int64_t nc, uint32_t* dst) {
+  v4::pack_b(reinterpret_cast<const float*>(P), 1, ld, 0, Kp, j0, nc, reinterpret_cast<float*>(dst));
+}
+
 #else  // no AVX-512 build: never called (matmul.cc checks the CPU first)
 void gemm_f32(const GemmArgs&) { throw Error("matmul: AVX-512 path not compiled in"); }
+void pair_rows_bf16(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t) {
+  throw Error("matmul: AVX-512 path not compiled in");
+}
+void pack_pair_panel(const uint32_t*, int64_t, int64_t, int64_t, int64_t, uint32_t*) {
+  throw Error("matmul: AVX-512 path not compiled in");
+}
 void linear_small_m_f32(const float*, const float*, float*, int64_t, int64_t, int64_t, bool) {
   throw Error("matmul: AVX-512 path not compiled in");
 }

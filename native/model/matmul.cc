@@ -6,6 +6,8 @@
 // Fast paths, chosen once per process from the CPU (GemmPath, gemm.h; docs/kernels.md "CPU GEMM"):
 //   AVX-512 (gemm_avx512.cc): BLIS tiles, a 12 x 32 micro-kernel on 24 zmm accumulators, the
 //     2D tile space shared by the threads; bf16 with vdpbf16ps where the CPU has AVX512_BF16.
+//   AMX (gemm_amx.cc): the bf16 products of more than kSkinnyRows rows on AMX tiles where the
+//     CPU and the OS allow them (cpu_has_amx_bf16); everything else as AVX-512 with vdpbf16ps.
 //   AVX2 (gemm_avx2.cc): the same driver (gemm_driver.cc) with a 6 x 16 micro-kernel on 12 ymm
 //     accumulators; bf16 weights widened to f32 while packing.
 //   Baseline (below): the older GotoBLAS structure, for CPUs without AVX2:
@@ -215,16 +217,18 @@ thread_local GemmPath t_forced = GemmPath::Auto;
 GemmPath detect_best() {
   if (simd_level_index() < 1) return GemmPath::Baseline;
   if (simd_level_index() < 2) return GemmPath::Avx2;
+  if (cpu_has_amx_bf16()) return GemmPath::AmxBf16;
   return cpu_has_avx512_bf16() ? GemmPath::Avx512Bf16 : GemmPath::Avx512;
 }
 
 // Capability order of the concrete paths: 0 = most capable.
 int rank(GemmPath p) {
   switch (p) {
-    case GemmPath::Avx512Bf16: return 0;
-    case GemmPath::Avx512: return 1;
-    case GemmPath::Avx2: return 2;
-    default: return 3;  // Baseline
+    case GemmPath::AmxBf16: return 0;
+    case GemmPath::Avx512Bf16: return 1;
+    case GemmPath::Avx512: return 2;
+    case GemmPath::Avx2: return 3;
+    default: return 4;  // Baseline
   }
 }
 
@@ -298,6 +302,7 @@ GemmPath gemm_path() { return active_path(); }
 GemmPath gemm_best_path() { return detect_best(); }
 const char* gemm_path_name(GemmPath p) {
   switch (p) {
+    case GemmPath::AmxBf16: return "amx-bf16";
     case GemmPath::Avx512Bf16: return "avx512-bf16";
     case GemmPath::Avx512: return "avx512";
     case GemmPath::Avx2: return "avx2";
@@ -309,13 +314,14 @@ const char* gemm_path_name(GemmPath p) {
 }
 GemmPath parse_gemm_path(const std::string& s, const char* what) {
   if (s == "auto") return GemmPath::Auto;
+  if (s == "amx-bf16") return GemmPath::AmxBf16;
   if (s == "avx512-bf16") return GemmPath::Avx512Bf16;
   if (s == "avx512") return GemmPath::Avx512;
   if (s == "avx2") return GemmPath::Avx2;
   if (s == "baseline") return GemmPath::Baseline;
   if (s == "generic") return GemmPath::Generic;
   if (s == "reference") return GemmPath::Reference;
-  throw Error(std::string(what) + " must be 'auto', 'avx512-bf16', 'avx512', 'avx2', 'baseline', 'generic' or 'reference'; got '" + s + "'");
+  throw Error(std::string(what) + " must be 'auto', 'amx-bf16', 'avx512-bf16', 'avx512', 'avx2', 'baseline', 'generic' or 'reference'; got '" + s + "'");
 }
 bool gemm_path_available(GemmPath p) {
   if (p == GemmPath::Auto || p == GemmPath::Generic || p == GemmPath::Reference) return true;
@@ -376,6 +382,7 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
   }
   if (p == GemmPath::Baseline) return linear_forward_bf16_generic(X, Wb, Y, M, N, K, accumulate);
   if (p == GemmPath::Avx2) return gemm_avx2::linear_forward_bf16(X, Wb, Y, M, N, K, accumulate);
+  if (p == GemmPath::AmxBf16) return gemm_amx::linear_forward_bf16(X, Wb, Y, M, N, K, accumulate);
   gemm_avx512::linear_forward_bf16(X, Wb, Y, M, N, K, accumulate, p == GemmPath::Avx512Bf16);
 }
 

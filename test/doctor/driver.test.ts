@@ -34,7 +34,7 @@ describe('doctor: NVIDIA driver too old', () => {
     return {
       // reason and notes: the loader's account of its choice (lib/native), shown by doctor when present.
       binary: { path: '/x/prebuilds/linux-x64/murphy-native.napi.glibc.node', source: 'prebuild', reason: 'no local build', notes: [], cuda: true, napiVersion: 8 } as DoctorReport['binary'],
-      cpu: { threads: 2, hardwareConcurrency: 2, simd: 'avx2', avx512bf16: false },
+      cpu: { threads: 2, hardwareConcurrency: 2, simd: 'avx2', avx512bf16: false, amxBf16: false },
       cuda, driverTooOld: driverTooOld(cuda), cublasLt: { found: false, reason: 'not looked for', searched: [], attempts: [] },
       nccl: { found: false, reason: 'not looked for', searched: [], attempts: [] },
       node: 'v20.19.0', platform: 'linux-x64', sandbox: null, sandboxError: 'not checked',
@@ -48,6 +48,13 @@ describe('doctor: NVIDIA driver too old', () => {
     assert.equal(lines.length, 1);
     assert.match(lines[0]!, /^cuda\s+NVIDIA driver too old: it supports CUDA 12\.8, this binary's CUDA runtime is 13\.0/);
     assert.match(formatDoctor(r), /native addon\s+CUDA-enabled, prebuilt binary/);
+  });
+
+  it('the cpu line names the extensions the kernels use beyond the SIMD level (AVX512_BF16, AMX)', () => {
+    const cpuLine = (cpu: Partial<DoctorReport['cpu']>) => formatDoctor({ ...report(0), cpu: { ...report(0).cpu, ...cpu } }).split('\n').find((l) => l.startsWith('cpu '));
+    assert.match(cpuLine({})!, /SIMD: avx2$/);
+    assert.match(cpuLine({ simd: 'avx512', avx512bf16: true })!, /SIMD: avx512 \(\+avx512_bf16\)$/);
+    assert.match(cpuLine({ simd: 'avx512', avx512bf16: true, amxBf16: true })!, /SIMD: avx512 \(\+avx512_bf16, \+amx_bf16\)$/);
   });
 
   it('no driver at all (version 0) is said plainly, not as an insufficient driver', () => {

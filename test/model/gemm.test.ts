@@ -1,6 +1,7 @@
 // The CPU matrix product (native/model/matmul.cc, gemm_avx512.cc) against float64 sums computed
-// here, on every path this CPU can run (AVX-512 with vdpbf16ps, AVX-512, AVX2 (gemm_avx2.cc), the
-// x86-64 baseline, the reference loops), for the three products of a linear layer and the bf16-weight
+// here, on every path this CPU can run (AMX tiles for bf16 (gemm_amx.cc), AVX-512 with vdpbf16ps,
+// AVX-512, AVX2 (gemm_avx2.cc), the x86-64 baseline, the reference loops), for the three products
+// of a linear layer and the bf16-weight
 // forward, with and without accumulation, on fresh random shapes plus the edge sizes: 1, primes,
 // sizes that are not multiples of the 12 x 32 tile, that cross the K slice (256 values / 256 bf16
 // pairs), the 512-column and 384-row task blocks, the skinny-path boundary (32 rows) and decode
@@ -119,6 +120,16 @@ const sizes = [...edge, ...randomShapes(6), ...decodeShapes(4)];
 // share them between tasks: A shared (several column blocks), B shared (several row blocks), K
 // over several slices of 256, ragged edges (docs/kernels.md, "CPU GEMM").
 const blocked: Shape[] = [{ m: 100, n: 300, k: 300 }, { m: 131, n: 77, k: 601 }];
+// The AMX path's own cases (gemm_amx.cc), drawn fresh: skinny products (6-32 rows, K a multiple
+// of 32: the weights read in place, one B tile up to 16 rows and two above, a ragged last block
+// of weight rows) and packed ones (more than 32 rows, even K with a tail past the 32-value tile
+// step, one or two panels split into row chunks, and many panels).
+const amxShapes: Shape[] = [
+  { m: 6 + rng.int(11), n: 1 + rng.int(100), k: 32 * (1 + rng.int(12)) },
+  { m: 17 + rng.int(16), n: 1 + rng.int(100), k: 32 * (1 + rng.int(12)) },
+  { m: 33 + rng.int(128), n: 1 + rng.int(60), k: 2 * (1 + rng.int(300)) },
+  { m: 33 + rng.int(64), n: 65 + rng.int(200), k: 2 * (1 + rng.int(300)) },
+];
 const { best, paths } = gemmInfo();
 const allPaths: GemmPathName[] = [...(paths as GemmPathName[]), 'reference'];
 
@@ -157,7 +168,7 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
   };
 
   for (const path of allPaths) {
-    const shapes = path.startsWith('avx512') || path === 'avx2' ? [...sizes, ...blocked] : sizes;
+    const shapes = path === 'amx-bf16' ? [...sizes, ...blocked, ...amxShapes] : path.startsWith('avx512') || path === 'avx2' ? [...sizes, ...blocked] : sizes;
     for (const product of ['forward', 'backwardInput', 'backwardWeight'] as const) {
       it(`${path}: ${product}, accumulate off and on, ${shapes.length} shapes`, () => {
         for (const s of shapes) {
@@ -196,11 +207,12 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
   // part per thread, claimed by its home thread first; the chunk edges fall on 4-row blocks, the
   // AVX2 4 x 3 blocks then leave 1-3 rows per chunk to the 4-row and 1-row blocks). Fresh shapes
   // over the 2e5 flops that split: M = 1..8, N not a multiple of 3 or 4, K with a tail.
-  const splitPaths = allPaths.filter((p) => p.startsWith('avx512') || p === 'avx2');
+  const splitPaths = allPaths.filter((p) => p.startsWith('avx512') || p === 'avx2' || p === 'amx-bf16');
   it(`decode products on 1, 3 and 4 threads (${splitPaths.join(', ')}), fp32 and bf16 weights`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, () => {
     const threads = cpuInfo().threads;
     const shapes: Shape[] = [];
     for (let m = 1; m <= 8; m++) shapes.push({ m, n: 101 + rng.int(300), k: 201 + rng.int(500) });
+    if (splitPaths.includes('amx-bf16')) shapes.push({ m: 6 + rng.int(27), n: 101 + rng.int(300), k: 32 * (7 + rng.int(15)) });  // (AMX's skinny products: K a multiple of 32)
     try {
       for (const t of [1, 3, 4]) {
         setNumThreads(t);
@@ -250,6 +262,22 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     }
   });
 
+  // AMX's skinny products read the weights in place, a block of 32 rows at a time, and prefetch
+  // the next block into L2 from 4 MiB of weights on (gemm_amx.cc): K a multiple of 32, one B tile
+  // (M <= 16) and two, the last blocks (none ahead, then a zero-padded copy for N % 32 rows).
+  it('AMX decode products with weights past the prefetch threshold, bf16', { skip: paths.includes('amx-bf16') ? false : 'no AMX here' }, () => {
+    const n = 2200 + rng.int(300), k = 32 * (32 + rng.int(4));
+    const { wb, wv } = bf16Normals(n * k);
+    for (const m of [6 + rng.int(11), 17 + rng.int(16)]) {
+      const s: Shape = { m, n, k };
+      const a = rng.normals(m * k);
+      const exact = reference('forward', bf16Rounded(a), wv, s);
+      const ob = new Float32Array(m * n).fill(Number.NaN);
+      assert.equal(linearProduct('forward', a, wb, ob, s, { path: 'amx-bf16' }), 'amx-bf16');
+      check(`amx-bf16 bf16 ${m}x${n}x${k}`, ob, exact.y, exact.abs, null, exact.inner, 0);
+    }
+  });
+
   // gemm.h's kSkinnyRows contract, which the training loss relies on to merge its logits
   // chunks (model.cc): a forward product's rows split into calls of more than 32 rows each get
   // the same bits as in one call, on every path and thread count; fresh sizes with a K tail.
@@ -257,19 +285,24 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     const threads = cpuInfo().threads;
     const parts = [33 + rng.int(40), 33 + rng.int(40), 33 + rng.int(40)];
     const m = parts.reduce((x, y) => x + y), n = 200 + rng.int(400), k = 100 + rng.int(300);
-    const x = rng.normals(m * k), w = rng.normals(n * k);
+    const x = rng.normals(m * k), w = rng.normals(n * k), wb = bf16Normals(n * k).wb;
+    const kb = 2 * (50 + rng.int(150));  // (even: the AMX packed path's K; odd K goes to vdpbf16ps)
+    const xb = rng.normals(m * kb), wbe = bf16Normals(n * kb).wb;
     try {
       for (const t of [1, 3]) {
         setNumThreads(t);
         for (const path of allPaths) {
-          const whole = new Float32Array(m * n), split = new Float32Array(m * n);
-          linearProduct('forward', x, w, whole, { m, n, k }, { path });
-          let r0 = 0;
-          for (const rows of parts) {
-            linearProduct('forward', x.subarray(r0 * k, (r0 + rows) * k), w, split.subarray(r0 * n, (r0 + rows) * n), { m: rows, n, k }, { path });
-            r0 += rows;
+          for (const [weights, kk, xx] of [[w, k, x], [wb, k, x], [wbe, kb, xb]] as const) {
+            const whole = new Float32Array(m * n), split = new Float32Array(m * n);
+            linearProduct('forward', xx, weights, whole, { m, n, k: kk }, { path });
+            let r0 = 0;
+            for (const rows of parts) {
+              linearProduct('forward', xx.subarray(r0 * kk, (r0 + rows) * kk), weights, split.subarray(r0 * n, (r0 + rows) * n), { m: rows, n, k: kk }, { path });
+              r0 += rows;
+            }
+            const kind = weights instanceof Uint16Array ? 'bf16' : 'fp32';
+            assert.deepEqual(split, whole, `${path} ${kind}, ${t} threads, ${parts.join(' + ')} x ${n} x ${kk}; seed ${seed}`);
           }
-          assert.deepEqual(split, whole, `${path}, ${t} threads, ${parts.join(' + ')} x ${n} x ${k}; seed ${seed}`);
         }
       }
     } finally {
