@@ -40,7 +40,7 @@ if [ "${#files[@]}" = 0 ]; then
     test/kernels/logprob.test.ts test/kernels/logprob-stream.test.ts test/kernels/logprob-exp.test.ts
     test/kernels/grpo_loss.test.ts test/kernels/adamw.test.ts test/kernels/convert.test.ts
     test/model/engine.test.ts test/model/parity.test.ts test/model/generate-threads.test.ts
-    test/model/gemm-bf16.test.ts
+    test/model/gemm-bf16.test.ts test/model/gemm.test.ts
     test/gpu-engine/decode-harness.test.ts test/gpu-engine/engine-emulate.test.ts test/gpu-engine/kernel-harness.test.ts
     test/rollout/sample-stream.test.ts test/rollout/serve.test.ts
     test/train/e2e.test.ts
