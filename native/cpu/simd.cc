@@ -56,13 +56,26 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
-bool cpu_has_amx_bf16() {
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+bool cpu_has_amx_bf16_hardware() {
+#if defined(__x86_64__) && defined(__GNUC__)
   static const bool has = [] {
     if (!cpu_has_avx512_bf16()) return false;
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    if (!(d & (1u << 22)) || !(d & (1u << 24))) return false;  // CPUID.(7,0):EDX AMX-BF16, AMX-TILE
+    return (d & (1u << 22)) && (d & (1u << 24));  // CPUID.(7,0):EDX AMX-BF16, AMX-TILE
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_amx_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+  static const bool has = [] {
+    if (!cpu_has_amx_bf16_hardware()) return false;
+    const char* off = std::getenv("MURPHY_AMX");
+    if (off && std::strcmp(off, "0") == 0) return false;
     unsigned lo = 0, hi = 0;  // (OSXSAVE is implied: AVX-512 was found usable)
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     if ((lo & 0x60000u) != 0x60000u) return false;  // XCR0 bits 17, 18: XTILECFG, XTILEDATA

@@ -28,9 +28,12 @@ int simd_level_index();
    : ::murphy::simd_level_index() == 1 ? ::murphy::cpu_v3::fn(__VA_ARGS__) \
                                        : ::murphy::cpu_base::fn(__VA_ARGS__))
 bool cpu_has_avx512_bf16();
-// AMX with bf16 tiles (AMX-TILE + AMX-BF16) that this process may use: the CPU has them, the OS
-// saves their state (XCR0) and grants it to this process (Linux: arch_prctl ARCH_REQ_XCOMP_PERM,
-// asked once here). False where cpu_has_avx512_bf16() is.
+// The CPU has AMX with bf16 tiles (CPUID: AMX-TILE and AMX-BF16), whatever the OS allows.
+// False where cpu_has_avx512_bf16() is.
+bool cpu_has_amx_bf16_hardware();
+// AMX bf16 tiles that this process may use: the CPU has them, the OS saves their state (XCR0)
+// and grants it to this process (Linux 5.16+: arch_prctl ARCH_REQ_XCOMP_PERM, asked once here),
+// and MURPHY_AMX is not 0 (which makes the process behave as on a kernel that refuses them).
 bool cpu_has_amx_bf16();
 
 // exp(x) for vector loops: Cephes' range reduction and degree-6 polynomial,

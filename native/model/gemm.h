@@ -11,7 +11,8 @@ namespace murphy {
 namespace model {
 
 // Which implementation runs a product. Auto picks the fastest the CPU supports (or the one
-// MURPHY_GEMM_PATH names): AmxBf16 (Avx512Bf16, and AMX tiles for bf16 products of more than
+// MURPHY_GEMM_PATH names; on a CPU built with AMX whose tiles the process may not use, Avx512
+// rather than Avx512Bf16: matmul.cc's detect_best): AmxBf16 (Avx512Bf16, and AMX tiles for bf16 products of more than
 // kSkinnyRows rows: gemm_amx.cc), Avx512Bf16 (AVX-512 + AVX512_BF16: vdpbf16ps for bf16 products),
 // Avx512 (AVX-512F: bf16 values widened to f32), Avx2 (AVX2+FMA: 6 x 16 micro-kernel, bf16
 // widened), Baseline (the x86-64 baseline: GCC-vector micro-kernel). Generic = Avx2 where the

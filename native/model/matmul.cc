@@ -214,11 +214,22 @@ void linear_small_m(const float* X, const float* W, float* Y, int64_t M, int64_t
 
 thread_local GemmPath t_forced = GemmPath::Auto;
 
-GemmPath detect_best() {
+// The most capable path this CPU runs: forced paths resolve against it.
+GemmPath detect_capable() {
   if (simd_level_index() < 1) return GemmPath::Baseline;
   if (simd_level_index() < 2) return GemmPath::Avx2;
   if (cpu_has_amx_bf16()) return GemmPath::AmxBf16;
   return cpu_has_avx512_bf16() ? GemmPath::Avx512Bf16 : GemmPath::Avx512;
+}
+
+// What Auto takes: the most capable path, but for CPUs built with AMX whose tiles this process
+// may not use (Linux before 5.16, MURPHY_AMX=0): their vdpbf16ps does half the fp32 FMA's
+// multiply-adds per cycle, so the widening avx512 path ran the packed bf16 products 0.93-1.04x
+// fp32 where vdpbf16ps ran them 0.61-0.73x, and the decode ones as fast (docs/kernels.md, "bf16
+// on AMX").
+GemmPath detect_best() {
+  const GemmPath c = detect_capable();
+  return c == GemmPath::Avx512Bf16 && cpu_has_amx_bf16_hardware() ? GemmPath::Avx512 : c;
 }
 
 // Capability order of the concrete paths: 0 = most capable.
@@ -247,7 +258,7 @@ GemmPath default_path() {
     const GemmPath best = detect_best();
     const char* env = std::getenv("MURPHY_GEMM_PATH");
     if (!env || !*env) return best;
-    return resolve(parse_gemm_path(env, "MURPHY_GEMM_PATH"), best);
+    return resolve(parse_gemm_path(env, "MURPHY_GEMM_PATH"), detect_capable());
   }();
   return p;
 }
@@ -256,7 +267,7 @@ GemmPath default_path() {
 GemmPath active_path() {
   if (use_reference_ops()) return GemmPath::Reference;
   const GemmPath f = t_forced;
-  return f == GemmPath::Auto ? default_path() : resolve(f, detect_best());
+  return f == GemmPath::Auto ? default_path() : resolve(f, detect_capable());
 }
 
 // Y (+)= bf16(X) Wb^T on the baseline path: X rounded to bf16, W widened in chunks of rows.
@@ -325,7 +336,7 @@ GemmPath parse_gemm_path(const std::string& s, const char* what) {
 }
 bool gemm_path_available(GemmPath p) {
   if (p == GemmPath::Auto || p == GemmPath::Generic || p == GemmPath::Reference) return true;
-  return rank(p) >= rank(detect_best());
+  return rank(p) >= rank(detect_capable());
 }
 
 void gemm_cpu(const GemmArgs& a) {

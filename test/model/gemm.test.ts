@@ -420,6 +420,27 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     assert.match(bad.err, /MURPHY_GEMM_PATH must be 'auto', .*'avx2'.*; got 'avx3'/);
   });
 
+  // MURPHY_AMX=0 makes a process behave as on a kernel that refuses the tile state (Linux before
+  // 5.16): no amx-bf16, and on a CPU built with AMX Auto takes the widening avx512 path, whose
+  // packed bf16 products beat vdpbf16ps there (docs/kernels.md, "bf16 on AMX"); avx512-bf16 can
+  // still be forced. Without AMX the variable changes nothing.
+  it('MURPHY_AMX=0: no AMX, and Auto widens bf16 where the CPU has AMX; otherwise nothing changes', async () => {
+    const native = fileURLToPath(new URL('../../lib/native.ts', import.meta.url));
+    const code = `import { cpuInfo, gemmInfo } from ${JSON.stringify(native)};\n`
+      + 'process.stdout.write(JSON.stringify({ amx: cpuInfo().amxBf16, ...gemmInfo() }));';
+    const child = await new Promise<{ amx: boolean; best: string; paths: string[] }>((resolve, reject) => {
+      execFile(process.execPath, [...TS_LOADER, '--input-type=module', '-e', code], { env: { ...process.env, MURPHY_AMX: '0' } },
+        (e, out, err) => (e ? reject(new Error(`${e.message}: ${String(err)}`)) : resolve(JSON.parse(String(out)))));
+    });
+    assert.equal(child.amx, false);
+    if (best === 'amx-bf16') {
+      assert.equal(child.best, 'avx512');
+      assert.deepEqual(child.paths, paths.filter((p) => p !== 'amx-bf16'));
+    } else {
+      assert.deepEqual({ best: child.best, paths: child.paths }, { best, paths });
+    }
+  });
+
   it('alignedArray places arrays of any length on 64-byte boundaries (as the model\'s weights are)', () => {
     const plain = [1, 3, 17, 1000].map((n) => addressMod64(new Float32Array(n)));
     for (const n of [1, 3, 17, 1000, 1 + rng.int(5000)]) {
