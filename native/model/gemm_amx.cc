@@ -21,7 +21,7 @@
 // panels of W times chunks of 32-row blocks; a thread packs a panel (its pair rows past K zero)
 // into a buffer it keeps, then runs each 32-row block of its chunk across it. The tiles go to a
 // 32 x 32 buffer, then to Y (=, or += for accumulate), valid rows and columns only. Odd K (no
-// model has one) takes the vdpbf16ps path.
+// model has one) takes gemm_avx512's widening path.
 // Skinny products (decoding: kSkinnyMinRows <= M <= kSkinnyRows, K a multiple of 32) turn it
 // around: W is the A operand, read in place (16 weight rows a tile, no packing), and X's pairs
 // transposed into one panel (Xt [K / 2, 32], zero past M) are B, so C holds blocks of Y^T (32
@@ -55,10 +55,10 @@ constexpr int64_t kRows = 32;       // rows of a block: two A tiles
 constexpr int64_t kCols = 32;       // columns of a panel: two B tiles (gemm_pack.inc's NR)
 constexpr int64_t kStep = 16;       // pairs per tile step (32 bf16 = 64 bytes)
 constexpr int64_t kChunkRows = 256; // rows of a task at most, where panels alone give too few tasks
-// Skinny products of fewer rows stay on vdpbf16ps: a tile's 16 columns of X mostly zeros then,
-// and AMX measured 0.32-0.75x of it at M = 1-2, 0.61-0.99x at 4, 0.94-1.49x at 6, 1.08-1.64x
-// at 8 and 1.9-2.9x at 16 (decode shapes of the small model and Qwen3-0.6B, 2026-12-07, Xeon
-// with AMX, 2 threads; docs/kernels.md, "AMX").
+// Skinny products of fewer rows stay on vdpbf16ps (widening measured 0.83-1.15x of it there): a
+// tile's 16 columns of X are mostly zeros then, and AMX measured 0.32-0.75x of vdpbf16ps at M = 1-2, 0.61-0.99x at 4,
+// 0.94-1.49x at 6, 1.08-1.64x at 8 and 1.9-2.9x at 16 (decode shapes of the small model and
+// Qwen3-0.6B, 2026-12-07, Xeon with AMX, 2 threads; docs/kernels.md, "bf16 on AMX").
 constexpr int64_t kSkinnyMinRows = 6;
 using gemm_driver::imin;
 using gemm_driver::round_up;
@@ -217,7 +217,8 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     if (M >= kSkinnyMinRows && K % 32 == 0) return linear_skinny_bf16(X, Wb, Y, M, N, K, accumulate);
     return gemm_avx512::linear_forward_bf16(X, Wb, Y, M, N, K, accumulate, true);
   }
-  if (K % 2 != 0) return gemm_avx512::linear_forward_bf16(X, Wb, Y, M, N, K, accumulate, true);
+  // (odd K: packed bf16 widened to fp32, 1.5x vdpbf16ps's speed on the CPUs that have AMX)
+  if (K % 2 != 0) return gemm_avx512::linear_forward_bf16(X, Wb, Y, M, N, K, accumulate, false);
   const int64_t Kp = K / 2, KT = round_up(Kp, kStep), ldx = KT, Mp = round_up(M, kRows);
   gemm_driver::KeptBuf xbuf(0, size_t(Mp * ldx));
   uint32_t* Xp = reinterpret_cast<uint32_t*>(xbuf.p);

@@ -225,8 +225,8 @@ GemmPath detect_capable() {
 // What Auto takes: the most capable path, but for CPUs built with AMX whose tiles this process
 // may not use (Linux before 5.16, MURPHY_AMX=0): their vdpbf16ps does half the fp32 FMA's
 // multiply-adds per cycle, so the widening avx512 path ran the packed bf16 products 0.93-1.04x
-// fp32 where vdpbf16ps ran them 0.61-0.73x, and the decode ones as fast (docs/kernels.md, "bf16
-// on AMX").
+// fp32 where vdpbf16ps ran them 0.61-0.73x (the decode ones 0.83-1.15x as fast as vdpbf16ps;
+// docs/kernels.md, "bf16 on AMX").
 GemmPath detect_best() {
   const GemmPath c = detect_capable();
   return c == GemmPath::Avx512Bf16 && cpu_has_amx_bf16_hardware() ? GemmPath::Avx512 : c;
