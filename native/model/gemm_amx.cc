@@ -56,9 +56,10 @@ constexpr int64_t kCols = 32;       // columns of a panel: two B tiles (gemm_pac
 constexpr int64_t kStep = 16;       // pairs per tile step (32 bf16 = 64 bytes)
 constexpr int64_t kChunkRows = 256; // rows of a task at most, where panels alone give too few tasks
 // Skinny products of fewer rows stay on vdpbf16ps (widening measured 0.83-1.15x of it there): a
-// tile's 16 columns of X are mostly zeros then, and AMX measured 0.32-0.75x of vdpbf16ps at M = 1-2, 0.61-0.99x at 4,
-// 0.94-1.49x at 6, 1.08-1.64x at 8 and 1.9-2.9x at 16 (decode shapes of the small model and
-// Qwen3-0.6B, 2026-12-07, Xeon with AMX, 2 threads; docs/kernels.md, "bf16 on AMX").
+// tile's 16 columns of X are mostly zeros then, and AMX measured 0.32-0.75x of vdpbf16ps at
+// M = 1-2, 0.61-0.99x at 4, 0.94-1.49x at 6, 1.08-1.64x at 8 and 1.9-2.9x at 16 (decode shapes
+// of the small model and Qwen3-0.6B, 2026-12-07, Xeon with AMX, 2 threads; docs/kernels.md,
+// "bf16 on AMX").
 constexpr int64_t kSkinnyMinRows = 6;
 using gemm_driver::imin;
 using gemm_driver::round_up;
