@@ -3,11 +3,13 @@ import type { CommandModule } from 'yargs';
 import type { IsolationReport } from '../exec/index.js';
 import type { CublasLtReport } from '../gpu/cublaslt.js';
 import type { NcclReport } from '../gpu/nccl.js';
-import type { binaryInfo, cpuInfo, cuda, CudaStatus } from '../native.js';
+import type { binaryInfo, cpuInfo, cuda, CudaStatus, gemmInfo } from '../native.js';
 
 export interface DoctorReport {
   binary: ReturnType<typeof binaryInfo>;
   cpu: ReturnType<typeof cpuInfo>;
+  /** The CPU matrix products' path 'auto' takes here and the paths this CPU runs (docs/kernels.md, "Dispatch"); absent when the binary predates it. */
+  gemm?: ReturnType<typeof gemmInfo>;
   cuda: ReturnType<typeof cuda.status>;
   /** One line when the NVIDIA driver is too old for the binary's CUDA runtime; null otherwise. */
   driverTooOld: string | null;
@@ -50,7 +52,7 @@ export function driverTooOld(s: Pick<CudaStatus, 'built' | 'runtimeVersion' | 'd
 
 export async function doctorReport(opts: { python?: string } = {}): Promise<DoctorReport> {
   // loaded here, not with the command list: the CLI's other commands do not pay for them
-  const [{ describeIsolation }, { findCublasLt }, { findNccl }, { binaryInfo, cpuInfo, cuda }] = await Promise.all([
+  const [{ describeIsolation }, { findCublasLt }, { findNccl }, { binaryInfo, cpuInfo, cuda, gemmInfo }] = await Promise.all([
     import('../exec/index.js'), import('../gpu/cublaslt.js'), import('../gpu/nccl.js'), import('../native.js'),
   ]);
   let sandbox: IsolationReport | null = null;
@@ -62,13 +64,22 @@ export async function doctorReport(opts: { python?: string } = {}): Promise<Doct
   }
   const status = cuda.status();
   return {
-    binary: binaryInfo(), cpu: cpuInfo(), cuda: status, driverTooOld: driverTooOld(status), cublasLt: findCublasLt(), nccl: findNccl(),
+    binary: binaryInfo(), cpu: cpuInfo(), ...gemmOrNothing(gemmInfo), cuda: status, driverTooOld: driverTooOld(status), cublasLt: findCublasLt(), nccl: findNccl(),
     node: process.version, platform: `${process.platform}-${process.arch}`,
     sandbox, ...(sandboxError ? { sandboxError } : {}),
   };
 }
 
 const GiB = 1024 ** 3;
+
+/** { gemm } from gemmInfo, or nothing where the binary predates it (doctor still reports the rest). */
+function gemmOrNothing(info: typeof gemmInfo): { gemm?: ReturnType<typeof gemmInfo> } {
+  try {
+    return { gemm: info() };
+  } catch {
+    return {};
+  }
+}
 
 /** The CPU's extensions the kernels use beyond its SIMD level: ' (+avx512_bf16, +amx_bf16)'. */
 function simdExtras(cpu: DoctorReport['cpu']): string {
@@ -86,6 +97,7 @@ export function formatDoctor(r: DoctorReport): string {
   lines.push(`               N-API ${r.binary.napiVersion}${r.binary.compiler ? `, built with gcc ${r.binary.compiler}` : ''}`);
   lines.push(`node           ${r.node} on ${r.platform}`);
   lines.push(`cpu            ${r.cpu.threads} kernel threads (of ${r.cpu.hardwareConcurrency} hardware threads; MURPHY_NUM_THREADS sets it), SIMD: ${r.cpu.simd}${simdExtras(r.cpu)}`);
+  if (r.gemm) lines.push(`               matrix products: ${r.gemm.best} (of ${r.gemm.paths.join(', ')}; MURPHY_GEMM_PATH sets it)`);
   if (r.driverTooOld) {
     lines.push(`cuda           ${r.driverTooOld}`);
   } else if (r.cuda.built && !r.cuda.available && r.cuda.driverVersion === 0 && r.cuda.runtimeVersion > 0) {

@@ -55,6 +55,11 @@ describe('doctor: NVIDIA driver too old', () => {
     assert.match(cpuLine({})!, /SIMD: avx2$/);
     assert.match(cpuLine({ simd: 'avx512', avx512bf16: true })!, /SIMD: avx512 \(\+avx512_bf16\)$/);
     assert.match(cpuLine({ simd: 'avx512', avx512bf16: true, amxBf16: true })!, /SIMD: avx512 \(\+avx512_bf16, \+amx_bf16\)$/);
+    // the matrix products' path, under the cpu line, where the report has it
+    const text = (gemm?: DoctorReport['gemm']) => formatDoctor({ ...report(0), ...(gemm ? { gemm } : {}) });
+    assert.match(text({ best: 'amx-bf16', paths: ['amx-bf16', 'avx512-bf16', 'avx512', 'avx2', 'baseline'] }),
+      /\ncpu .*\n {15}matrix products: amx-bf16 \(of amx-bf16, avx512-bf16, avx512, avx2, baseline; MURPHY_GEMM_PATH sets it\)\n/);
+    assert.doesNotMatch(text(), /matrix products/);
   });
 
   it('no driver at all (version 0) is said plainly, not as an insufficient driver', () => {
