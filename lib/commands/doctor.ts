@@ -75,7 +75,8 @@ const GiB = 1024 ** 3;
 /** { gemm } from gemmInfo, or nothing where the binary predates it (doctor still reports the rest). */
 function gemmOrNothing(info: typeof gemmInfo): { gemm?: ReturnType<typeof gemmInfo> } {
   try {
-    return { gemm: info() };
+    const { best, paths } = info();
+    return { gemm: { best, paths } };
   } catch {
     return {};
   }
