@@ -169,3 +169,86 @@ export function lineChart(series: readonly Series[], o: ChartOptions): string {
   parts.push('</svg>');
   return parts.join('');
 }
+
+/** The chart styles of the report's page (lib/report/html.ts), for an SVG file that stands alone. */
+export const CHART_STYLE = '.chart{background:#fcfcfc;font-family:sans-serif}.ct{font-size:13px;font-weight:600}.tick,.leg,.lbl{font-size:10px;fill:#555}.grid{stroke:#eee}.axis{stroke:#999}.ref{stroke:#444;stroke-dasharray:4 3}';
+
+export interface BarChartOptions {
+  title: string;
+  yLabel?: string;
+  width?: number;
+  height?: number;
+  /** A dashed horizontal line at y (a goal), labelled at its right end. */
+  ref?: { y: number; label: string };
+  /** Embed CHART_STYLE, for an SVG written to its own file. */
+  standalone?: boolean;
+}
+
+/**
+ * An SVG bar chart of grouped bars: one group per category (its label written below it,
+ * rotated), one bar per series in each group; a NaN value leaves its bar out. The y axis starts
+ * at 0. Bars are `rect.bar` with a `<title>` giving the series, category and value.
+ */
+export function barChart(categories: readonly string[], series: readonly { name: string; values: readonly number[] }[], o: BarChartOptions): string {
+  const W = o.width ?? 760;
+  const H = o.height ?? 360;
+  const L = 52;
+  const R = 10;
+  const labelBand = Math.min(160, 12 + 5.6 * Math.max(0, ...categories.map((c) => c.length)) * 0.72);
+  const B = 14 + labelBand;
+  const legend: { x: number; row: number; name: string; color: string }[] = [];
+  let lx = L;
+  let row = 0;
+  series.forEach((s, i) => {
+    const w = 16 + textWidth(s.name) + 12;
+    if (lx + w > W - R && lx > L) {
+      lx = L;
+      row++;
+    }
+    legend.push({ x: lx, row, name: s.name, color: COLORS[i % COLORS.length]! });
+    lx += w;
+  });
+  const rows = legend.length ? legend[legend.length - 1]!.row + 1 : 0;
+  const T = 26 + rows * 13 + (rows ? 4 : 0);
+  const ys = series.flatMap((s) => s.values.filter((v) => Number.isFinite(v)));
+  const y1 = Math.max(o.ref?.y ?? 0, ...ys, 1e-9) * 1.05;
+  const sy = (y: number): number => T + (1 - y / y1) * (H - T - B);
+  const gw = (W - L - R) / Math.max(1, categories.length);
+  const bw = (gw * 0.8) / Math.max(1, series.length);
+  const fmtv = (v: number) => fmt(v, false);
+  const parts: string[] = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${escapeXml(o.title)}">`);
+  if (o.standalone) parts.push(`<style>${CHART_STYLE}</style><rect width="${W}" height="${H}" fill="#fcfcfc"/>`);
+  parts.push(`<text x="${W / 2}" y="16" text-anchor="middle" class="ct">${escapeXml(o.title)}</text>`);
+  parts.push(`<rect class="plot-area" x="${L}" y="${T}" width="${W - L - R}" height="${H - T - B}" fill="none"/>`);
+  for (const t of niceTicks(0, y1)) {
+    const y = sy(t).toFixed(1);
+    parts.push(`<line x1="${L}" x2="${W - R}" y1="${y}" y2="${y}" class="grid"/><text x="${L - 4}" y="${y}" dy="3" text-anchor="end" class="tick">${fmtv(t)}</text>`);
+  }
+  categories.forEach((c, i) => {
+    series.forEach((s, j) => {
+      const v = s.values[i] ?? NaN;
+      if (!Number.isFinite(v)) return;
+      const x = L + i * gw + gw * 0.1 + j * bw;
+      parts.push(`<rect class="bar" x="${x.toFixed(1)}" y="${sy(v).toFixed(1)}" width="${bw.toFixed(1)}" height="${(sy(0) - sy(v)).toFixed(1)}" fill="${COLORS[j % COLORS.length]}"><title>${escapeXml(`${s.name}, ${c}: ${fmtv(v)}`)}</title></rect>`);
+    });
+    const cx = (L + (i + 0.5) * gw).toFixed(1);
+    parts.push(`<text transform="translate(${cx} ${H - B + 8}) rotate(-55)" text-anchor="end" class="tick">${escapeXml(c)}</text>`);
+  });
+  parts.push(`<line x1="${L}" x2="${W - R}" y1="${H - B}" y2="${H - B}" class="axis"/><line x1="${L}" x2="${L}" y1="${T}" y2="${H - B}" class="axis"/>`);
+  if (o.ref) {
+    const y = sy(o.ref.y).toFixed(1);
+    parts.push(`<line x1="${L}" x2="${W - R}" y1="${y}" y2="${y}" class="ref"/><text x="${W - R - 2}" y="${y}" dy="-3" text-anchor="end" class="lbl">${escapeXml(o.ref.label)}</text>`);
+  }
+  if (o.yLabel) parts.push(`<text transform="translate(12 ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle" class="lbl">${escapeXml(o.yLabel)}</text>`);
+  if (legend.length) {
+    parts.push('<g class="legend">');
+    for (const e of legend) {
+      const y = 24 + e.row * 13;
+      parts.push(`<rect x="${e.x}" y="${y}" width="10" height="7" fill="${e.color}"/><text x="${e.x + 14}" y="${y + 6}" class="leg">${escapeXml(e.name)}</text>`);
+    }
+    parts.push('</g>');
+  }
+  parts.push('</svg>');
+  return parts.join('');
+}

@@ -9,6 +9,7 @@
 // process listeners or signals, child processes or workers): test/runner/test-files.test.ts
 // checks each for those.
 import '../config/docs-table.test.js';
+import '../bench/plot-gemm.test.js';
 import '../bench/readme-summary.test.js';
 import '../cli/help-cache.test.js';
 import '../cli/startup-imports.test.js';
