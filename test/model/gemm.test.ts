@@ -313,7 +313,7 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
   // The packed driver's tasks handed out one at a time from a counter to one runner per thread
   // (gemm_driver.cc), on 1, 3 and 4 threads: the blocked shapes, one whose 12 column blocks do not
   // split evenly between 8 chunks (the qwen3 down dx grid, scaled down), and a fresh one.
-  it(`packed products on 1, 3 and 4 threads (${splitPaths.join(', ')}), the three products`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, () => {
+  it(`packed products on 1, 3 and 4 threads (${splitPaths.join(', ')}), the three products and the bf16 forward`, { skip: splitPaths.length ? false : 'no AVX2 or AVX-512 here' }, () => {
     const threads = cpuInfo().threads;
     const shapes: Shape[] = [...blocked, { m: 40, n: 3072, k: 40 }, { m: 40 + rng.int(200), n: 200 + rng.int(900), k: 30 + rng.int(300) }];
     try {
@@ -329,6 +329,12 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
               linearProduct(product, a, b, out, s, { accumulate: old !== null, path });
               check(`${path} ${t} threads ${product} ${s.m}x${s.n}x${s.k}`, out, ref.y, ref.abs, old, ref.inner, 0);
             }
+          }
+          for (const s of shapes) {  // the bf16 forward (AMX's own tasks: panels and row chunks)
+            const { x, wb, exact } = bf16Case(s);
+            const out = new Float32Array(s.m * s.n).fill(Number.NaN);
+            linearProduct('forward', x, wb, out, s, { path });
+            check(`${path} bf16 ${t} threads ${s.m}x${s.n}x${s.k}`, out, exact.y, exact.abs, null, exact.inner, 0);
           }
         }
       }
