@@ -20,8 +20,10 @@
 // zero-filled, so every tile is whole) and is the A operand; the output is cut into 32-column
 // panels of W times chunks of 32-row blocks; a thread packs a panel (its pair rows past K zero)
 // into a buffer it keeps, then runs each 32-row block of its chunk across it. The tiles go to a
-// 32 x 32 buffer, then to Y (=, or += for accumulate), valid rows and columns only. Odd K (no
-// model has one) takes gemm_avx512's widening path.
+// 32 x 32 buffer, then to Y (=, or += for accumulate), valid rows and columns only. Where Xp
+// passes kSharedPackMinX, W is packed whole first (up to kSharedPackBytes) and a task is a chunk
+// of kChunkRows rows times a group of kGroupPanels panels, so that the chunk stays in L2 while
+// the panels pass. Odd K (no model has one) takes gemm_avx512's widening path.
 // Skinny products (decoding: kSkinnyMinRows <= M <= kSkinnyRows, K a multiple of 32) turn it
 // around: W is the A operand, read in place (16 weight rows a tile, no packing), and X's pairs
 // transposed into one panel (Xt [K / 2, 32], zero past M) are B, so C holds blocks of Y^T (32
@@ -54,7 +56,10 @@ namespace {
 constexpr int64_t kRows = 32;       // rows of a block: two A tiles
 constexpr int64_t kCols = 32;       // columns of a panel: two B tiles (gemm_pack.inc's NR)
 constexpr int64_t kStep = 16;       // pairs per tile step (32 bf16 = 64 bytes)
-constexpr int64_t kChunkRows = 256; // rows of a task at most, where panels alone give too few tasks
+constexpr int64_t kChunkRows = 256; // rows of a task at most (256 x 1,024 pairs of Xp: 1 MiB, L2)
+constexpr int64_t kGroupPanels = 8;  // panels of a task when W is packed whole (512 KiB at K = 1,024)
+constexpr size_t kSharedPackBytes = size_t(64) << 20;  // W packed whole up to this size,
+constexpr size_t kSharedPackMinX = size_t(2) << 20;    // where paired X passes this (an L2 here)
 // Skinny products of fewer rows stay on vdpbf16ps (widening measured 0.83-1.15x of it there): a
 // tile's 16 columns of X are mostly zeros then, and AMX measured 0.32-0.75x of vdpbf16ps at
 // M = 1-2, 0.61-0.99x at 4, 0.94-1.49x at 6, 1.08-1.64x at 8 and 1.9-2.9x at 16 (decode shapes
@@ -134,26 +139,51 @@ void store(const float* cb, float* Y, int64_t ldy, int64_t rows, int64_t cols, b
   }
 }
 
+// Runs rows [r0, r1) of Xp (r0 a multiple of 32) across one packed panel (columns [j0, j0 + nc)).
+void panel_rows(const uint32_t* Xp, int64_t ldx, const uint32_t* bp, int64_t KT, float* Y, int64_t N, int64_t j0,
+                int64_t nc, int64_t r0, int64_t r1, bool acc, float* cb) {
+  for (int64_t r = r0; r < r1; r += kRows) {
+    block<2>(Xp + r * ldx, ldx, bp, KT, cb);
+    store(cb, Y + r * N + j0, N, imin(kRows, r1 - r), nc, acc);
+  }
+}
+
+// Packs panel p of W (columns [32 p, 32 p + 32)) into bp: pairs [0, K / 2), zero up to KT.
+void pack_panel(const uint16_t* Wb, int64_t N, int64_t K, int64_t KT, int64_t p, uint32_t* bp) {
+  const int64_t Kp = K / 2, j0 = p * kCols;
+  gemm_avx512::pack_pair_panel(reinterpret_cast<const uint32_t*>(Wb), Kp, Kp, j0, imin(kCols, N - j0), bp);
+  std::memset(bp + Kp * kCols, 0, size_t((KT - Kp) * kCols) * 4);
+}
+
 // Tasks [t0, t1) of the grid (panel-major: task t is panel t / chunks, row chunk t % chunks).
 void run_tasks(int64_t t0, int64_t t1, int64_t chunks, int64_t chunk_rows, const uint32_t* Xp, int64_t ldx,
                const uint16_t* Wb, float* Y, int64_t M, int64_t N, int64_t K, int64_t KT, bool acc) {
-  const int64_t Kp = K / 2;
   uint32_t* bp = reinterpret_cast<uint32_t*>(gemm_driver::KeptBuf(1, size_t(KT * kCols)).p);
   alignas(64) float cb[kRows * kCols];
   load_config();
   int64_t packed = -1;
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t panel = t / chunks, j0 = panel * kCols, nc = imin(kCols, N - j0);
-    if (panel != packed) {
-      gemm_avx512::pack_pair_panel(reinterpret_cast<const uint32_t*>(Wb), Kp, Kp, j0, nc, bp);
-      std::memset(bp + Kp * kCols, 0, size_t((KT - Kp) * kCols) * 4);
-      packed = panel;
-    }
-    const int64_t r0 = (t % chunks) * chunk_rows, r1 = imin(M, r0 + chunk_rows);
-    for (int64_t r = r0; r < r1; r += kRows) {
-      block<2>(Xp + r * ldx, ldx, bp, KT, cb);
-      store(cb, Y + r * N + j0, N, imin(kRows, r1 - r), nc, acc);
-    }
+    const int64_t panel = t / chunks, j0 = panel * kCols;
+    if (panel != packed) pack_panel(Wb, N, K, KT, panel, bp), packed = panel;
+    const int64_t r0 = (t % chunks) * chunk_rows;
+    panel_rows(Xp, ldx, bp, KT, Y, N, j0, imin(kCols, N - j0), r0, imin(M, r0 + chunk_rows), acc, cb);
+  }
+  _tile_release();
+}
+
+// Tasks [t0, t1) over W packed whole (panel p at Wp + p KT 32): task t is row chunk t / groups
+// (kChunkRows rows) times panel group t % groups (kGroupPanels panels), so that consecutive tasks
+// of a thread keep the chunk's rows of Xp in L2 while the group's panels pass.
+void run_shared(int64_t t0, int64_t t1, int64_t groups, const uint32_t* Xp, int64_t ldx, const uint32_t* Wp, float* Y,
+                int64_t M, int64_t N, int64_t KT, bool acc) {
+  alignas(64) float cb[kRows * kCols];
+  load_config();
+  const int64_t panels = (N + kCols - 1) / kCols;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t r0 = (t / groups) * kChunkRows, r1 = imin(M, r0 + kChunkRows);
+    const int64_t p0 = (t % groups) * kGroupPanels, p1 = imin(panels, p0 + kGroupPanels);
+    for (int64_t p = p0; p < p1; ++p)
+      panel_rows(Xp, ldx, Wp + p * KT * kCols, KT, Y, N, p * kCols, imin(kCols, N - p * kCols), r0, r1, acc, cb);
   }
   _tile_release();
 }
@@ -229,8 +259,26 @@ void linear_forward_bf16(const float* X, const uint16_t* Wb, float* Y, int64_t M
     if (m1 > r0) gemm_avx512::pair_rows_bf16(X, K, r0, m1, Xp, ldx);
     for (int64_t r = r0 > M ? r0 : M; r < r1; ++r) std::memset(Xp + r * ldx, 0, size_t(ldx) * 4);
   });
-  // Panels, and row chunks where the panels alone would leave a thread idle.
   const int64_t panels = (N + kCols - 1) / kCols;
+  const size_t packed_floats = size_t(panels * KT * kCols);
+  if (size_t(Mp * ldx) * 4 > kSharedPackMinX && packed_floats * 4 <= kSharedPackBytes) {
+    // X past L2: W packed once (in parallel), then row chunks x panel groups, so that Xp is not
+    // read again from L3 for every panel. Alternated runs of both (2 threads): 4,096 x 1,024 x
+    // 3,072 915-932 GFLOP/s before, 1,358-1,365 so; 4,096 x 3,072 x 1,024 1,104-1,182 and
+    // 1,265-1,466; 4,096 x 1,024 x 1,024 933-939 and 1,370-1,413; but 1,024 x 1,024 x 3,072
+    // (Xp 2 MiB) 1,369-1,379 and 1,335-1,338, hence the threshold.
+    gemm_driver::CallBuf wbuf(packed_floats);
+    uint32_t* Wp = reinterpret_cast<uint32_t*>(wbuf.p);
+    parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) amx::pack_panel(Wb, N, K, KT, p, Wp + p * KT * kCols);
+    });
+    const int64_t groups = (panels + kGroupPanels - 1) / kGroupPanels, chunks = (Mp + kChunkRows - 1) / kChunkRows;
+    parallel_for(chunks * groups, 1, [&](int64_t t0, int64_t t1) {
+      amx::run_shared(t0, t1, groups, Xp, ldx, Wp, Y, M, N, KT, accumulate);
+    });
+    return;
+  }
+  // Panels, and row chunks where the panels alone would leave a thread idle.
   int64_t chunk_rows = Mp;
   if (panels < 4 * num_threads()) {
     const int64_t want = (4 * num_threads() + panels - 1) / panels;

@@ -310,6 +310,31 @@ describe(`CPU GEMM vs float64 (paths ${allPaths.join(', ')}; auto = ${best}; see
     }
   });
 
+  // AMX's products whose paired X passes 2 MiB pack W whole first and run row chunks x panel
+  // groups (gemm_amx.cc): the same bits as the same rows in two calls under that size (the
+  // per-panel tasks, checked against float64 above), every output written, and spot checks
+  // against float64 sums.
+  it('AMX: a bf16 product with X past 2 MiB (W packed whole) gives the bits of two smaller calls', { skip: paths.includes('amx-bf16') ? false : 'no AMX here' }, () => {
+    const m = 1030 + rng.int(40), k = 1024, n = 257 + rng.int(40), h = 512 + rng.int(8);
+    const x = rng.normals(m * k);
+    const { wb, wv } = bf16Normals(n * k);
+    const whole = new Float32Array(m * n).fill(Number.NaN), split = new Float32Array(m * n).fill(Number.NaN);
+    linearProduct('forward', x, wb, whole, { m, n, k }, { path: 'amx-bf16' });
+    linearProduct('forward', x.subarray(0, h * k), wb, split.subarray(0, h * n), { m: h, n, k }, { path: 'amx-bf16' });
+    linearProduct('forward', x.subarray(h * k), wb, split.subarray(h * n), { m: m - h, n, k }, { path: 'amx-bf16' });
+    assert.deepEqual(whole, split, `${m} x ${n} x ${k} against ${h} + ${m - h} rows; seed ${seed}`);
+    for (let t = 0; t < 64; t++) {
+      const i = rng.int(m), j = rng.int(n);
+      let sum = 0, abs = 0;
+      for (let q = 0; q < k; q++) {
+        const p = bf16Value(bf16Bits(x[i * k + q]!)) * wv[j * k + q]!;
+        sum += p;
+        abs += Math.abs(p);
+      }
+      assert.ok(Math.abs(whole[i * n + j]! - sum) <= k * U * abs, `y[${i}, ${j}] = ${whole[i * n + j]}, float64 ${sum}; seed ${seed}`);
+    }
+  });
+
   // The packed driver's tasks handed out one at a time from a counter to one runner per thread
   // (gemm_driver.cc), on 1, 3 and 4 threads: the blocked shapes, one whose 12 column blocks do not
   // split evenly between 8 chunks (the qwen3 down dx grid, scaled down), and a fresh one.
