@@ -78,6 +78,35 @@ function textWidth(s: string): number {
   return s.length * 5.6;
 }
 
+interface LegendEntry { x: number; row: number; name: string; color: string }
+
+/** Legend entries laid out left to right in rows under the title (one per name, in the series' colours), and the plot area's top below them. */
+function legendLayout(names: readonly string[], W: number, L: number, R: number): { entries: LegendEntry[]; top: number } {
+  const entries: LegendEntry[] = [];
+  let x = L;
+  let row = 0;
+  names.forEach((name, i) => {
+    const w = 16 + textWidth(name) + 12;
+    if (x + w > W - R && x > L) {
+      x = L;
+      row++;
+    }
+    entries.push({ x, row, name, color: COLORS[i % COLORS.length]! });
+    x += w;
+  });
+  const rows = entries.length ? entries[entries.length - 1]!.row + 1 : 0;
+  return { entries, top: 26 + rows * 13 + (rows ? 4 : 0) };
+}
+
+/** The legend's `g.legend` (nothing without entries); `swatch` draws an entry's colour mark at its row's y. */
+function legendSvg(entries: readonly LegendEntry[], swatch: (e: LegendEntry, y: number) => string): string {
+  if (!entries.length) return '';
+  return `<g class="legend">${entries.map((e) => {
+    const y = 24 + e.row * 13;
+    return `${swatch(e, y)}<text x="${e.x + 14}" y="${y + 6}" class="leg">${escapeXml(e.name)}</text>`;
+  }).join('')}</g>`;
+}
+
 /**
  * An SVG line chart (with point markers when a series has few points). The legend sits in its
  * own band between the title and the plot area, never over the data; the plot area is marked
@@ -89,24 +118,8 @@ export function lineChart(series: readonly Series[], o: ChartOptions): string {
   const L = 52;
   const R = 10;
   const B = 38;
-  // Legend rows, laid out left to right under the title.
   const named = series.length > 1 || Boolean(series[0]?.name);
-  const legend: { x: number; row: number; name: string; color: string }[] = [];
-  if (named) {
-    let x = L;
-    let row = 0;
-    series.forEach((s, i) => {
-      const w = 16 + textWidth(s.name) + 12;
-      if (x + w > W - R && x > L) {
-        x = L;
-        row++;
-      }
-      legend.push({ x, row, name: s.name, color: COLORS[i % COLORS.length]! });
-      x += w;
-    });
-  }
-  const rows = legend.length ? legend[legend.length - 1]!.row + 1 : 0;
-  const T = 26 + rows * 13 + (rows ? 4 : 0);
+  const { entries: legend, top: T } = legendLayout(named ? series.map((s) => s.name) : [], W, L, R);
   const clean = series.map((s) => s.points.filter((p) => Number.isFinite(p[1]) && Number.isFinite(p[0])));
   const pts = clean.flat();
   const xs = pts.map((p) => p[0]);
@@ -158,14 +171,7 @@ export function lineChart(series: readonly Series[], o: ChartOptions): string {
     parts.push(`<path d="${path(p)}" fill="none" stroke="${c}" stroke-width="1.8" class="series" data-name="${escapeXml(s.name)}"/>`);
     if (p.length <= 30) for (const q of p) parts.push(`<circle cx="${sx(q[0]).toFixed(1)}" cy="${sy(q[1]).toFixed(1)}" r="2.5" fill="${c}"><title>${escapeXml(`${s.name}: ${fmt(q[1], o.percent ?? false)} at ${q[0]}`)}</title></circle>`);
   });
-  if (legend.length) {
-    parts.push('<g class="legend">');
-    for (const e of legend) {
-      const y = 24 + e.row * 13;
-      parts.push(`<rect x="${e.x}" y="${y + 2}" width="10" height="3" fill="${e.color}"/><text x="${e.x + 14}" y="${y + 6}" class="leg">${escapeXml(e.name)}</text>`);
-    }
-    parts.push('</g>');
-  }
+  parts.push(legendSvg(legend, (e, y) => `<rect x="${e.x}" y="${y + 2}" width="10" height="3" fill="${e.color}"/>`));
   parts.push('</svg>');
   return parts.join('');
 }
@@ -196,20 +202,7 @@ export function barChart(categories: readonly string[], series: readonly { name:
   const R = 10;
   const labelBand = Math.min(160, 12 + 5.6 * Math.max(0, ...categories.map((c) => c.length)) * 0.72);
   const B = 14 + labelBand;
-  const legend: { x: number; row: number; name: string; color: string }[] = [];
-  let lx = L;
-  let row = 0;
-  series.forEach((s, i) => {
-    const w = 16 + textWidth(s.name) + 12;
-    if (lx + w > W - R && lx > L) {
-      lx = L;
-      row++;
-    }
-    legend.push({ x: lx, row, name: s.name, color: COLORS[i % COLORS.length]! });
-    lx += w;
-  });
-  const rows = legend.length ? legend[legend.length - 1]!.row + 1 : 0;
-  const T = 26 + rows * 13 + (rows ? 4 : 0);
+  const { entries: legend, top: T } = legendLayout(series.map((s) => s.name), W, L, R);
   const ys = series.flatMap((s) => s.values.filter((v) => Number.isFinite(v)));
   const y1 = Math.max(o.ref?.y ?? 0, ...ys, 1e-9) * 1.05;
   const sy = (y: number): number => T + (1 - y / y1) * (H - T - B);
@@ -241,14 +234,7 @@ export function barChart(categories: readonly string[], series: readonly { name:
     parts.push(`<line x1="${L}" x2="${W - R}" y1="${y}" y2="${y}" class="ref"/><text x="${W - R - 2}" y="${y}" dy="-3" text-anchor="end" class="lbl">${escapeXml(o.ref.label)}</text>`);
   }
   if (o.yLabel) parts.push(`<text transform="translate(12 ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle" class="lbl">${escapeXml(o.yLabel)}</text>`);
-  if (legend.length) {
-    parts.push('<g class="legend">');
-    for (const e of legend) {
-      const y = 24 + e.row * 13;
-      parts.push(`<rect x="${e.x}" y="${y}" width="10" height="7" fill="${e.color}"/><text x="${e.x + 14}" y="${y + 6}" class="leg">${escapeXml(e.name)}</text>`);
-    }
-    parts.push('</g>');
-  }
+  parts.push(legendSvg(legend, (e, y) => `<rect x="${e.x}" y="${y}" width="10" height="7" fill="${e.color}"/>`));
   parts.push('</svg>');
   return parts.join('');
 }
