@@ -147,24 +147,25 @@ for (const c of cases) {
     await m.accumulate(batch, { crossEntropy: true });
     await m.optimizerStep({ lr: 1e-4, maxGradNorm: 1 });
   };
-  await step();
-  let t0 = performance.now();
-  for (let i = 0; i < c.trainIters; i++) await step();
-  const trainTps = (T * c.trainIters) / ((performance.now() - t0) / 1000);
+  // tokens/s over trainIters steps after one untimed step
+  const trainRate = async () => {
+    await step();
+    const t = performance.now();
+    for (let i = 0; i < c.trainIters; i++) await step();
+    return (T * c.trainIters) / ((performance.now() - t) / 1000);
+  };
+  const trainTps = await trainRate();
   // the same steps with the layers' forward products on the bf16 copy (setBf16({ forward }): AMX
   // tiles or vdpbf16ps where the CPU has them; the backward and the loss's head stay fp32)
   m.setBf16({ forward: true });
-  await step();
-  t0 = performance.now();
-  for (let i = 0; i < c.trainIters; i++) await step();
-  const trainBf16Tps = (T * c.trainIters) / ((performance.now() - t0) / 1000);
+  const trainBf16Tps = await trainRate();
   m.setBf16({ forward: false });
   const prompts = Array.from({ length: c.prompts }, (_, k) => rand(c.promptLen).map((x) => (x + 3 * k) % s.vocabSize));
   // fp32 and bf16-weight generation (PolicyModel.setBf16), interleaved, best of `rounds`
   const genRate = async (bf16: boolean) => {
     m.setBf16({ generate: bf16 });  // switching off frees the bf16 copy: the warm-up rebuilds it, untimed
     await m.generate(prompts.slice(0, 1), { maxNewTokens: 1, temperature: 0 });
-    t0 = performance.now();
+    const t0 = performance.now();
     const gens = await m.generate(prompts, { maxNewTokens: c.newTokens, temperature: 0 });
     return gens.reduce((a, g) => a + g.tokens.length, 0) / ((performance.now() - t0) / 1000);
   };

@@ -72,13 +72,14 @@ export async function doctorReport(opts: { python?: string } = {}): Promise<Doct
 
 const GiB = 1024 ** 3;
 
-/** { gemm } from gemmInfo, or nothing where the binary predates it (doctor still reports the rest). */
+/** { gemm } from gemmInfo, or nothing where the binary predates it (ENOLIB: doctor still reports the rest). */
 function gemmOrNothing(info: typeof gemmInfo): { gemm?: ReturnType<typeof gemmInfo> } {
   try {
     const { best, paths } = info();
     return { gemm: { best, paths } };
-  } catch {
-    return {};
+  } catch (e) {
+    if ((e as { code?: unknown }).code === 'ENOLIB') return {};
+    throw e;
   }
 }
 
